@@ -1,0 +1,210 @@
+//! The oracle contract: what any function class must provide to become a
+//! structured energy (SPEC §4–5).
+//!
+//! * An [`Oracle`] holds validated hyper-parameters and *fits* a [`Problem`],
+//!   warm-started from the previous [`Model`] of its own kind (or from nothing).
+//!   The returned model's loss on the same problem must not be higher than the
+//!   warm-start model's; [`fit_monotone`] enforces this for any oracle.
+//! * A [`Model`] scores new inputs into a caller-owned buffer, is `Send + Sync`,
+//!   and serialises itself to bytes; a [`ModelRegistry`] maps a kind name back to
+//!   a loader, so function classes defined in other crates load from model files
+//!   without editing this crate.
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+
+use crate::{Features, OracleError, Problem};
+
+/// A fitted function `g(φ, ·): R^d → R^C` of one function class.
+pub trait Model: Send + Sync + Debug + 'static {
+    /// The function class's registry name, e.g. `"linear"`.
+    fn kind(&self) -> &str;
+
+    /// Number of input features `d`.
+    fn dim(&self) -> usize;
+
+    /// Number of classes `C` (outputs per row).
+    fn classes(&self) -> usize;
+
+    /// Writes `g(φ_k, y)` for every row `k` of `features` into `out`
+    /// (row-major `rows × classes`). Errors if `features.dim() != self.dim()`
+    /// or `out` has the wrong length.
+    fn score(&self, features: Features<'_>, out: &mut [f64]) -> Result<(), OracleError>;
+
+    /// The model's parameters as bytes (postcard), read back by the loader
+    /// registered for [`Model::kind`].
+    fn to_bytes(&self) -> Result<Vec<u8>, OracleError>;
+
+    /// A boxed copy.
+    fn clone_model(&self) -> Box<dyn Model>;
+
+    /// For downcasting a warm-start model to the concrete type.
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl Clone for Box<dyn Model> {
+    fn clone(&self) -> Self {
+        self.clone_model()
+    }
+}
+
+/// Randomness and bookkeeping handed to one oracle call.
+#[derive(Debug, Clone, Copy)]
+pub struct FitContext {
+    /// Seed for every random choice of this call (subsamples, initialisation,
+    /// minibatch order). The same seed must give the same model.
+    pub seed: u64,
+}
+
+/// A function class with its hyper-parameters: fits biased logistic regression
+/// problems, warm-started.
+pub trait Oracle: Send + Sync + Debug {
+    /// The registry name of the models this oracle produces.
+    fn kind(&self) -> &str;
+
+    /// Checks the hyper-parameters; called before any fit.
+    fn validate(&self) -> Result<(), OracleError>;
+
+    /// Fits `problem`, starting from `warm` (a model previously returned by this
+    /// oracle kind) if given. Must return a model whose loss is not higher than
+    /// `warm`'s on `problem`.
+    fn fit(
+        &self,
+        problem: &Problem<'_>,
+        warm: Option<&dyn Model>,
+        ctx: FitContext,
+    ) -> Result<Box<dyn Model>, OracleError>;
+}
+
+/// Checks that a model fits a problem's shape.
+pub fn check_model_shape(model: &dyn Model, dim: usize, classes: usize) -> Result<(), OracleError> {
+    if model.dim() != dim || model.classes() != classes {
+        return Err(OracleError::ModelMismatch {
+            model_dim: model.dim(),
+            model_classes: model.classes(),
+            dim,
+            classes,
+        });
+    }
+    Ok(())
+}
+
+/// Checks the `out` buffer for scoring `features` with `classes` outputs.
+pub fn check_score_buffer(features: Features<'_>, classes: usize, out: &[f64]) -> Result<(), OracleError> {
+    let expected = features.rows() * classes;
+    if out.len() != expected {
+        return Err(OracleError::OutputShape { got: out.len(), expected });
+    }
+    Ok(())
+}
+
+/// Downcasts a warm-start model to the oracle's concrete model type, with a
+/// typed error naming both kinds when it is of another class.
+pub fn downcast_warm<'m, M: Model>(warm: Option<&'m dyn Model>, expected: &str) -> Result<Option<&'m M>, OracleError> {
+    match warm {
+        None => Ok(None),
+        Some(m) => m.as_any().downcast_ref::<M>().map(Some).ok_or_else(|| OracleError::WrongModelKind {
+            expected: expected.to_string(),
+            found: m.kind().to_string(),
+        }),
+    }
+}
+
+/// Loss `L` of `model` on `problem` (scores the rows, then [`crate::logistic_loss`]).
+pub fn model_loss(model: &dyn Model, problem: &Problem<'_>) -> Result<f64, OracleError> {
+    check_model_shape(model, problem.dim(), problem.classes())?;
+    let mut scores = vec![0.0; problem.rows() * problem.classes()];
+    model.score(problem.features(), &mut scores)?;
+    Ok(crate::logistic_loss(problem, &scores, None))
+}
+
+/// Outcome of [`fit_monotone`].
+#[derive(Debug)]
+pub struct MonotoneFit {
+    /// The model kept: the new one, or a copy of the warm start if the new one was worse.
+    pub model: Box<dyn Model>,
+    /// Loss of the kept model.
+    pub loss: f64,
+    /// Loss of the warm-start model (`None` without one).
+    pub previous_loss: Option<f64>,
+    /// Whether the new fit was rejected in favour of the warm start.
+    pub rejected: bool,
+}
+
+/// Fits with `oracle` and keeps the result only if it does not increase the
+/// loss over `warm` (SPEC §4: "an oracle step never increases R when the oracle
+/// is warm-started from its previous function and only accepts improvements").
+pub fn fit_monotone(
+    oracle: &dyn Oracle,
+    problem: &Problem<'_>,
+    warm: Option<&dyn Model>,
+    ctx: FitContext,
+) -> Result<MonotoneFit, OracleError> {
+    oracle.validate()?;
+    let previous_loss = warm.map(|m| model_loss(m, problem)).transpose()?;
+    let model = oracle.fit(problem, warm, ctx)?;
+    let loss = model_loss(model.as_ref(), problem)?;
+    match (warm, previous_loss) {
+        (Some(w), Some(prev)) if !(loss <= prev) => {
+            Ok(MonotoneFit { model: w.clone_model(), loss: prev, previous_loss, rejected: true })
+        }
+        _ => Ok(MonotoneFit { model, loss, previous_loss, rejected: false }),
+    }
+}
+
+/// Reads a model of one kind back from [`Model::to_bytes`].
+pub type ModelLoader = fn(&[u8]) -> Result<Box<dyn Model>, OracleError>;
+
+/// Maps model kinds to loaders. Function classes from other crates register
+/// their own loader, so model files can hold them without editing this crate.
+#[derive(Debug, Clone, Default)]
+pub struct ModelRegistry {
+    loaders: BTreeMap<String, ModelLoader>,
+}
+
+impl ModelRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A registry with the five built-in classes: zero, constant, linear, boosting, mlp.
+    pub fn with_builtin() -> Self {
+        let mut r = Self::new();
+        for (kind, loader) in crate::builtin_loaders() {
+            r.loaders.insert(kind.to_string(), loader);
+        }
+        r
+    }
+
+    /// Registers the loader for `kind`; errors if the kind is already registered.
+    pub fn register(&mut self, kind: &str, loader: ModelLoader) -> Result<(), OracleError> {
+        if self.loaders.contains_key(kind) {
+            return Err(OracleError::DuplicateKind(kind.to_string()));
+        }
+        self.loaders.insert(kind.to_string(), loader);
+        Ok(())
+    }
+
+    /// Loads a model of `kind` from its bytes.
+    pub fn load(&self, kind: &str, bytes: &[u8]) -> Result<Box<dyn Model>, OracleError> {
+        let loader = self.loaders.get(kind).ok_or_else(|| OracleError::UnknownKind(kind.to_string()))?;
+        loader(bytes)
+    }
+
+    /// The registered kinds, sorted.
+    pub fn kinds(&self) -> impl Iterator<Item = &str> {
+        self.loaders.keys().map(String::as_str)
+    }
+}
+
+/// Encodes a serde model with postcard (helper for [`Model::to_bytes`]).
+pub fn encode<T: serde::Serialize>(kind: &str, value: &T) -> Result<Vec<u8>, OracleError> {
+    postcard::to_stdvec(value).map_err(|source| OracleError::Codec { kind: kind.to_string(), source })
+}
+
+/// Decodes a serde model with postcard (helper for loaders).
+pub fn decode<T: serde::de::DeserializeOwned>(kind: &str, bytes: &[u8]) -> Result<T, OracleError> {
+    postcard::from_bytes(bytes).map_err(|source| OracleError::Codec { kind: kind.to_string(), source })
+}

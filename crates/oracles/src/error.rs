@@ -1,0 +1,153 @@
+//! Typed errors of the oracle crate.
+
+/// Everything that can go wrong when building a problem, validating
+/// hyper-parameters, fitting, scoring or loading a model.
+#[derive(Debug, thiserror::Error)]
+pub enum OracleError {
+    /// The feature buffer does not hold `rows × dim` values.
+    #[error("feature matrix has {len} values, expected {rows} rows × {dim} features")]
+    FeatureShape {
+        /// Values in the buffer.
+        len: usize,
+        /// Rows requested.
+        rows: usize,
+        /// Features per row requested.
+        dim: usize,
+    },
+    /// A feature is NaN or ±∞.
+    #[error("feature ({row}, {col}) is not finite: {value}")]
+    NonFiniteFeature {
+        /// Row of the offending value.
+        row: usize,
+        /// Column of the offending value.
+        col: usize,
+        /// The value itself.
+        value: f64,
+    },
+    /// A problem without rows.
+    #[error("empty problem: there are no rows to fit")]
+    Empty,
+    /// Fewer than two classes: logistic regression is meaningless.
+    #[error("{classes} classes: at least 2 are needed")]
+    TooFewClasses {
+        /// Number of classes given.
+        classes: usize,
+    },
+    /// The label vector's length differs from the number of rows.
+    #[error("{got} labels for {rows} rows")]
+    LabelCount {
+        /// Labels given.
+        got: usize,
+        /// Rows of the feature matrix.
+        rows: usize,
+    },
+    /// A label is not in `0..classes`.
+    #[error("label {label} of row {row} is out of range 0..{classes}")]
+    LabelOutOfRange {
+        /// Row of the offending label.
+        row: usize,
+        /// The label.
+        label: usize,
+        /// Number of classes.
+        classes: usize,
+    },
+    /// The bias buffer does not hold `rows × classes` values.
+    #[error("bias has {got} values, expected {rows} rows × {classes} classes")]
+    BiasShape {
+        /// Values given.
+        got: usize,
+        /// Rows of the problem.
+        rows: usize,
+        /// Classes of the problem.
+        classes: usize,
+    },
+    /// A bias is NaN or +∞ (−∞ is allowed: an impossible class).
+    #[error("bias ({row}, {class}) is {value}; only finite values or -inf are allowed")]
+    InvalidBias {
+        /// Row of the offending bias.
+        row: usize,
+        /// Class of the offending bias.
+        class: usize,
+        /// The value.
+        value: f64,
+    },
+    /// The bias of a row's own label is −∞: the observed label is impossible
+    /// and the loss is +∞ whatever the model.
+    #[error("bias of the observed label {label} of row {row} is -inf: that label is impossible")]
+    ImpossibleLabel {
+        /// Row.
+        row: usize,
+        /// Its label.
+        label: usize,
+    },
+    /// The weight vector's length differs from the number of rows.
+    #[error("{got} example weights for {rows} rows")]
+    WeightCount {
+        /// Weights given.
+        got: usize,
+        /// Rows of the problem.
+        rows: usize,
+    },
+    /// A weight is negative, NaN or infinite.
+    #[error("weight of row {row} is {value}; weights must be finite and >= 0")]
+    InvalidWeight {
+        /// Row.
+        row: usize,
+        /// The weight.
+        value: f64,
+    },
+    /// A hyper-parameter is outside its valid range.
+    #[error("invalid hyper-parameter `{name}`: {reason}")]
+    InvalidHyperParameter {
+        /// Name of the hyper-parameter.
+        name: &'static str,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// A model and a problem (or feature matrix) disagree on shape.
+    #[error("model expects {model_dim} features and {model_classes} classes, got {dim} features and {classes} classes")]
+    ModelMismatch {
+        /// Features the model was fitted on.
+        model_dim: usize,
+        /// Classes the model scores.
+        model_classes: usize,
+        /// Features offered.
+        dim: usize,
+        /// Classes asked for.
+        classes: usize,
+    },
+    /// The warm-start model is of another function class than the oracle.
+    #[error("warm-start model is of kind `{found}`, but the oracle fits `{expected}`")]
+    WrongModelKind {
+        /// Kind the oracle fits.
+        expected: String,
+        /// Kind of the model offered.
+        found: String,
+    },
+    /// The caller's score buffer has the wrong length.
+    #[error("score buffer has {got} values, expected {expected}")]
+    OutputShape {
+        /// Length given.
+        got: usize,
+        /// Length needed (`rows × classes`).
+        expected: usize,
+    },
+    /// A model file names a kind that no loader is registered for.
+    #[error("unknown model kind `{0}` (register its loader in the ModelRegistry)")]
+    UnknownKind(String),
+    /// Two loaders registered for one kind.
+    #[error("model kind `{0}` is registered twice")]
+    DuplicateKind(String),
+    /// Model bytes could not be encoded or decoded.
+    #[error("model of kind `{kind}` could not be (de)serialised: {source}")]
+    Codec {
+        /// Kind of the model.
+        kind: String,
+        /// The underlying postcard error.
+        #[source]
+        source: postcard::Error,
+    },
+    /// The numerical optimiser failed (e.g. non-finite loss).
+    #[error("optimiser failed: {0}")]
+    Optimizer(String),
+}

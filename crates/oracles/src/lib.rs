@@ -1,0 +1,35 @@
+//! Oracles: fit a multiclass logistic loss with a fixed per-example bias,
+//! warm-started, for any function class (Domke 2013, Theorem 4; SPEC §4–5).
+//!
+//! The contract lives in [`contract`] ([`Oracle`], [`Model`], [`ModelRegistry`]);
+//! the problem and its loss in [`problem`]. Built-in classes: [`zero`],
+//! [`constant`], [`linear`], [`boosting`], [`mlp`]. A new function class is a
+//! crate that depends on this one and implements [`Oracle`] and [`Model`].
+
+pub mod boosting;
+pub mod constant;
+pub mod contract;
+mod error;
+pub mod linear;
+pub mod mlp;
+pub mod optim;
+pub mod problem;
+pub mod zero;
+
+pub use contract::{
+    FitContext, Model, ModelLoader, ModelRegistry, MonotoneFit, Oracle, check_model_shape, check_score_buffer,
+    decode, downcast_warm, encode, fit_monotone, model_loss,
+};
+pub use error::OracleError;
+pub use problem::{Features, Problem, log_sum_exp, logistic_loss, row_loss};
+
+/// Loaders of the built-in model kinds, for [`ModelRegistry::with_builtin`].
+pub(crate) fn builtin_loaders() -> Vec<(&'static str, ModelLoader)> {
+    vec![
+        (zero::KIND, zero::load),
+        (constant::KIND, constant::load),
+        (linear::KIND, linear::load),
+        (boosting::KIND, boosting::load),
+        (mlp::KIND, mlp::load),
+    ]
+}

@@ -1,0 +1,1 @@
+//! PLACEHOLDER: L-BFGS with a line search (see issue 3).

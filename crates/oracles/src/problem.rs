@@ -1,0 +1,282 @@
+//! The biased multiclass logistic regression problem (SPEC §4, Eq. 11/13).
+//!
+//! For rows `k = 1..n` with features `φ_k ∈ R^d`, labels `y_k ∈ 0..C`, a fixed
+//! per-row, per-class bias `b_k(y)` and optional weights `w_k ≥ 0`, an oracle
+//! minimises over its function class
+//!
+//! ```text
+//! L(g) = Σ_k w_k [ log Σ_y exp(g(φ_k, y) + b_k(y)) − g(φ_k, y_k) − b_k(y_k) ].
+//! ```
+//!
+//! A bias of `−∞` marks a class that is impossible for that row (a hard
+//! constraint); the bias of the row's own label must be finite.
+
+use crate::OracleError;
+
+/// A dense, row-major `rows × dim` feature matrix borrowed from the caller.
+#[derive(Debug, Clone, Copy)]
+pub struct Features<'a> {
+    data: &'a [f64],
+    rows: usize,
+    dim: usize,
+}
+
+impl<'a> Features<'a> {
+    /// Wraps `data` as `rows × dim`, checking the length and that every value is finite.
+    ///
+    /// ```
+    /// let f = oracles::Features::new(&[1.0, 2.0, 3.0, 4.0], 2, 2).unwrap();
+    /// assert_eq!(f.row(1), &[3.0, 4.0]);
+    /// assert!(oracles::Features::new(&[f64::NAN], 1, 1).is_err());
+    /// ```
+    pub fn new(data: &'a [f64], rows: usize, dim: usize) -> Result<Self, OracleError> {
+        if rows.checked_mul(dim) != Some(data.len()) {
+            return Err(OracleError::FeatureShape { len: data.len(), rows, dim });
+        }
+        if let Some(pos) = data.iter().position(|v| !v.is_finite()) {
+            return Err(OracleError::NonFiniteFeature {
+                row: pos / dim.max(1),
+                col: pos % dim.max(1),
+                value: data[pos],
+            });
+        }
+        Ok(Self { data, rows, dim })
+    }
+
+    /// Number of rows `n`.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Features per row `d`.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Row `k`, i.e. `φ_k`.
+    #[inline]
+    pub fn row(&self, k: usize) -> &'a [f64] {
+        &self.data[k * self.dim..(k + 1) * self.dim]
+    }
+
+    /// The whole row-major buffer.
+    pub fn as_slice(&self) -> &'a [f64] {
+        self.data
+    }
+
+    /// Rows `start..end` as a feature matrix of their own.
+    pub fn slice_rows(&self, start: usize, end: usize) -> Features<'a> {
+        Features { data: &self.data[start * self.dim..end * self.dim], rows: end - start, dim: self.dim }
+    }
+}
+
+/// One oracle problem: features, labels, bias and optional weights (see module docs).
+#[derive(Debug, Clone, Copy)]
+pub struct Problem<'a> {
+    features: Features<'a>,
+    labels: &'a [usize],
+    bias: &'a [f64],
+    classes: usize,
+    weights: Option<&'a [f64]>,
+}
+
+impl<'a> Problem<'a> {
+    /// Validates and wraps a problem. `bias` is row-major `rows × classes`.
+    ///
+    /// Errors: no rows, fewer than two classes, label count or range, bias shape,
+    /// NaN/+∞ bias, −∞ bias on a row's own label, weight count, negative or
+    /// non-finite weights.
+    ///
+    /// ```
+    /// use oracles::{Features, Problem};
+    /// let x = [0.0, 1.0];
+    /// let f = Features::new(&x, 2, 1).unwrap();
+    /// let p = Problem::new(f, &[0, 1], &[0.0, f64::NEG_INFINITY, 0.0, 0.0], 2, None).unwrap();
+    /// assert_eq!(p.rows(), 2);
+    /// assert!(Problem::new(f, &[0, 2], &[0.0; 4], 2, None).is_err());
+    /// ```
+    pub fn new(
+        features: Features<'a>,
+        labels: &'a [usize],
+        bias: &'a [f64],
+        classes: usize,
+        weights: Option<&'a [f64]>,
+    ) -> Result<Self, OracleError> {
+        let rows = features.rows();
+        if rows == 0 {
+            return Err(OracleError::Empty);
+        }
+        if classes < 2 {
+            return Err(OracleError::TooFewClasses { classes });
+        }
+        if labels.len() != rows {
+            return Err(OracleError::LabelCount { got: labels.len(), rows });
+        }
+        if bias.len() != rows * classes {
+            return Err(OracleError::BiasShape { got: bias.len(), rows, classes });
+        }
+        for (row, &label) in labels.iter().enumerate() {
+            if label >= classes {
+                return Err(OracleError::LabelOutOfRange { row, label, classes });
+            }
+            let b = &bias[row * classes..(row + 1) * classes];
+            if let Some(class) = b.iter().position(|v| v.is_nan() || *v == f64::INFINITY) {
+                return Err(OracleError::InvalidBias { row, class, value: b[class] });
+            }
+            if b[label] == f64::NEG_INFINITY {
+                return Err(OracleError::ImpossibleLabel { row, label });
+            }
+        }
+        if let Some(w) = weights {
+            if w.len() != rows {
+                return Err(OracleError::WeightCount { got: w.len(), rows });
+            }
+            if let Some(row) = w.iter().position(|v| !v.is_finite() || *v < 0.0) {
+                return Err(OracleError::InvalidWeight { row, value: w[row] });
+            }
+        }
+        Ok(Self { features, labels, bias, classes, weights })
+    }
+
+    /// The feature matrix.
+    pub fn features(&self) -> Features<'a> {
+        self.features
+    }
+
+    /// Number of rows `n`.
+    pub fn rows(&self) -> usize {
+        self.features.rows()
+    }
+
+    /// Features per row `d`.
+    pub fn dim(&self) -> usize {
+        self.features.dim()
+    }
+
+    /// Number of classes `C`.
+    pub fn classes(&self) -> usize {
+        self.classes
+    }
+
+    /// Labels `y_k`.
+    pub fn labels(&self) -> &'a [usize] {
+        self.labels
+    }
+
+    /// Row-major bias `b_k(y)`.
+    pub fn bias(&self) -> &'a [f64] {
+        self.bias
+    }
+
+    /// Bias row `b_k(·)`.
+    #[inline]
+    pub fn bias_row(&self, k: usize) -> &'a [f64] {
+        &self.bias[k * self.classes..(k + 1) * self.classes]
+    }
+
+    /// Weight `w_k` (1 when no weights were given).
+    #[inline]
+    pub fn weight(&self, k: usize) -> f64 {
+        self.weights.map_or(1.0, |w| w[k])
+    }
+
+    /// The optional weight vector.
+    pub fn weights(&self) -> Option<&'a [f64]> {
+        self.weights
+    }
+
+    /// Sum of the weights (`n` when unweighted).
+    pub fn total_weight(&self) -> f64 {
+        self.weights.map_or(self.rows() as f64, |w| w.iter().sum())
+    }
+}
+
+/// `log Σ_y exp(v_y)`, stable; `−∞` when every entry is `−∞`.
+#[inline]
+pub fn log_sum_exp(v: &[f64]) -> f64 {
+    let m = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if m == f64::NEG_INFINITY {
+        return m;
+    }
+    m + v.iter().map(|x| (x - m).exp()).sum::<f64>().ln()
+}
+
+/// One row's loss `w [log Σ_y exp(s_y + b_y) − s_{y_k} − b_{y_k}]` and, if
+/// `grad` is given, its gradient with respect to the scores,
+/// `w [softmax(s + b)_y − 1{y = y_k}]` (zero on classes whose bias is −∞).
+#[inline]
+pub fn row_loss(scores: &[f64], bias: &[f64], label: usize, weight: f64, grad: Option<&mut [f64]>) -> f64 {
+    let c = scores.len();
+    let mut m = f64::NEG_INFINITY;
+    for y in 0..c {
+        m = m.max(scores[y] + bias[y]);
+    }
+    let mut z = 0.0;
+    for y in 0..c {
+        z += (scores[y] + bias[y] - m).exp();
+    }
+    let lse = m + z.ln();
+    if let Some(g) = grad {
+        for y in 0..c {
+            let p = (scores[y] + bias[y] - lse).exp();
+            g[y] = weight * (p - if y == label { 1.0 } else { 0.0 });
+        }
+    }
+    weight * (lse - scores[label] - bias[label])
+}
+
+/// The total loss `L` (module docs) of row-major `scores` (`rows × classes`).
+///
+/// If `grad` is given it receives `∂L/∂scores`, row-major like `scores`.
+/// Rows are processed in parallel; the sum is deterministic (fixed chunking).
+pub fn logistic_loss(problem: &Problem<'_>, scores: &[f64], grad: Option<&mut [f64]>) -> f64 {
+    use rayon::prelude::*;
+    let c = problem.classes();
+    let n = problem.rows();
+    assert_eq!(scores.len(), n * c, "scores must be rows × classes");
+    const CHUNK: usize = 4096;
+    match grad {
+        Some(g) => {
+            assert_eq!(g.len(), n * c, "gradient must be rows × classes");
+            let partial: Vec<f64> = g
+                .par_chunks_mut(CHUNK * c)
+                .enumerate()
+                .map(|(chunk, gc)| {
+                    let start = chunk * CHUNK;
+                    let mut sum = 0.0;
+                    for (i, gr) in gc.chunks_mut(c).enumerate() {
+                        let k = start + i;
+                        sum += row_loss(
+                            &scores[k * c..(k + 1) * c],
+                            problem.bias_row(k),
+                            problem.labels()[k],
+                            problem.weight(k),
+                            Some(gr),
+                        );
+                    }
+                    sum
+                })
+                .collect();
+            partial.iter().sum()
+        }
+        None => {
+            let partial: Vec<f64> = (0..n.div_ceil(CHUNK))
+                .into_par_iter()
+                .map(|chunk| {
+                    let mut sum = 0.0;
+                    for k in chunk * CHUNK..((chunk + 1) * CHUNK).min(n) {
+                        sum += row_loss(
+                            &scores[k * c..(k + 1) * c],
+                            problem.bias_row(k),
+                            problem.labels()[k],
+                            problem.weight(k),
+                            None,
+                        );
+                    }
+                    sum
+                })
+                .collect();
+            partial.iter().sum()
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! The zero function class: `g(φ, y) = 0`. Nothing to fit; the structured
+//! model is then driven by the other factor types alone.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{FitContext, Model, Oracle, OracleError, Problem, check_score_buffer, decode, encode};
+
+/// Registry name of [`ZeroModel`].
+pub const KIND: &str = "zero";
+
+/// The zero oracle (no hyper-parameters).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct ZeroOracle;
+
+/// `g(φ, y) = 0` for inputs of dimension `dim` and `classes` outputs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ZeroModel {
+    /// Input dimension `d`.
+    pub dim: usize,
+    /// Number of classes `C`.
+    pub classes: usize,
+}
+
+impl Oracle for ZeroOracle {
+    fn kind(&self) -> &str {
+        KIND
+    }
+
+    fn validate(&self) -> Result<(), OracleError> {
+        Ok(())
+    }
+
+    fn fit(&self, problem: &Problem<'_>, _warm: Option<&dyn Model>, _ctx: FitContext) -> Result<Box<dyn Model>, OracleError> {
+        Ok(Box::new(ZeroModel { dim: problem.dim(), classes: problem.classes() }))
+    }
+}
+
+impl Model for ZeroModel {
+    fn kind(&self) -> &str {
+        KIND
+    }
+    fn dim(&self) -> usize {
+        self.dim
+    }
+    fn classes(&self) -> usize {
+        self.classes
+    }
+    fn score(&self, features: crate::Features<'_>, out: &mut [f64]) -> Result<(), OracleError> {
+        crate::check_model_shape(self, features.dim(), self.classes)?;
+        check_score_buffer(features, self.classes, out)?;
+        out.fill(0.0);
+        Ok(())
+    }
+    fn to_bytes(&self) -> Result<Vec<u8>, OracleError> {
+        encode(KIND, self)
+    }
+    fn clone_model(&self) -> Box<dyn Model> {
+        Box::new(self.clone())
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// Loader for the registry.
+pub fn load(bytes: &[u8]) -> Result<Box<dyn Model>, OracleError> {
+    Ok(Box::new(decode::<ZeroModel>(KIND, bytes)?))
+}

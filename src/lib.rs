@@ -1,0 +1,1 @@
+//! Thin root package: owns end-to-end tests and benchmarks.
