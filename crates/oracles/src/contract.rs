@@ -104,10 +104,11 @@ pub fn check_score_buffer(features: Features<'_>, classes: usize, out: &[f64]) -
 pub fn downcast_warm<'m, M: Model>(warm: Option<&'m dyn Model>, expected: &str) -> Result<Option<&'m M>, OracleError> {
     match warm {
         None => Ok(None),
-        Some(m) => m.as_any().downcast_ref::<M>().map(Some).ok_or_else(|| OracleError::WrongModelKind {
-            expected: expected.to_string(),
-            found: m.kind().to_string(),
-        }),
+        Some(m) => m
+            .as_any()
+            .downcast_ref::<M>()
+            .map(Some)
+            .ok_or_else(|| OracleError::WrongModelKind { expected: expected.to_string(), found: m.kind().to_string() }),
     }
 }
 

@@ -30,7 +30,12 @@ impl Oracle for ZeroOracle {
         Ok(())
     }
 
-    fn fit(&self, problem: &Problem<'_>, _warm: Option<&dyn Model>, _ctx: FitContext) -> Result<Box<dyn Model>, OracleError> {
+    fn fit(
+        &self,
+        problem: &Problem<'_>,
+        _warm: Option<&dyn Model>,
+        _ctx: FitContext,
+    ) -> Result<Box<dyn Model>, OracleError> {
         Ok(Box::new(ZeroModel { dim: problem.dim(), classes: problem.classes() }))
     }
 }

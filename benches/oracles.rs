@@ -1,0 +1,2 @@
+//! PLACEHOLDER
+fn main() {}
