@@ -1,1 +1,16 @@
-//! placeholder
+//! What a structured model is: variables, regions, the parent → child region
+//! graph, factor types for parameter tying, grid builders and UAI model I/O
+//! (SPEC §1). Depends on nothing else of the project.
+//!
+//! The one configuration-indexing convention of the project (last variable
+//! fastest) and the flat storage layout are documented in [`graph`].
+
+mod builders;
+mod error;
+pub mod graph;
+pub mod uai;
+
+pub use builders::{GridLayout, PAIRWISE, Scope, UNARY, factors_with_singletons, grid};
+pub use error::{GraphError, UaiError};
+pub use graph::{MAX_REGION_CONFIGS, RegionGraph, RegionGraphBuilder, RegionGraphSpec, RegionSpec};
+pub use uai::{FactorPlacement, UAI_FACTOR_TYPE, UaiFactor, UaiModel, UaiRegionModel};

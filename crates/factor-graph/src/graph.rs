@@ -1,0 +1,484 @@
+//! The region graph (SPEC §1; chapter Fig. 1.2).
+//!
+//! # Configuration indexing
+//!
+//! A configuration `y_α` of a region `α` with variables `(v_0, …, v_{m−1})` (in
+//! the order the region was declared) is the mixed-radix integer
+//!
+//! ```text
+//! index(y_α) = Σ_i y_{v_i} · s_i,   s_{m−1} = 1,   s_i = s_{i+1} · |Y_{v_{i+1}}|,
+//! ```
+//!
+//! i.e. the **last variable changes fastest** (row-major), the table order of
+//! the UAI format. Every per-region array of the project (potentials `θ_α`,
+//! beliefs `μ_α`, features' classes) uses it.
+//!
+//! # Flat storage
+//!
+//! All regions' configurations are laid end to end: region `α` owns
+//! `config_range(α)` of any flat per-configuration vector (`θ`, beliefs). Every
+//! parent → child edge owns `message_range(e)` (one entry per child
+//! configuration) of a flat message vector, and a precomputed map
+//! `edge_map(e)[parent configuration] = child configuration`, so inference
+//! runs over flat arrays without index arithmetic in its hot loops.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use crate::GraphError;
+
+/// Largest number of configurations of one region.
+pub const MAX_REGION_CONFIGS: usize = 1 << 28;
+
+/// A region as declared: its variables (order defines the configuration index)
+/// and its factor type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegionSpec {
+    /// Variables of the region, in configuration-index order (last fastest).
+    pub variables: Vec<usize>,
+    /// Index of the region's factor type (parameter tying).
+    pub factor_type: usize,
+}
+
+/// Everything that defines a region graph; the serialised form of [`RegionGraph`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegionGraphSpec {
+    /// `|Y_i|` for every variable `i`.
+    pub cardinalities: Vec<usize>,
+    /// Names of the factor types; regions refer to them by index.
+    pub factor_types: Vec<String>,
+    /// The regions, in index order.
+    pub regions: Vec<RegionSpec>,
+    /// Parent → child edges `(parent, child)`, in index order.
+    pub edges: Vec<(usize, usize)>,
+}
+
+/// Incremental, validating construction of a [`RegionGraph`].
+///
+/// ```
+/// use factor_graph::RegionGraphBuilder;
+/// let mut b = RegionGraphBuilder::new(vec![2, 3]).unwrap();
+/// let unary = b.add_factor_type("unary").unwrap();
+/// let pair = b.add_factor_type("pairwise").unwrap();
+/// let s0 = b.add_region(&[0], unary).unwrap();
+/// let s1 = b.add_region(&[1], unary).unwrap();
+/// let p = b.add_region(&[0, 1], pair).unwrap();
+/// b.add_edge(p, s0).unwrap();
+/// b.add_edge(p, s1).unwrap();
+/// assert!(b.add_edge(s0, p).is_err()); // a child must be a strict subset
+/// let g = b.build().unwrap();
+/// assert_eq!(g.num_configs(p), 6);
+/// ```
+#[derive(Debug, Clone)]
+pub struct RegionGraphBuilder {
+    spec: RegionGraphSpec,
+    by_variables: HashMap<Vec<usize>, usize>,
+    edge_set: HashMap<(usize, usize), usize>,
+}
+
+impl RegionGraphBuilder {
+    /// Starts a graph over variables with the given cardinalities (each ≥ 1).
+    pub fn new(cardinalities: Vec<usize>) -> Result<Self, GraphError> {
+        if let Some(variable) = cardinalities.iter().position(|&c| c == 0) {
+            return Err(GraphError::ZeroCardinality { variable });
+        }
+        Ok(Self {
+            spec: RegionGraphSpec { cardinalities, factor_types: Vec::new(), regions: Vec::new(), edges: Vec::new() },
+            by_variables: HashMap::new(),
+            edge_set: HashMap::new(),
+        })
+    }
+
+    /// Declares a factor type and returns its index.
+    pub fn add_factor_type(&mut self, name: &str) -> Result<usize, GraphError> {
+        if self.spec.factor_types.iter().any(|t| t == name) {
+            return Err(GraphError::DuplicateFactorType(name.to_string()));
+        }
+        self.spec.factor_types.push(name.to_string());
+        Ok(self.spec.factor_types.len() - 1)
+    }
+
+    /// Index of the factor type called `name`, if declared.
+    pub fn factor_type(&self, name: &str) -> Option<usize> {
+        self.spec.factor_types.iter().position(|t| t == name)
+    }
+
+    /// Adds a region over `variables` (their order fixes the configuration
+    /// index) of type `factor_type`, and returns its index.
+    pub fn add_region(&mut self, variables: &[usize], factor_type: usize) -> Result<usize, GraphError> {
+        let region = self.spec.regions.len();
+        let n = self.spec.cardinalities.len();
+        if variables.is_empty() {
+            return Err(GraphError::EmptyRegion { region });
+        }
+        if let Some(&variable) = variables.iter().find(|&&v| v >= n) {
+            return Err(GraphError::UnknownVariable { region, variable, num_variables: n });
+        }
+        if factor_type >= self.spec.factor_types.len() {
+            return Err(GraphError::UnknownFactorType { region, factor_type, num_types: self.spec.factor_types.len() });
+        }
+        let mut sorted = variables.to_vec();
+        sorted.sort_unstable();
+        if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+            return Err(GraphError::RepeatedVariable { region, variable: w[0] });
+        }
+        let mut configs = 1usize;
+        for &v in variables {
+            configs = configs
+                .checked_mul(self.spec.cardinalities[v])
+                .filter(|&c| c <= MAX_REGION_CONFIGS)
+                .ok_or(GraphError::TooManyConfigurations { region, limit: MAX_REGION_CONFIGS })?;
+        }
+        if let Some(&first) = self.by_variables.get(&sorted) {
+            return Err(GraphError::DuplicateRegion { first, second: region, variables: sorted });
+        }
+        self.by_variables.insert(sorted, region);
+        self.spec.regions.push(RegionSpec { variables: variables.to_vec(), factor_type });
+        Ok(region)
+    }
+
+    /// The region over exactly this set of variables (any order), if any.
+    pub fn find_region(&self, variables: &[usize]) -> Option<usize> {
+        let mut sorted = variables.to_vec();
+        sorted.sort_unstable();
+        self.by_variables.get(&sorted).copied()
+    }
+
+    /// Adds the edge `parent → child`; the child's variables must be a strict
+    /// subset of the parent's. (Strict inclusion also rules out cycles.)
+    pub fn add_edge(&mut self, parent: usize, child: usize) -> Result<(), GraphError> {
+        let num_regions = self.spec.regions.len();
+        for region in [parent, child] {
+            if region >= num_regions {
+                return Err(GraphError::UnknownRegion { parent, child, region, num_regions });
+            }
+        }
+        let pv = &self.spec.regions[parent].variables;
+        let cv = &self.spec.regions[child].variables;
+        if cv.len() >= pv.len() || !cv.iter().all(|v| pv.contains(v)) {
+            return Err(GraphError::NotSubset { parent, child, parent_vars: pv.clone(), child_vars: cv.clone() });
+        }
+        if self.edge_set.contains_key(&(parent, child)) {
+            return Err(GraphError::DuplicateEdge { parent, child });
+        }
+        self.edge_set.insert((parent, child), self.spec.edges.len());
+        self.spec.edges.push((parent, child));
+        Ok(())
+    }
+
+    /// Number of regions added so far.
+    pub fn num_regions(&self) -> usize {
+        self.spec.regions.len()
+    }
+
+    /// Finishes the graph: precomputes offsets, adjacency and edge maps.
+    pub fn build(self) -> Result<RegionGraph, GraphError> {
+        RegionGraph::from_spec(self.spec)
+    }
+}
+
+/// A validated region graph with flat, precomputed indexing (see module docs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "RegionGraphSpec", into = "RegionGraphSpec")]
+pub struct RegionGraph {
+    spec: RegionGraphSpec,
+    var_offsets: Vec<usize>,
+    region_vars: Vec<usize>,
+    config_offsets: Vec<usize>,
+    edge_parent: Vec<usize>,
+    edge_child: Vec<usize>,
+    map_offsets: Vec<usize>,
+    edge_maps: Vec<u32>,
+    message_offsets: Vec<usize>,
+    parent_start: Vec<usize>,
+    parent_edges: Vec<usize>,
+    child_start: Vec<usize>,
+    child_edges: Vec<usize>,
+    singletons: Vec<Option<usize>>,
+    type_regions: Vec<Vec<usize>>,
+}
+
+impl TryFrom<RegionGraphSpec> for RegionGraph {
+    type Error = GraphError;
+    fn try_from(spec: RegionGraphSpec) -> Result<Self, GraphError> {
+        Self::from_spec(spec)
+    }
+}
+
+impl From<RegionGraph> for RegionGraphSpec {
+    fn from(g: RegionGraph) -> Self {
+        g.spec
+    }
+}
+
+impl RegionGraph {
+    /// Validates a spec (the same checks as [`RegionGraphBuilder`]) and builds the graph.
+    pub fn from_spec(spec: RegionGraphSpec) -> Result<Self, GraphError> {
+        let mut b = RegionGraphBuilder::new(spec.cardinalities.clone())?;
+        for name in &spec.factor_types {
+            b.add_factor_type(name)?;
+        }
+        for r in &spec.regions {
+            b.add_region(&r.variables, r.factor_type)?;
+        }
+        for &(p, c) in &spec.edges {
+            b.add_edge(p, c)?;
+        }
+        Ok(Self::precompute(b.spec))
+    }
+
+    fn precompute(spec: RegionGraphSpec) -> Self {
+        let nr = spec.regions.len();
+        let mut var_offsets = vec![0];
+        let mut region_vars = Vec::new();
+        let mut config_offsets = vec![0];
+        let mut singletons = vec![None; spec.cardinalities.len()];
+        let mut type_regions = vec![Vec::new(); spec.factor_types.len()];
+        for (r, region) in spec.regions.iter().enumerate() {
+            region_vars.extend_from_slice(&region.variables);
+            var_offsets.push(region_vars.len());
+            let configs: usize = region.variables.iter().map(|&v| spec.cardinalities[v]).product();
+            config_offsets.push(config_offsets[r] + configs);
+            if region.variables.len() == 1 {
+                singletons[region.variables[0]] = Some(r);
+            }
+            type_regions[region.factor_type].push(r);
+        }
+        let ne = spec.edges.len();
+        let mut edge_parent = Vec::with_capacity(ne);
+        let mut edge_child = Vec::with_capacity(ne);
+        let mut map_offsets = vec![0];
+        let mut message_offsets = vec![0];
+        let mut edge_maps = Vec::new();
+        for &(p, c) in &spec.edges {
+            edge_parent.push(p);
+            edge_child.push(c);
+            let pv = &spec.regions[p].variables;
+            let cv = &spec.regions[c].variables;
+            // Stride, in the child's index, of each parent variable (0 if absent).
+            let child_strides = strides(cv, &spec.cardinalities);
+            let contrib: Vec<usize> =
+                pv.iter().map(|v| cv.iter().position(|w| w == v).map_or(0, |j| child_strides[j])).collect();
+            let cards: Vec<usize> = pv.iter().map(|&v| spec.cardinalities[v]).collect();
+            let mut digits = vec![0usize; pv.len()];
+            let mut child_index = 0usize;
+            let parent_configs: usize = cards.iter().product();
+            for _ in 0..parent_configs {
+                edge_maps.push(child_index as u32);
+                // Increment the mixed-radix counter, last digit fastest.
+                for i in (0..digits.len()).rev() {
+                    digits[i] += 1;
+                    child_index += contrib[i];
+                    if digits[i] < cards[i] {
+                        break;
+                    }
+                    child_index -= contrib[i] * cards[i];
+                    digits[i] = 0;
+                }
+            }
+            map_offsets.push(edge_maps.len());
+            let child_configs: usize = cv.iter().map(|&v| spec.cardinalities[v]).product();
+            message_offsets.push(message_offsets.last().copied().unwrap_or(0) + child_configs);
+        }
+        let (parent_start, parent_edges) = csr(nr, edge_child.iter().copied());
+        let (child_start, child_edges) = csr(nr, edge_parent.iter().copied());
+        Self {
+            spec,
+            var_offsets,
+            region_vars,
+            config_offsets,
+            edge_parent,
+            edge_child,
+            map_offsets,
+            edge_maps,
+            message_offsets,
+            parent_start,
+            parent_edges,
+            child_start,
+            child_edges,
+            singletons,
+            type_regions,
+        }
+    }
+
+    /// The defining spec (variables, types, regions, edges).
+    pub fn spec(&self) -> &RegionGraphSpec {
+        &self.spec
+    }
+
+    /// Number of variables `N`.
+    pub fn num_variables(&self) -> usize {
+        self.spec.cardinalities.len()
+    }
+
+    /// `|Y_i|` of variable `i`.
+    pub fn cardinality(&self, variable: usize) -> usize {
+        self.spec.cardinalities[variable]
+    }
+
+    /// All cardinalities.
+    pub fn cardinalities(&self) -> &[usize] {
+        &self.spec.cardinalities
+    }
+
+    /// Names of the factor types.
+    pub fn factor_types(&self) -> &[String] {
+        &self.spec.factor_types
+    }
+
+    /// Index of the factor type called `name`.
+    pub fn factor_type_index(&self, name: &str) -> Option<usize> {
+        self.spec.factor_types.iter().position(|t| t == name)
+    }
+
+    /// Number of regions.
+    pub fn num_regions(&self) -> usize {
+        self.spec.regions.len()
+    }
+
+    /// Variables of region `r`, in configuration-index order.
+    pub fn region_variables(&self, r: usize) -> &[usize] {
+        &self.region_vars[self.var_offsets[r]..self.var_offsets[r + 1]]
+    }
+
+    /// Factor type of region `r`.
+    pub fn region_type(&self, r: usize) -> usize {
+        self.spec.regions[r].factor_type
+    }
+
+    /// Regions of factor type `t`, in index order.
+    pub fn regions_of_type(&self, t: usize) -> &[usize] {
+        &self.type_regions[t]
+    }
+
+    /// `|Y_α|`, the number of configurations of region `r`.
+    pub fn num_configs(&self, r: usize) -> usize {
+        self.config_offsets[r + 1] - self.config_offsets[r]
+    }
+
+    /// Where region `r`'s configurations live in a flat per-configuration vector.
+    #[inline]
+    pub fn config_range(&self, r: usize) -> Range<usize> {
+        self.config_offsets[r]..self.config_offsets[r + 1]
+    }
+
+    /// Length of a flat per-configuration vector (`θ`, beliefs): `Σ_α |Y_α|`.
+    pub fn total_configs(&self) -> usize {
+        *self.config_offsets.last().unwrap_or(&0)
+    }
+
+    /// Number of parent → child edges.
+    pub fn num_edges(&self) -> usize {
+        self.edge_parent.len()
+    }
+
+    /// Parent region of edge `e`.
+    #[inline]
+    pub fn edge_parent(&self, e: usize) -> usize {
+        self.edge_parent[e]
+    }
+
+    /// Child region of edge `e`.
+    #[inline]
+    pub fn edge_child(&self, e: usize) -> usize {
+        self.edge_child[e]
+    }
+
+    /// `map[parent configuration] = child configuration` for edge `e`.
+    #[inline]
+    pub fn edge_map(&self, e: usize) -> &[u32] {
+        &self.edge_maps[self.map_offsets[e]..self.map_offsets[e + 1]]
+    }
+
+    /// Where edge `e`'s message `λ_α(y_β)` lives in a flat message vector.
+    #[inline]
+    pub fn message_range(&self, e: usize) -> Range<usize> {
+        self.message_offsets[e]..self.message_offsets[e + 1]
+    }
+
+    /// Length of a flat message vector: `Σ_{α→β} |Y_β|`.
+    pub fn total_message_len(&self) -> usize {
+        *self.message_offsets.last().unwrap_or(&0)
+    }
+
+    /// Edges `γ → r` into region `r` from its parents.
+    #[inline]
+    pub fn parent_edges(&self, r: usize) -> &[usize] {
+        &self.parent_edges[self.parent_start[r]..self.parent_start[r + 1]]
+    }
+
+    /// Edges `r → β` from region `r` to its children.
+    #[inline]
+    pub fn child_edges(&self, r: usize) -> &[usize] {
+        &self.child_edges[self.child_start[r]..self.child_start[r + 1]]
+    }
+
+    /// The singleton region `{i}` of variable `i`, if the graph has one.
+    pub fn singleton(&self, variable: usize) -> Option<usize> {
+        self.singletons[variable]
+    }
+
+    /// Regions that have at least one parent, in index order: the default
+    /// forward order of star updates (raster order for grids).
+    pub fn default_update_order(&self) -> Vec<usize> {
+        (0..self.num_regions()).filter(|&r| !self.parent_edges(r).is_empty()).collect()
+    }
+
+    /// Checks a star-update order: every entry must be a region with parents.
+    pub fn validate_order(&self, order: &[usize]) -> Result<(), GraphError> {
+        for &r in order {
+            if r >= self.num_regions() {
+                return Err(GraphError::InvalidOrder(format!("region {r} does not exist")));
+            }
+            if self.parent_edges(r).is_empty() {
+                return Err(GraphError::InvalidOrder(format!("region {r} has no parents")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Configuration index of region `r` under a full labelling `y` of all
+    /// variables (see module docs). Panics if `y` is shorter than the variables.
+    pub fn config_of(&self, r: usize, y: &[usize]) -> usize {
+        self.region_variables(r).iter().fold(0, |acc, &v| acc * self.cardinality(v) + y[v])
+    }
+
+    /// The labels of region `r`'s variables in configuration `config`, written
+    /// into `out` (one per region variable).
+    pub fn decode_config(&self, r: usize, mut config: usize, out: &mut [usize]) {
+        let vars = self.region_variables(r);
+        for (i, &v) in vars.iter().enumerate().rev() {
+            let c = self.cardinality(v);
+            out[i] = config % c;
+            config /= c;
+        }
+    }
+}
+
+/// Strides of each variable of `vars` in the mixed-radix index (last fastest).
+pub fn strides(vars: &[usize], cardinalities: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; vars.len()];
+    for i in (0..vars.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * cardinalities[vars[i + 1]];
+    }
+    s
+}
+
+fn csr(n: usize, keys: impl Iterator<Item = usize> + Clone) -> (Vec<usize>, Vec<usize>) {
+    let mut start = vec![0; n + 1];
+    for k in keys.clone() {
+        start[k + 1] += 1;
+    }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    let mut items = vec![0; start[n]];
+    for (e, k) in keys.enumerate() {
+        items[fill[k]] = e;
+        fill[k] += 1;
+    }
+    (start, items)
+}

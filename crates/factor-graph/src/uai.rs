@@ -1,0 +1,320 @@
+//! The UAI model format (MARKOV networks with tables), as used by the UAI
+//! inference competitions, so models can be exchanged with other tools.
+//!
+//! ```text
+//! MARKOV
+//! 3                 number of variables
+//! 2 2 3             cardinalities
+//! 2                 number of factors
+//! 2 0 1             scope of factor 0: size, then variables
+//! 2 1 2             scope of factor 1
+//! 4                 table of factor 0: size, then entries (last scope variable fastest)
+//!  0.1 0.9 0.5 0.5
+//! 6
+//!  1 2 3 4 5 0
+//! ```
+//!
+//! Conversion to a region graph ([`UaiModel::to_region_graph`]): one singleton
+//! region per variable (type `unary`, regions `0..N`) plus one region per
+//! distinct scope of two or more variables (type `factor`), each the parent of
+//! its variables' singletons; single-variable factors merge into the singleton;
+//! factors with the same scope add; `θ = ln(table value)`, so a zero entry is
+//! `θ = −∞` (a hard constraint). A factor with an empty scope adds a constant.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::graph::strides;
+use crate::{RegionGraph, RegionGraphBuilder, UNARY, UaiError};
+
+/// Factor type name of the non-singleton regions of a converted UAI model.
+pub const UAI_FACTOR_TYPE: &str = "factor";
+
+/// One factor of a UAI file: its scope and table (last scope variable fastest).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UaiFactor {
+    /// Variables in the order of the file.
+    pub scope: Vec<usize>,
+    /// Non-negative table entries, one per configuration of `scope`.
+    pub table: Vec<f64>,
+}
+
+/// A MARKOV network as written in a UAI file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UaiModel {
+    /// `|Y_i|` per variable.
+    pub cardinalities: Vec<usize>,
+    /// The factors, in file order.
+    pub factors: Vec<UaiFactor>,
+}
+
+/// Where a factor of the file lives in the converted region graph.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FactorPlacement {
+    /// The region holding the factor (`None` for an empty scope).
+    pub region: Option<usize>,
+    /// `map[table index] = region configuration index` (the region may order
+    /// its variables differently from this factor's scope).
+    pub map: Vec<usize>,
+}
+
+/// A UAI model converted to a region graph and potentials.
+#[derive(Debug, Clone)]
+pub struct UaiRegionModel {
+    /// The region graph.
+    pub graph: RegionGraph,
+    /// Flat potentials `θ` (see `RegionGraph::config_range`).
+    pub theta: Vec<f64>,
+    /// Sum of `ln` of the empty-scope factors (a constant added to every score).
+    pub constant: f64,
+    /// For every factor of the file, in file order, where it went.
+    pub placements: Vec<FactorPlacement>,
+}
+
+struct Tokens<'a> {
+    items: Vec<(usize, &'a str)>,
+    pos: usize,
+}
+
+impl<'a> Tokens<'a> {
+    fn new(text: &'a str) -> Self {
+        let items = text
+            .lines()
+            .enumerate()
+            .flat_map(|(i, line)| {
+                let line = line.split_once("//").map_or(line, |(a, _)| a);
+                line.split_whitespace().map(move |t| (i + 1, t))
+            })
+            .collect();
+        Self { items, pos: 0 }
+    }
+
+    fn next(&mut self, expected: &str) -> Result<(usize, &'a str), UaiError> {
+        match self.items.get(self.pos) {
+            Some(&(line, tok)) => {
+                self.pos += 1;
+                Ok((line, tok))
+            }
+            None => Err(UaiError::Parse {
+                line: self.items.last().map_or(1, |t| t.0),
+                expected: expected.to_string(),
+                found: "end of file".to_string(),
+            }),
+        }
+    }
+
+    fn usize(&mut self, expected: &str) -> Result<usize, UaiError> {
+        let (line, tok) = self.next(expected)?;
+        tok.parse().map_err(|_| UaiError::Parse { line, expected: expected.to_string(), found: format!("`{tok}`") })
+    }
+
+    fn value(&mut self, expected: &str) -> Result<f64, UaiError> {
+        let (line, tok) = self.next(expected)?;
+        match tok.parse::<f64>() {
+            Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+            _ => Err(UaiError::Parse { line, expected: expected.to_string(), found: format!("`{tok}`") }),
+        }
+    }
+}
+
+impl UaiModel {
+    /// Parses UAI text. Errors name the line and what was expected.
+    ///
+    /// ```
+    /// let m = factor_graph::UaiModel::parse("MARKOV\n2\n2 2\n1\n2 0 1\n4\n1 2 3 4\n").unwrap();
+    /// assert_eq!(m.factors[0].table, vec![1.0, 2.0, 3.0, 4.0]);
+    /// let err = factor_graph::UaiModel::parse("MARKOV\n2\n2 x\n").unwrap_err();
+    /// assert!(err.to_string().contains("line 3"));
+    /// ```
+    pub fn parse(text: &str) -> Result<Self, UaiError> {
+        let mut t = Tokens::new(text);
+        let (line, kind) = t.next("network type MARKOV")?;
+        if !kind.eq_ignore_ascii_case("MARKOV") && !kind.eq_ignore_ascii_case("BAYES") {
+            return Err(UaiError::Parse {
+                line,
+                expected: "network type MARKOV (or BAYES)".into(),
+                found: format!("`{kind}`"),
+            });
+        }
+        let n = t.usize("number of variables")?;
+        let mut cardinalities = Vec::with_capacity(n.min(1 << 20));
+        for i in 0..n {
+            let (line, tok) = t.next(&format!("cardinality of variable {i}"))?;
+            match tok.parse::<usize>() {
+                Ok(c) if c >= 1 => cardinalities.push(c),
+                _ => {
+                    return Err(UaiError::Parse {
+                        line,
+                        expected: format!("cardinality (>= 1) of variable {i}"),
+                        found: format!("`{tok}`"),
+                    });
+                }
+            }
+        }
+        let nf = t.usize("number of factors")?;
+        let mut scopes = Vec::with_capacity(nf.min(1 << 20));
+        for f in 0..nf {
+            let size = t.usize(&format!("scope size of factor {f}"))?;
+            let mut scope = Vec::with_capacity(size.min(64));
+            for _ in 0..size {
+                let (line, tok) = t.next(&format!("variable of factor {f}'s scope"))?;
+                match tok.parse::<usize>() {
+                    Ok(v) if v < n && !scope.contains(&v) => scope.push(v),
+                    _ => {
+                        return Err(UaiError::Parse {
+                            line,
+                            expected: format!("a distinct variable index < {n} in factor {f}'s scope"),
+                            found: format!("`{tok}`"),
+                        });
+                    }
+                }
+            }
+            scopes.push(scope);
+        }
+        let mut factors = Vec::with_capacity(nf);
+        for (f, scope) in scopes.into_iter().enumerate() {
+            let expected_len = scope
+                .iter()
+                .try_fold(1usize, |acc, &v| acc.checked_mul(cardinalities[v]))
+                .filter(|&c| c <= crate::MAX_REGION_CONFIGS)
+                .ok_or_else(|| UaiError::Invalid(format!("factor {f}'s table is too large")))?;
+            let (line, tok) = t.next(&format!("table size of factor {f}"))?;
+            if tok.parse::<usize>().ok() != Some(expected_len) {
+                return Err(UaiError::Parse {
+                    line,
+                    expected: format!("table size {expected_len} of factor {f} (product of its scope's cardinalities)"),
+                    found: format!("`{tok}`"),
+                });
+            }
+            let mut table = Vec::with_capacity(expected_len);
+            for _ in 0..expected_len {
+                table.push(t.value(&format!("a finite, non-negative table entry of factor {f}"))?);
+            }
+            factors.push(UaiFactor { scope, table });
+        }
+        if let Some(&(line, tok)) = t.items.get(t.pos) {
+            return Err(UaiError::Parse { line, expected: "end of file".into(), found: format!("`{tok}`") });
+        }
+        Ok(Self { cardinalities, factors })
+    }
+
+    /// Reads and parses a UAI file.
+    pub fn read(path: &Path) -> Result<Self, UaiError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| UaiError::Io { path: path.display().to_string(), source })?;
+        Self::parse(&text)
+    }
+
+    /// Writes the model as UAI text (entries printed exactly: shortest round-trip form).
+    pub fn to_uai_string(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(s, "MARKOV\n{}", self.cardinalities.len());
+        let cards: Vec<String> = self.cardinalities.iter().map(usize::to_string).collect();
+        let _ = writeln!(s, "{}\n{}", cards.join(" "), self.factors.len());
+        for f in &self.factors {
+            let vars: Vec<String> = f.scope.iter().map(usize::to_string).collect();
+            let _ = writeln!(s, "{} {}", f.scope.len(), vars.join(" "));
+        }
+        for f in &self.factors {
+            let vals: Vec<String> = f.table.iter().map(|v| format!("{v:?}")).collect();
+            let _ = writeln!(s, "\n{}\n {}", f.table.len(), vals.join(" "));
+        }
+        s
+    }
+
+    /// Writes the model to a UAI file.
+    pub fn write(&self, path: &Path) -> Result<(), UaiError> {
+        std::fs::write(path, self.to_uai_string())
+            .map_err(|source| UaiError::Io { path: path.display().to_string(), source })
+    }
+
+    /// Converts to a region graph and potentials (see module docs).
+    pub fn to_region_graph(&self) -> Result<UaiRegionModel, UaiError> {
+        let n = self.cardinalities.len();
+        let mut b = RegionGraphBuilder::new(self.cardinalities.clone())?;
+        let unary = b.add_factor_type(UNARY)?;
+        for i in 0..n {
+            b.add_region(&[i], unary)?;
+        }
+        let mut factor_type = None;
+        let mut region_of = Vec::with_capacity(self.factors.len());
+        for f in &self.factors {
+            let region = match f.scope.len() {
+                0 => None,
+                1 => Some(f.scope[0]),
+                _ => Some(match b.find_region(&f.scope) {
+                    Some(r) => r,
+                    None => {
+                        let t = match factor_type {
+                            Some(t) => t,
+                            None => *factor_type.insert(b.add_factor_type(UAI_FACTOR_TYPE)?),
+                        };
+                        let r = b.add_region(&f.scope, t)?;
+                        for &v in &f.scope {
+                            b.add_edge(r, v)?;
+                        }
+                        r
+                    }
+                }),
+            };
+            region_of.push(region);
+        }
+        let graph = b.build()?;
+        let mut theta = vec![0.0; graph.total_configs()];
+        let mut constant = 0.0;
+        let mut placements = Vec::with_capacity(self.factors.len());
+        for (f, region) in self.factors.iter().zip(region_of) {
+            let Some(r) = region else {
+                constant += f.table.first().copied().unwrap_or(1.0).ln();
+                placements.push(FactorPlacement { region: None, map: vec![0] });
+                continue;
+            };
+            let map = table_to_region_map(&graph, r, &f.scope);
+            let range = graph.config_range(r);
+            for (k, &v) in f.table.iter().enumerate() {
+                theta[range.start + map[k]] += v.ln();
+            }
+            placements.push(FactorPlacement { region: Some(r), map });
+        }
+        Ok(UaiRegionModel { graph, theta, constant, placements })
+    }
+
+    /// Exports a region graph with potentials `θ` as a UAI model: one factor per
+    /// region, table `exp(θ_α)` (so `θ = −∞` becomes 0).
+    pub fn from_region_graph(graph: &RegionGraph, theta: &[f64]) -> Self {
+        let factors = (0..graph.num_regions())
+            .map(|r| UaiFactor {
+                scope: graph.region_variables(r).to_vec(),
+                table: theta[graph.config_range(r)].iter().map(|t| t.exp()).collect(),
+            })
+            .collect();
+        Self { cardinalities: graph.cardinalities().to_vec(), factors }
+    }
+}
+
+/// `map[k]` = configuration index in region `r` of the configuration with table
+/// index `k` under the variable order `scope` (a permutation of the region's variables).
+fn table_to_region_map(graph: &RegionGraph, r: usize, scope: &[usize]) -> Vec<usize> {
+    let region_vars = graph.region_variables(r);
+    let region_strides = strides(region_vars, graph.cardinalities());
+    let contrib: Vec<usize> =
+        scope.iter().map(|v| region_strides[region_vars.iter().position(|w| w == v).unwrap_or(0)]).collect();
+    let cards: Vec<usize> = scope.iter().map(|&v| graph.cardinality(v)).collect();
+    let total: usize = cards.iter().product();
+    let mut map = Vec::with_capacity(total);
+    let mut digits = vec![0usize; scope.len()];
+    let mut idx = 0usize;
+    for _ in 0..total {
+        map.push(idx);
+        for i in (0..digits.len()).rev() {
+            digits[i] += 1;
+            idx += contrib[i];
+            if digits[i] < cards[i] {
+                break;
+            }
+            idx -= contrib[i] * cards[i];
+            digits[i] = 0;
+        }
+    }
+    map
+}

@@ -1,0 +1,180 @@
+//! Region-graph construction, indexing and validation.
+
+use factor_graph::{GraphError, RegionGraph, RegionGraphBuilder, Scope, factors_with_singletons, grid};
+use proptest::prelude::*;
+
+/// Labels of `vars` for configuration `idx`, by the documented convention (last fastest).
+fn decode(idx: usize, vars: &[usize], cards: &[usize]) -> Vec<usize> {
+    let mut out = vec![0; vars.len()];
+    let mut rest = idx;
+    for i in (0..vars.len()).rev() {
+        out[i] = rest % cards[vars[i]];
+        rest /= cards[vars[i]];
+    }
+    out
+}
+
+fn encode(labels: &[usize], vars: &[usize], cards: &[usize]) -> usize {
+    labels.iter().zip(vars).fold(0, |acc, (&y, &v)| acc * cards[v] + y)
+}
+
+/// Every edge map agrees with decoding the parent configuration and re-encoding
+/// the child's variables, independently of the precomputation.
+fn assert_edge_maps(g: &RegionGraph) {
+    for e in 0..g.num_edges() {
+        let (p, c) = (g.edge_parent(e), g.edge_child(e));
+        let pv = g.region_variables(p);
+        let cv = g.region_variables(c);
+        let map = g.edge_map(e);
+        assert_eq!(map.len(), g.num_configs(p));
+        for (pc, &mapped) in map.iter().enumerate() {
+            let labels = decode(pc, pv, g.cardinalities());
+            let child_labels: Vec<usize> = cv.iter().map(|v| labels[pv.iter().position(|w| w == v).unwrap()]).collect();
+            assert_eq!(mapped as usize, encode(&child_labels, cv, g.cardinalities()), "edge {e} config {pc}");
+        }
+        assert_eq!(g.message_range(e).len(), g.num_configs(c));
+        assert!(g.parent_edges(c).contains(&e));
+        assert!(g.child_edges(p).contains(&e));
+    }
+}
+
+#[test]
+fn grid_layout_and_maps() {
+    let g = grid(3, 4, 3).unwrap();
+    assert_eq!(g.num_regions(), 12 + 3 * 3 + 2 * 4);
+    assert_eq!(g.num_edges(), 2 * (9 + 8));
+    assert_eq!(g.factor_types(), &["unary", "pairwise"]);
+    assert_eq!(g.regions_of_type(0), (0..12).collect::<Vec<_>>().as_slice());
+    // Interior pixel (1,1) = 5 has four parents; corner 0 has two.
+    assert_eq!(g.parent_edges(5).len(), 4);
+    assert_eq!(g.parent_edges(0).len(), 2);
+    assert_eq!(g.default_update_order(), (0..12).collect::<Vec<_>>());
+    assert_eq!(g.total_configs(), 12 * 3 + 17 * 9);
+    assert_edge_maps(&g);
+    // Pair {0,1}: config y0*3 + y1.
+    let y = [2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    assert_eq!(g.config_of(12, &y), 7);
+    let mut out = [0; 2];
+    g.decode_config(12, 7, &mut out);
+    assert_eq!(out, [2, 1]);
+}
+
+#[test]
+fn single_row_and_column_grids() {
+    let g = grid(1, 5, 2).unwrap();
+    assert_eq!(g.num_regions(), 5 + 4);
+    let g = grid(5, 1, 2).unwrap();
+    assert_eq!(g.num_regions(), 5 + 4);
+    assert_eq!(g.region_variables(5), &[0, 1]);
+    assert!(matches!(grid(0, 3, 2), Err(GraphError::EmptyGrid { .. })));
+}
+
+#[test]
+fn multi_level_graph_with_permuted_variables() {
+    let mut b = RegionGraphBuilder::new(vec![2, 3, 4]).unwrap();
+    let t = b.add_factor_type("any").unwrap();
+    let triple = b.add_region(&[2, 0, 1], t).unwrap();
+    let pair = b.add_region(&[1, 2], t).unwrap();
+    let s0 = b.add_region(&[0], t).unwrap();
+    let s1 = b.add_region(&[1], t).unwrap();
+    b.add_edge(triple, pair).unwrap();
+    b.add_edge(triple, s0).unwrap();
+    b.add_edge(pair, s1).unwrap();
+    let g = b.build().unwrap();
+    assert_edge_maps(&g);
+    assert_eq!(g.default_update_order(), vec![pair, s0, s1]);
+    assert_eq!(g.singleton(2), None);
+    assert_eq!(g.singleton(1), Some(s1));
+}
+
+#[test]
+fn validation_errors() {
+    assert!(matches!(RegionGraphBuilder::new(vec![2, 0]), Err(GraphError::ZeroCardinality { variable: 1 })));
+    let mut b = RegionGraphBuilder::new(vec![2, 2, 2]).unwrap();
+    let t = b.add_factor_type("t").unwrap();
+    assert!(matches!(b.add_factor_type("t"), Err(GraphError::DuplicateFactorType(_))));
+    assert!(matches!(b.add_region(&[], t), Err(GraphError::EmptyRegion { .. })));
+    assert!(matches!(b.add_region(&[3], t), Err(GraphError::UnknownVariable { variable: 3, .. })));
+    assert!(matches!(b.add_region(&[1, 1], t), Err(GraphError::RepeatedVariable { variable: 1, .. })));
+    assert!(matches!(b.add_region(&[0], 7), Err(GraphError::UnknownFactorType { .. })));
+    let p = b.add_region(&[0, 1], t).unwrap();
+    assert!(matches!(b.add_region(&[1, 0], t), Err(GraphError::DuplicateRegion { first: 0, .. })));
+    let s2 = b.add_region(&[2], t).unwrap();
+    let s0 = b.add_region(&[0], t).unwrap();
+    assert!(matches!(b.add_edge(p, s2), Err(GraphError::NotSubset { .. })));
+    assert!(matches!(b.add_edge(s0, p), Err(GraphError::NotSubset { .. })));
+    assert!(matches!(b.add_edge(p, 9), Err(GraphError::UnknownRegion { region: 9, .. })));
+    b.add_edge(p, s0).unwrap();
+    assert!(matches!(b.add_edge(p, s0), Err(GraphError::DuplicateEdge { .. })));
+    let msg = GraphError::NotSubset { parent: 0, child: 1, parent_vars: vec![0, 1], child_vars: vec![2] }.to_string();
+    assert!(msg.contains("0 -> 1"), "{msg}");
+    let g = b.build().unwrap();
+    assert!(g.validate_order(&[s0]).is_ok());
+    assert!(matches!(g.validate_order(&[p]), Err(GraphError::InvalidOrder(_))));
+    assert!(matches!(g.validate_order(&[42]), Err(GraphError::InvalidOrder(_))));
+}
+
+#[test]
+fn too_many_configurations_is_an_error() {
+    let mut b = RegionGraphBuilder::new(vec![1 << 15; 3]).unwrap();
+    let t = b.add_factor_type("t").unwrap();
+    assert!(matches!(b.add_region(&[0, 1, 2], t), Err(GraphError::TooManyConfigurations { .. })));
+}
+
+#[test]
+fn serde_round_trip_revalidates() {
+    let s = |v: &[usize], t: &str| Scope { variables: v.to_vec(), factor_type: t.into() };
+    let g = factors_with_singletons(vec![2, 3, 2], &[s(&[0, 1, 2], "triple"), s(&[2, 0], "pair")]).unwrap();
+    let json = serde_json::to_string(&g).unwrap();
+    let back: RegionGraph = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, g);
+    let bytes = postcard::to_stdvec(&g).unwrap();
+    let back: RegionGraph = postcard::from_bytes(&bytes).unwrap();
+    assert_eq!(back, g);
+    // A spec with an invalid edge is rejected on load, not trusted.
+    let bad = json.replace("\"edges\":[[3,0]", "\"edges\":[[0,3]");
+    assert_ne!(bad, json);
+    assert!(serde_json::from_str::<RegionGraph>(&bad).is_err());
+}
+
+fn arb_graph() -> impl Strategy<Value = (Vec<usize>, Vec<Vec<usize>>)> {
+    (2usize..6).prop_flat_map(|n| {
+        let cards = proptest::collection::vec(1usize..4, n);
+        let scopes =
+            proptest::collection::vec(proptest::sample::subsequence((0..n).collect::<Vec<_>>(), 2..=n.min(4)), 0..5);
+        (cards, scopes)
+    })
+}
+
+proptest! {
+    #[test]
+    fn random_graphs_have_consistent_maps((cards, scopes) in arb_graph(), shuffle in any::<u64>()) {
+        let mut seen = std::collections::HashSet::new();
+        let scopes: Vec<Scope> = scopes
+            .into_iter()
+            .filter(|s| seen.insert(s.clone()))
+            .enumerate()
+            .map(|(i, mut v)| {
+                // Permute the scope so regions do not always list variables in sorted order.
+                let k = (shuffle as usize + i) % v.len();
+                v.rotate_left(k);
+                Scope { variables: v, factor_type: format!("t{}", i % 2) }
+            })
+            .collect();
+        let g = factors_with_singletons(cards.clone(), &scopes).unwrap();
+        assert_edge_maps(&g);
+        let total: usize = (0..g.num_regions()).map(|r| g.num_configs(r)).sum();
+        prop_assert_eq!(total, g.total_configs());
+        for r in 0..g.num_regions() {
+            for c in 0..g.num_configs(r) {
+                let mut labels = vec![0; g.region_variables(r).len()];
+                g.decode_config(r, c, &mut labels);
+                let mut y = vec![0; cards.len()];
+                for (&v, &l) in g.region_variables(r).iter().zip(&labels) {
+                    y[v] = l;
+                }
+                prop_assert_eq!(g.config_of(r, &y), c);
+            }
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! UAI model format: parsing, errors, conversion and round trips.
+
+use factor_graph::{UaiError, UaiFactor, UaiModel};
+use proptest::prelude::*;
+
+const EXAMPLE: &str = "MARKOV
+3
+2 2 3
+4
+1 0
+2 0 1
+2 1 2
+2 2 1
+
+2
+ 0.436 0.564
+
+4
+ 0.128 0.872
+ 0.920 0.080
+
+6
+ 0.210 0.333 0.457
+ 0.811 0.000 0.189
+
+6
+ 1 2
+ 3 4
+ 5 6
+";
+
+#[test]
+fn parse_and_convert() {
+    let m = UaiModel::parse(EXAMPLE).unwrap();
+    assert_eq!(m.cardinalities, vec![2, 2, 3]);
+    assert_eq!(m.factors.len(), 4);
+    let rm = m.to_region_graph().unwrap();
+    let g = &rm.graph;
+    // 3 singletons + regions {0,1} and {1,2}; the (2,1) factor merged into {1,2}.
+    assert_eq!(g.num_regions(), 5);
+    assert_eq!(g.factor_types(), &["unary", "factor"]);
+    // Single-variable factor merged into the singleton of variable 0.
+    assert_eq!(rm.placements[0].region, Some(0));
+    assert!((rm.theta[g.config_range(0)][1] - 0.564f64.ln()).abs() < 1e-15);
+    // Singleton without a factor: θ = 0.
+    assert_eq!(&rm.theta[g.config_range(2)], &[0.0; 3]);
+    // Region {1,2} in file order (1,2): entry (y1=1, y2=1) = 0.0 * table of (2,1) at (y2=1, y1=1) = 4.
+    let r12 = rm.placements[2].region.unwrap();
+    assert_eq!(rm.placements[3].region, Some(r12));
+    let th = &rm.theta[g.config_range(r12)];
+    assert_eq!(th[4], f64::NEG_INFINITY);
+    // (y1=0, y2=2): 0.457 · (y2=2,y1=0 → index 4 of the (2,1) table = 5).
+    assert!((th[2] - (0.457f64.ln() + 5f64.ln())).abs() < 1e-14);
+    // The permuted factor's map sends its table index (y2=2, y1=0)=4 to region index 2.
+    assert_eq!(rm.placements[3].map[4], 2);
+}
+
+#[test]
+fn errors_name_line_and_expectation() {
+    let cases: &[(&str, &str)] = &[
+        ("", "network type"),
+        ("FOO\n1\n2\n0\n", "line 1"),
+        ("MARKOV\n2\n2 0\n", "cardinality"),
+        ("MARKOV\n2\n2 2\n1\n2 0 5\n", "line 5"),
+        ("MARKOV\n2\n2 2\n1\n2 0 0\n", "distinct"),
+        ("MARKOV\n2\n2 2\n1\n2 0 1\n3\n1 2 3\n", "table size 4"),
+        ("MARKOV\n2\n2 2\n1\n2 0 1\n4\n1 2 -3 4\n", "non-negative"),
+        ("MARKOV\n2\n2 2\n1\n2 0 1\n4\n1 2 nan 4\n", "line 7"),
+        ("MARKOV\n2\n2 2\n1\n2 0 1\n4\n1 2 3\n", "end of file"),
+        ("MARKOV\n2\n2 2\n1\n2 0 1\n4\n1 2 3 4 5\n", "expected end of file"),
+    ];
+    for (text, needle) in cases {
+        let err = UaiModel::parse(text).unwrap_err();
+        assert!(matches!(err, UaiError::Parse { .. }), "{text:?}: {err}");
+        assert!(err.to_string().contains(needle), "{text:?}: `{err}` lacks `{needle}`");
+    }
+}
+
+#[test]
+fn file_io_errors_are_typed() {
+    let err = UaiModel::read(std::path::Path::new("/nonexistent/model.uai")).unwrap_err();
+    assert!(matches!(err, UaiError::Io { .. }));
+}
+
+#[test]
+fn region_graph_export_round_trip() {
+    let m = UaiModel::parse(EXAMPLE).unwrap();
+    let rm = m.to_region_graph().unwrap();
+    let exported = UaiModel::from_region_graph(&rm.graph, &rm.theta);
+    let rm2 = exported.to_region_graph().unwrap();
+    assert_eq!(rm2.graph, rm.graph);
+    for (a, b) in rm.theta.iter().zip(&rm2.theta) {
+        assert!(a == b || (a - b).abs() < 1e-12, "{a} vs {b}");
+    }
+}
+
+fn arb_model() -> impl Strategy<Value = UaiModel> {
+    (1usize..5).prop_flat_map(|n| {
+        let cards = proptest::collection::vec(1usize..4, n);
+        cards.prop_flat_map(move |cards| {
+            let scope = proptest::sample::subsequence((0..n).collect::<Vec<_>>(), 0..=n.min(3));
+            let c2 = cards.clone();
+            let factor = scope.prop_flat_map(move |scope| {
+                let len: usize = scope.iter().map(|&v| c2[v]).product();
+                let values = proptest::collection::vec(prop_oneof![Just(0.0), 0.0f64..10.0], len);
+                (Just(scope), values).prop_map(|(scope, table)| UaiFactor { scope, table })
+            });
+            (Just(cards), proptest::collection::vec(factor, 0..5))
+                .prop_map(|(cardinalities, factors)| UaiModel { cardinalities, factors })
+        })
+    })
+}
+
+proptest! {
+    #[test]
+    fn read_write_read_round_trip(m in arb_model()) {
+        let text = m.to_uai_string();
+        let back = UaiModel::parse(&text).unwrap();
+        prop_assert_eq!(&back, &m);
+        prop_assert_eq!(UaiModel::parse(&back.to_uai_string()).unwrap(), m);
+    }
+}

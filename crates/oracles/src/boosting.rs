@@ -1,8 +1,0 @@
-//! PLACEHOLDER: being written (see issue 3).
-use crate::{Model, OracleError};
-/// Registry name.
-pub const KIND: &str = "boosting";
-/// Loader for the registry.
-pub fn load(_bytes: &[u8]) -> Result<Box<dyn Model>, OracleError> {
-    Err(OracleError::UnknownKind(KIND.to_string()))
-}
