@@ -1,0 +1,685 @@
+//! One example's inference problem (`θ`, entropy weights, region graph), the
+//! reusable [`Workspace`], and the operations of SPEC §3 on them.
+
+use factor_graph::RegionGraph;
+use serde::{Deserialize, Serialize};
+
+use crate::math::Plain;
+use crate::star::{self, Bufs};
+use crate::{InferenceError, Messages};
+
+/// How the star update at a child region is computed (all give the same result
+/// up to rounding; see [`crate::star`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StarKind {
+    /// No parents: nothing to update.
+    NoParents,
+    /// Any child: marginals through `graph.edge_map`.
+    General,
+    /// Singleton child: marginals over strided fibres.
+    Singleton,
+    /// Binary singleton child with at most four 4-configuration parents.
+    Binary,
+}
+
+/// Where a child region lives and where its parent edges' plans are.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChildPlan {
+    /// First configuration of the child in flat per-configuration vectors.
+    pub offset: usize,
+    /// `|Y_ν|`.
+    pub len: usize,
+    /// `ε_ν`.
+    pub eps: f64,
+    /// `1/E`, `E = ε_ν + Σ_η ε_η` (the star's total weight).
+    pub inv_total_eps: f64,
+    /// `edges[first..end]` are the child's parent edges, in `graph.parent_edges` order.
+    pub first: usize,
+    /// End of the child's parent edges in `edges`.
+    pub end: usize,
+    /// Which implementation the star update uses.
+    pub kind: StarKind,
+}
+
+/// Everything the star update needs about one parent → child edge.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EdgePlan {
+    /// The edge index in the graph.
+    pub edge: usize,
+    /// First configuration of the parent in flat per-configuration vectors.
+    pub parent_offset: usize,
+    /// `|Y_η|`.
+    pub parent_len: usize,
+    /// First entry of the edge's message.
+    pub message_offset: usize,
+    /// For a singleton child: the stride of its variable in the parent's
+    /// configuration index; 0 otherwise.
+    pub stride: usize,
+    /// `ε_η` of the parent.
+    pub eps: f64,
+    /// `1/ε_η`.
+    pub inv_eps: f64,
+}
+
+/// The smoothed inference problem of one example: `A(θ) = min_λ A(λ, θ)` with
+/// per-factor-type entropy weights (ch. Thm 1.2, Eq. 1.15; SPEC §3).
+///
+/// Borrows the graph and the potentials `θ` (flat, `graph.config_range(α)` per
+/// region, `−∞` allowed for hard constraints); the entropy weights are one `ε_t`
+/// per factor type, region `α` using the weight of its type. Construction
+/// validates everything once; the operations then cannot fail on the problem.
+///
+/// ```
+/// use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace};
+/// let g = factor_graph::grid(3, 3, 2).unwrap();
+/// let theta: Vec<f64> = (0..g.total_configs()).map(|i| (i % 5) as f64 * 0.3).collect();
+/// let p = InferenceProblem::new(&g, &theta, &[0.1, 0.1]).unwrap();
+/// let mut m = Messages::zeros(&g);
+/// let mut ws = Workspace::new(&g);
+/// let a0 = p.dual_value(&m);
+/// let report = p.run(&mut m, &RunOptions { iterations: 200, tolerance: Some(1e-9), order: None }, &mut ws).unwrap();
+/// assert!(report.converged && report.dual_value <= a0);
+/// ```
+#[derive(Debug, Clone)]
+pub struct InferenceProblem<'a> {
+    pub(crate) graph: &'a RegionGraph,
+    theta: &'a [f64],
+    epsilon: Vec<f64>,
+    region_eps: Vec<f64>,
+    pub(crate) children: Vec<ChildPlan>,
+    pub(crate) edges: Vec<EdgePlan>,
+    sizes: Sizes,
+    pub(crate) fast_paths: bool,
+}
+
+/// Scratch sizes a problem needs.
+#[derive(Debug, Clone, Copy, Default)]
+struct Sizes {
+    total_configs: usize,
+    max_star: usize,
+    max_region: usize,
+}
+
+impl Sizes {
+    fn of(graph: &RegionGraph) -> Self {
+        let mut s = Sizes { total_configs: graph.total_configs(), ..Sizes::default() };
+        for r in 0..graph.num_regions() {
+            let len = graph.num_configs(r);
+            s.max_region = s.max_region.max(len);
+            s.max_star = s.max_star.max(len * graph.parent_edges(r).len());
+        }
+        s
+    }
+}
+
+/// Options of [`InferenceProblem::run`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunOptions {
+    /// Maximum number of message-passing iterations (each: star updates in the
+    /// forward order, then in reverse; ch. §1.10).
+    pub iterations: usize,
+    /// Stop as soon as the largest marginalisation violation
+    /// `max |μ_{αβ} − μ_β|` falls below this (checked after every iteration).
+    pub tolerance: Option<f64>,
+    /// Forward order of child regions; `None` is `graph.default_update_order()`
+    /// (raster order on grids).
+    pub order: Option<Vec<usize>>,
+}
+
+impl Default for RunOptions {
+    /// 25 iterations, no tolerance, default order: one message-passing phase of
+    /// Algorithm 1 (SPEC §4).
+    fn default() -> Self {
+        Self { iterations: 25, tolerance: None, order: None }
+    }
+}
+
+/// What [`InferenceProblem::run`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    /// Iterations performed.
+    pub iterations: usize,
+    /// `A(λ, θ)` at the final messages (ch. Eq. 1.15).
+    pub dual_value: f64,
+    /// `max |μ_{αβ}(y_β) − μ_β(y_β)|` at the final messages.
+    pub max_violation: f64,
+    /// Whether a tolerance was given and the final violation is below it.
+    pub converged: bool,
+}
+
+/// Reusable scratch memory of inference: the cached reparameterised potentials
+/// `θ̃` and per-star buffers. One per thread; it grows to fit any problem it is
+/// used with, so it can be reused across examples and graphs.
+#[derive(Debug, Clone, Default)]
+pub struct Workspace {
+    tt: Vec<f64>,
+    l: Vec<f64>,
+    d: Vec<f64>,
+    logm: Vec<f64>,
+    sums: Vec<f64>,
+    e: Vec<f64>,
+    beliefs: Vec<f64>,
+}
+
+impl Workspace {
+    /// A workspace sized for `graph` (any graph works; it grows when needed).
+    pub fn new(graph: &RegionGraph) -> Self {
+        let mut ws = Self::default();
+        ws.grow(Sizes::of(graph));
+        ws
+    }
+
+    fn grow(&mut self, s: Sizes) {
+        let fit = |v: &mut Vec<f64>, n: usize| {
+            if v.len() < n {
+                v.resize(n, 0.0);
+            }
+        };
+        fit(&mut self.tt, s.total_configs);
+        fit(&mut self.l, s.max_star);
+        fit(&mut self.d, s.max_star);
+        fit(&mut self.logm, s.max_region);
+        fit(&mut self.sums, s.max_region);
+        fit(&mut self.e, s.max_region);
+    }
+
+    fn split(&mut self, total_configs: usize) -> (&mut [f64], Bufs<'_>) {
+        (
+            &mut self.tt[..total_configs],
+            Bufs { l: &mut self.l, d: &mut self.d, logm: &mut self.logm, sums: &mut self.sums, e: &mut self.e },
+        )
+    }
+}
+
+impl<'a> InferenceProblem<'a> {
+    /// Validates and builds a problem: `θ` must have `graph.total_configs()`
+    /// entries, none NaN or `+∞`, and every region a finite one; `epsilon` one
+    /// positive finite weight per factor type of the graph.
+    pub fn new(graph: &'a RegionGraph, theta: &'a [f64], epsilon: &[f64]) -> Result<Self, InferenceError> {
+        let expected = graph.total_configs();
+        if theta.len() != expected {
+            return Err(InferenceError::ThetaShape { expected, got: theta.len() });
+        }
+        let num_types = graph.factor_types().len();
+        if epsilon.len() != num_types {
+            return Err(InferenceError::WeightCount { expected: num_types, got: epsilon.len() });
+        }
+        if let Some((factor_type, &value)) = epsilon.iter().enumerate().find(|(_, e)| !(e.is_finite() && **e > 0.0)) {
+            return Err(InferenceError::InvalidEpsilon { factor_type, value });
+        }
+        for region in 0..graph.num_regions() {
+            let t = &theta[graph.config_range(region)];
+            if let Some((i, &value)) = t.iter().enumerate().find(|(_, v)| v.is_nan() || **v == f64::INFINITY) {
+                return Err(InferenceError::InvalidTheta { region, config: i, value });
+            }
+            if !t.iter().any(|v| v.is_finite()) {
+                return Err(InferenceError::InfeasibleRegion { region });
+            }
+        }
+        let region_eps: Vec<f64> = (0..graph.num_regions()).map(|r| epsilon[graph.region_type(r)]).collect();
+        let (children, edges) = plans(graph, &region_eps);
+        Ok(Self {
+            graph,
+            theta,
+            epsilon: epsilon.to_vec(),
+            region_eps,
+            children,
+            edges,
+            sizes: Sizes::of(graph),
+            fast_paths: true,
+        })
+    }
+
+    /// [`InferenceProblem::new`] with the same weight `ε` for every factor type
+    /// (the paper's single `ε`, SPEC §3).
+    pub fn uniform(graph: &'a RegionGraph, theta: &'a [f64], epsilon: f64) -> Result<Self, InferenceError> {
+        Self::new(graph, theta, &vec![epsilon; graph.factor_types().len()])
+    }
+
+    /// Enables (default) or disables the specialised star updates for singleton
+    /// and binary children; disabled, every star update goes through the
+    /// general edge-map path. Results agree to rounding; this exists to
+    /// cross-check and benchmark the paths.
+    pub fn with_fast_paths(mut self, enabled: bool) -> Self {
+        self.fast_paths = enabled;
+        self
+    }
+
+    /// The region graph.
+    pub fn graph(&self) -> &'a RegionGraph {
+        self.graph
+    }
+
+    /// The potentials `θ` (flat, per configuration).
+    pub fn theta(&self) -> &'a [f64] {
+        self.theta
+    }
+
+    /// The entropy weights, one per factor type.
+    pub fn epsilon(&self) -> &[f64] {
+        &self.epsilon
+    }
+
+    /// `ε_α` of region `r` (the weight of its factor type). Panics if `r` is not a region.
+    pub fn region_epsilon(&self, r: usize) -> f64 {
+        self.region_eps[r]
+    }
+
+    /// One star update (Eq. 10, ch. Thm 1.3; weighted form in the crate docs) at
+    /// region `child`: all messages `λ_η(y_ν)` from its parents `η` change at
+    /// once so that every parent's marginal equals the child's belief, both
+    /// becoming the normalised weighted geometric mean of the old ones. An exact
+    /// block-coordinate minimisation of `A(λ, θ)` (up to the `−∞` clamp of the
+    /// crate docs). A region without parents is left alone.
+    ///
+    /// Reads `θ̃` of the star afresh from `θ` and `messages`, so it is valid at
+    /// any time; the messages are assumed finite (as [`Messages`] keeps them).
+    pub fn star_update(&self, messages: &mut Messages, child: usize, ws: &mut Workspace) -> Result<(), InferenceError> {
+        let num_regions = self.graph.num_regions();
+        if child >= num_regions {
+            return Err(InferenceError::UnknownRegion { region: child, num_regions });
+        }
+        self.check_len(messages)?;
+        ws.grow(self.sizes);
+        let (tt, mut bufs) = ws.split(self.sizes.total_configs);
+        let lambda = messages.as_mut_slice();
+        self.refresh_region(lambda, child, tt);
+        for &e in self.graph.parent_edges(child) {
+            self.refresh_region(lambda, self.graph.edge_parent(e), tt);
+        }
+        dispatch_single(self, lambda, tt, &mut bufs, child);
+        Ok(())
+    }
+
+    /// One message-passing iteration (ch. §1.10): star updates at every region
+    /// of `order`, then at every region of `order` reversed.
+    ///
+    /// # Panics
+    /// If `messages` do not fit the graph or `order` names a region that does
+    /// not exist; validate with [`Messages::check`] and
+    /// `graph.validate_order(order)` first, or use [`InferenceProblem::run`],
+    /// which returns errors instead.
+    pub fn iterate(&self, messages: &mut Messages, order: &[usize], ws: &mut Workspace) {
+        assert_eq!(messages.len(), self.graph.total_message_len(), "messages do not fit the graph");
+        ws.grow(self.sizes);
+        let (tt, mut bufs) = ws.split(self.sizes.total_configs);
+        self.refresh_all(messages.as_slice(), tt);
+        dispatch_sweep(self, messages.as_mut_slice(), tt, &mut bufs, order, 1);
+    }
+
+    /// Message passing from the given messages: up to `opts.iterations`
+    /// iterations (see [`InferenceProblem::iterate`]), stopping early once the
+    /// largest marginalisation violation is below `opts.tolerance`. `A(λ, θ)`
+    /// never increases. The reported dual value and violation are computed
+    /// from the final messages.
+    pub fn run(
+        &self,
+        messages: &mut Messages,
+        opts: &RunOptions,
+        ws: &mut Workspace,
+    ) -> Result<RunReport, InferenceError> {
+        messages.check(self.graph)?;
+        let default_order;
+        let order: &[usize] = match &opts.order {
+            Some(order) => {
+                self.graph.validate_order(order)?;
+                order
+            }
+            None => {
+                default_order = self.graph.default_update_order();
+                &default_order
+            }
+        };
+        ws.grow(self.sizes);
+        ws.beliefs.resize(ws.beliefs.len().max(self.sizes.total_configs), 0.0);
+        let total = self.sizes.total_configs;
+        let lambda = messages.as_mut_slice();
+        let mut iterations = 0;
+        {
+            let (tt, mut bufs) = ws.split(total);
+            self.refresh_all(lambda, tt);
+            if opts.tolerance.is_none() {
+                dispatch_sweep(self, lambda, tt, &mut bufs, order, opts.iterations);
+                iterations = opts.iterations;
+            }
+        }
+        if let Some(tol) = opts.tolerance {
+            while iterations < opts.iterations {
+                let (tt, mut bufs) = ws.split(total);
+                dispatch_sweep(self, lambda, tt, &mut bufs, order, 1);
+                iterations += 1;
+                if self.violation_of(&ws.tt[..total], &mut ws.beliefs[..total], &mut ws.sums) < tol {
+                    break;
+                }
+            }
+        }
+        // Report from a fresh θ̃, free of the rounding the incremental updates accumulate.
+        let tt = &mut ws.tt[..total];
+        self.refresh_all(lambda, tt);
+        let dual_value = self.dual_of(tt);
+        let max_violation = self.violation_of(tt, &mut ws.beliefs[..total], &mut ws.sums);
+        let converged = opts.tolerance.is_some_and(|tol| max_violation < tol);
+        Ok(RunReport { iterations, dual_value, max_violation, converged })
+    }
+
+    /// The dual objective `A(λ, θ) = Σ_α ε_α log Σ_{y_α} exp(θ̃_α(y_α)/ε_α)`
+    /// (ch. Eq. 1.15 with per-region weights). `A(λ, θ) ≥ A(θ)` for all `λ`.
+    ///
+    /// # Panics
+    /// If `messages` do not fit the graph.
+    pub fn dual_value(&self, messages: &Messages) -> f64 {
+        let mut tt = vec![0.0; self.sizes.total_configs];
+        self.reparameterized(messages, &mut tt);
+        self.dual_of(&tt)
+    }
+
+    /// The reparameterised potentials
+    /// `θ̃_α(y_α) = θ(y_α) + Σ_{β child of α} λ_α(y_β) − Σ_{γ parent of α} λ_γ(y_α)`
+    /// (SPEC §3; the exponent of ch. Eq. 1.14), flat per configuration.
+    ///
+    /// # Panics
+    /// If `messages` do not fit the graph or `out.len() != graph.total_configs()`.
+    pub fn reparameterized(&self, messages: &Messages, out: &mut [f64]) {
+        assert_eq!(messages.len(), self.graph.total_message_len(), "messages do not fit the graph");
+        assert_eq!(out.len(), self.sizes.total_configs, "output must have one entry per configuration");
+        self.refresh_all(messages.as_slice(), out);
+    }
+
+    /// The normalised beliefs `μ_α(y_α) ∝ exp(θ̃_α(y_α)/ε_α)` of every region
+    /// (Eq. 9, ch. Eq. 1.14), flat per configuration.
+    ///
+    /// # Panics
+    /// If `messages` do not fit the graph or `out.len() != graph.total_configs()`.
+    pub fn beliefs(&self, messages: &Messages, out: &mut [f64]) {
+        let mut tt = vec![0.0; self.sizes.total_configs];
+        self.reparameterized(messages, &mut tt);
+        assert_eq!(out.len(), tt.len(), "output must have one entry per configuration");
+        self.beliefs_of(&tt, out);
+    }
+
+    /// The largest marginalisation violation `max |μ_{αβ}(y_β) − μ_β(y_β)|` over
+    /// all edges and child configurations (SPEC §3 convergence measure); 0 at the
+    /// optimum of the dual.
+    ///
+    /// # Panics
+    /// If `messages` do not fit the graph.
+    pub fn max_violation(&self, messages: &Messages) -> f64 {
+        let total = self.sizes.total_configs;
+        let mut tt = vec![0.0; total];
+        self.reparameterized(messages, &mut tt);
+        let mut beliefs = vec![0.0; total];
+        let mut marg = vec![0.0; self.sizes.max_region];
+        self.violation_of(&tt, &mut beliefs, &mut marg)
+    }
+
+    /// The gradient of the dual (Danskin; ch. §1.5):
+    /// `∂A/∂λ_α(y_β) = μ_{αβ}(y_β) − μ_β(y_β)`, flat like the messages.
+    ///
+    /// # Panics
+    /// If `messages` do not fit the graph or `out.len() != graph.total_message_len()`.
+    pub fn dual_gradient(&self, messages: &Messages, out: &mut [f64]) {
+        assert_eq!(out.len(), self.graph.total_message_len(), "output must have one entry per message entry");
+        let total = self.sizes.total_configs;
+        let mut beliefs = vec![0.0; total];
+        self.beliefs(messages, &mut beliefs);
+        for e in 0..self.graph.num_edges() {
+            let out_e = &mut out[self.graph.message_range(e)];
+            marginalise(self.graph, e, &beliefs, out_e);
+            let child = &beliefs[self.graph.config_range(self.graph.edge_child(e))];
+            for (g, &c) in out_e.iter_mut().zip(child) {
+                *g -= c;
+            }
+        }
+    }
+
+    fn check_len(&self, messages: &Messages) -> Result<(), InferenceError> {
+        let expected = self.graph.total_message_len();
+        if messages.len() == expected {
+            Ok(())
+        } else {
+            Err(InferenceError::MessageShape { expected, got: messages.len() })
+        }
+    }
+
+    /// `tt = θ̃` from `θ` and the messages.
+    fn refresh_all(&self, lambda: &[f64], tt: &mut [f64]) {
+        tt.copy_from_slice(self.theta);
+        star::add_messages(self, lambda, tt);
+    }
+
+    /// `tt[config_range(r)] = θ̃_r` from `θ` and the messages.
+    fn refresh_region(&self, lambda: &[f64], r: usize, tt: &mut [f64]) {
+        let g = self.graph;
+        let range = g.config_range(r);
+        let t = &mut tt[range.clone()];
+        t.copy_from_slice(&self.theta[range]);
+        for &e in g.child_edges(r) {
+            let msg = &lambda[g.message_range(e)];
+            for (v, &y) in t.iter_mut().zip(g.edge_map(e)) {
+                *v += msg[y as usize];
+            }
+        }
+        for &e in g.parent_edges(r) {
+            for (v, &m) in t.iter_mut().zip(&lambda[g.message_range(e)]) {
+                *v -= m;
+            }
+        }
+    }
+
+    fn dual_of(&self, tt: &[f64]) -> f64 {
+        (0..self.graph.num_regions())
+            .map(|r| {
+                let t = &tt[self.graph.config_range(r)];
+                let eps = self.region_eps[r];
+                let m = t.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v));
+                let s: f64 = t.iter().map(|&v| ((v - m) / eps).exp()).sum();
+                m + eps * s.ln()
+            })
+            .sum()
+    }
+
+    fn beliefs_of(&self, tt: &[f64], out: &mut [f64]) {
+        for r in 0..self.graph.num_regions() {
+            let range = self.graph.config_range(r);
+            let (t, mu) = (&tt[range.clone()], &mut out[range]);
+            let eps = self.region_eps[r];
+            let m = t.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v));
+            for (u, &v) in mu.iter_mut().zip(t) {
+                *u = ((v - m) / eps).exp();
+            }
+            let z: f64 = mu.iter().sum();
+            for u in mu.iter_mut() {
+                *u /= z;
+            }
+        }
+    }
+
+    /// Largest marginalisation violation given `θ̃`; `beliefs` (total configs)
+    /// and `marg` (largest region) are scratch.
+    fn violation_of(&self, tt: &[f64], beliefs: &mut [f64], marg: &mut [f64]) -> f64 {
+        self.beliefs_of(tt, beliefs);
+        let mut worst = 0.0f64;
+        for e in 0..self.graph.num_edges() {
+            let child = &beliefs[self.graph.config_range(self.graph.edge_child(e))];
+            let m = &mut marg[..child.len()];
+            marginalise(self.graph, e, beliefs, m);
+            for (&a, &b) in m.iter().zip(child) {
+                worst = worst.max((a - b).abs());
+            }
+        }
+        worst
+    }
+}
+
+/// `out(y_β) = Σ_{y_α → y_β} values_α(y_α)` for edge `e = α → β`.
+fn marginalise(graph: &RegionGraph, e: usize, values: &[f64], out: &mut [f64]) {
+    out.fill(0.0);
+    let parent = &values[graph.config_range(graph.edge_parent(e))];
+    for (&v, &y) in parent.iter().zip(graph.edge_map(e)) {
+        out[y as usize] += v;
+    }
+}
+
+/// Per-child star plans, grouped by child in region order.
+fn plans(graph: &RegionGraph, region_eps: &[f64]) -> (Vec<ChildPlan>, Vec<EdgePlan>) {
+    let mut children = Vec::with_capacity(graph.num_regions());
+    let mut edges = Vec::with_capacity(graph.num_edges());
+    for r in 0..graph.num_regions() {
+        let first = edges.len();
+        let len = graph.num_configs(r);
+        let singleton = match graph.region_variables(r) {
+            [v] => Some(*v),
+            _ => None,
+        };
+        for &e in graph.parent_edges(r) {
+            let parent = graph.edge_parent(e);
+            let stride = singleton.map_or(0, |v| {
+                let pv = graph.region_variables(parent);
+                pv.iter()
+                    .position(|&w| w == v)
+                    .map_or(0, |i| pv[i + 1..].iter().map(|&w| graph.cardinality(w)).product())
+            });
+            let eps = region_eps[parent];
+            edges.push(EdgePlan {
+                edge: e,
+                parent_offset: graph.config_range(parent).start,
+                parent_len: graph.num_configs(parent),
+                message_offset: graph.message_range(e).start,
+                stride,
+                eps,
+                inv_eps: 1.0 / eps,
+            });
+        }
+        let star = &edges[first..];
+        let kind = if star.is_empty() {
+            StarKind::NoParents
+        } else if singleton.is_none() || star.iter().any(|ep| ep.stride == 0) {
+            StarKind::General
+        } else if len == 2 && star.len() <= 4 && star.iter().all(|ep| ep.parent_len == 4) {
+            StarKind::Binary
+        } else {
+            StarKind::Singleton
+        };
+        let total_eps = star.iter().fold(region_eps[r], |e, ep| e + ep.eps);
+        children.push(ChildPlan {
+            offset: graph.config_range(r).start,
+            len,
+            eps: region_eps[r],
+            inv_total_eps: 1.0 / total_eps,
+            first,
+            end: edges.len(),
+            kind,
+        });
+    }
+    (children, edges)
+}
+
+/// Runs `iterations` message-passing iterations with the best kernel this CPU has.
+pub(crate) fn dispatch_sweep(
+    p: &InferenceProblem<'_>,
+    lambda: &mut [f64],
+    tt: &mut [f64],
+    bufs: &mut Bufs<'_>,
+    order: &[usize],
+    iterations: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if simd::available() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+        unsafe { simd::sweep(p, lambda, tt, bufs, order, iterations) };
+        return;
+    }
+    star::sweep::<Plain>(p, lambda, tt, bufs, order, iterations);
+}
+
+fn dispatch_single(p: &InferenceProblem<'_>, lambda: &mut [f64], tt: &mut [f64], bufs: &mut Bufs<'_>, child: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if simd::available() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+        unsafe { simd::single(p, lambda, tt, bufs, child) };
+        return;
+    }
+    star::single::<Plain>(p, lambda, tt, bufs, child);
+}
+
+/// The same kernels compiled for AVX2 + FMA.
+#[cfg(target_arch = "x86_64")]
+mod simd {
+    use super::{Bufs, InferenceProblem};
+    use crate::math::Fused;
+    use crate::star;
+
+    pub(super) fn available() -> bool {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn sweep(
+        p: &InferenceProblem<'_>,
+        lambda: &mut [f64],
+        tt: &mut [f64],
+        bufs: &mut Bufs<'_>,
+        order: &[usize],
+        iterations: usize,
+    ) {
+        star::sweep::<Fused>(p, lambda, tt, bufs, order, iterations);
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn single(
+        p: &InferenceProblem<'_>,
+        lambda: &mut [f64],
+        tt: &mut [f64],
+        bufs: &mut Bufs<'_>,
+        child: usize,
+    ) {
+        star::single::<Fused>(p, lambda, tt, bufs, child);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use factor_graph::{Scope, factors_with_singletons};
+    use rand::{RngExt, SeedableRng};
+
+    /// The portable build of the sweep (separate multiply and add) and the one
+    /// chosen at run time (AVX2 + FMA where available) differ by rounding only.
+    #[test]
+    fn portable_and_dispatched_kernels_agree() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let s = |v: &[usize], t: &str| Scope { variables: v.to_vec(), factor_type: t.into() };
+        let graphs = [
+            factor_graph::grid(5, 6, 2).unwrap(),
+            factor_graph::grid(4, 3, 5).unwrap(),
+            factors_with_singletons(vec![2, 3, 4, 2], &[s(&[0, 1, 2], "t"), s(&[3, 1], "p"), s(&[2, 3], "p")]).unwrap(),
+        ];
+        for g in &graphs {
+            let mut theta: Vec<f64> = (0..g.total_configs())
+                .map(|_| if rng.random::<f64>() < 0.1 { f64::NEG_INFINITY } else { rng.random::<f64>() * 4.0 - 2.0 })
+                .collect();
+            // Keep the all-zero labelling feasible.
+            for r in 0..g.num_regions() {
+                theta[g.config_range(r).start] = 0.0;
+            }
+            let p = InferenceProblem::uniform(g, &theta, 0.05).unwrap();
+            let order = g.default_update_order();
+            let mut ws = Workspace::new(g);
+            let mut dispatched = Messages::zeros(g);
+            let mut portable = Messages::zeros(g);
+            let (tt, mut bufs) = ws.split(g.total_configs());
+            p.refresh_all(portable.as_slice(), tt);
+            star::sweep::<Plain>(&p, portable.as_mut_slice(), tt, &mut bufs, &order, 5);
+            p.refresh_all(dispatched.as_slice(), tt);
+            dispatch_sweep(&p, dispatched.as_mut_slice(), tt, &mut bufs, &order, 5);
+            let scale = portable.as_slice().iter().fold(1.0f64, |a, v| a.max(v.abs()));
+            for (a, b) in portable.as_slice().iter().zip(dispatched.as_slice()) {
+                assert!((a - b).abs() <= 1e-12 * scale, "{a} vs {b}");
+            }
+        }
+    }
+}

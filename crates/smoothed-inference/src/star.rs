@@ -1,0 +1,481 @@
+//! The star update (Eq. 10 / ch. Thm 1.3, weighted form derived in the crate
+//! docs) on the cached reparameterised potentials `θ̃`, and the sweeps built
+//! from it.
+//!
+//! Everything here is `#[inline(always)]` and generic over [`Arith`] so that
+//! [`sweep`] and [`single`] are compiled twice: for any x86-64/other CPU, and
+//! (on x86-64) inside a function with the `avx2,fma` target features, chosen at
+//! run time. The marginals have three implementations with identical results
+//! up to rounding: a general one through `graph.edge_map(e)`, one for singleton
+//! children (fibres are strided runs, no index map), and one for binary
+//! singleton children with at most four 4-configuration parents (the binary
+//! grid), which works on fixed eight-lane arrays.
+
+use crate::math::{Arith, exp_nonpos, ln_pos};
+use crate::problem::{ChildPlan, EdgePlan, InferenceProblem, StarKind};
+
+const NEG_INF: f64 = f64::NEG_INFINITY;
+
+/// Floor of a log-belief below the largest one of the same child, in
+/// log-belief units (`e^-700 ≈ 1e-304`, still a normal `f64`): the clamp that
+/// keeps messages finite when a child value is impossible (see crate docs).
+pub(crate) const CLAMP: f64 = 700.0;
+
+/// A fibre sum below this (all of its terms far below the parent's maximum)
+/// is recomputed against the fibre's own maximum, so no term that matters was
+/// flushed to zero by [`exp_nonpos`].
+const TINY_SUM: f64 = 1e-280;
+
+/// Scratch slices of a [`crate::Workspace`], each at least as long as the
+/// largest star of the problem needs.
+pub(crate) struct Bufs<'a> {
+    /// Parent marginals `L_η(y_ν)`, parent-major (`j·|Y_ν| + y`).
+    pub l: &'a mut [f64],
+    /// Message changes `δ_η(y_ν)`, same layout.
+    pub d: &'a mut [f64],
+    /// `log m(y_ν)`.
+    pub logm: &'a mut [f64],
+    /// Fibre sums / maxima, one per child configuration.
+    pub sums: &'a mut [f64],
+    /// Exponentials of one parent's configurations.
+    pub e: &'a mut [f64],
+}
+
+/// Star updates at every region of `order`, then at every region of `order`
+/// reversed (one message-passing iteration, ch. §1.10), `iterations` times.
+#[inline(always)]
+pub(crate) fn sweep<A: Arith>(
+    p: &InferenceProblem<'_>,
+    lambda: &mut [f64],
+    tt: &mut [f64],
+    bufs: &mut Bufs<'_>,
+    order: &[usize],
+    iterations: usize,
+) {
+    for _ in 0..iterations {
+        for &r in order {
+            star::<A>(p, r, lambda, tt, bufs);
+        }
+        for &r in order.iter().rev() {
+            star::<A>(p, r, lambda, tt, bufs);
+        }
+    }
+}
+
+/// One star update at `child`.
+#[inline(always)]
+pub(crate) fn single<A: Arith>(
+    p: &InferenceProblem<'_>,
+    lambda: &mut [f64],
+    tt: &mut [f64],
+    bufs: &mut Bufs<'_>,
+    child: usize,
+) {
+    star::<A>(p, child, lambda, tt, bufs);
+}
+
+#[inline(always)]
+fn star<A: Arith>(p: &InferenceProblem<'_>, child: usize, lambda: &mut [f64], tt: &mut [f64], bufs: &mut Bufs<'_>) {
+    let cp = p.children[child];
+    let edges = &p.edges[cp.first..cp.end];
+    match cp.kind {
+        StarKind::NoParents => {}
+        StarKind::Binary if p.fast_paths => binary_star::<A>(cp, edges, lambda, tt, bufs),
+        StarKind::Singleton if p.fast_paths => singleton_star::<A>(cp, edges, lambda, tt, bufs),
+        _ => general_star::<A>(p, cp, edges, lambda, tt, bufs),
+    }
+}
+
+#[inline(always)]
+fn general_star<A: Arith>(
+    p: &InferenceProblem<'_>,
+    cp: ChildPlan,
+    edges: &[EdgePlan],
+    lambda: &mut [f64],
+    tt: &mut [f64],
+    bufs: &mut Bufs<'_>,
+) {
+    let ly = cp.len;
+    let n = edges.len();
+    let l = &mut bufs.l[..n * ly];
+    for (ep, lj) in edges.iter().zip(l.chunks_exact_mut(ly)) {
+        let t = &tt[ep.parent_offset..ep.parent_offset + ep.parent_len];
+        let map = p.graph.edge_map(ep.edge);
+        marginal_general::<A>(t, map, ep.eps, ep.inv_eps, lj, &mut bufs.sums[..ly], &mut bufs.e[..ep.parent_len]);
+    }
+    let d = &mut bufs.d[..n * ly];
+    let child_tt = &mut tt[cp.offset..cp.offset + ly];
+    if !combine::<A>(child_tt, cp, edges, l, d, &mut bufs.logm[..ly]) {
+        return;
+    }
+    for (ep, dj) in edges.iter().zip(d.chunks_exact(ly)) {
+        apply_general(&mut tt[ep.parent_offset..ep.parent_offset + ep.parent_len], p.graph.edge_map(ep.edge), dj);
+        add_assign(&mut lambda[ep.message_offset..ep.message_offset + ly], dj);
+    }
+}
+
+#[inline(always)]
+fn singleton_star<A: Arith>(
+    cp: ChildPlan,
+    edges: &[EdgePlan],
+    lambda: &mut [f64],
+    tt: &mut [f64],
+    bufs: &mut Bufs<'_>,
+) {
+    let ly = cp.len;
+    let n = edges.len();
+    let l = &mut bufs.l[..n * ly];
+    for (ep, lj) in edges.iter().zip(l.chunks_exact_mut(ly)) {
+        let t = &tt[ep.parent_offset..ep.parent_offset + ep.parent_len];
+        marginal_strided::<A>(t, ep.stride, ep.eps, ep.inv_eps, lj, &mut bufs.sums[..ly], &mut bufs.e[..ep.parent_len]);
+    }
+    let d = &mut bufs.d[..n * ly];
+    let child_tt = &mut tt[cp.offset..cp.offset + ly];
+    if !combine::<A>(child_tt, cp, edges, l, d, &mut bufs.logm[..ly]) {
+        return;
+    }
+    for (ep, dj) in edges.iter().zip(d.chunks_exact(ly)) {
+        apply_strided(&mut tt[ep.parent_offset..ep.parent_offset + ep.parent_len], ep.stride, dj);
+        add_assign(&mut lambda[ep.message_offset..ep.message_offset + ly], dj);
+    }
+}
+
+/// Binary singleton child, at most four parents of four configurations each;
+/// lane `2j + y` holds parent `j`, child value `y`. Unused lanes are padded so
+/// that they contribute exact zeros. The marginals are computed exactly as in
+/// [`marginal_general`]; the sums over parents are tree-shaped (shorter
+/// dependency chains between consecutive stars, which share a pair), so the
+/// result equals [`general_star`]'s up to rounding. With a `−∞` anywhere the
+/// marginals are handed to the general [`combine`].
+#[inline(always)]
+fn binary_star<A: Arith>(cp: ChildPlan, edges: &[EdgePlan], lambda: &mut [f64], tt: &mut [f64], bufs: &mut Bufs<'_>) {
+    let n = edges.len();
+    let mut a = [0.0; 8];
+    let mut b = [0.0; 8];
+    let mut eps = [0.0; 8];
+    let mut inv = [1.0; 8];
+    for (j, ep) in edges.iter().enumerate().take(4) {
+        let t = &tt[ep.parent_offset..ep.parent_offset + 4];
+        // Fibre of y: {y·s, y·s + o} with s the child's stride (1 or 2) and o = 3 − s.
+        let (s, o) = if ep.stride == 2 { (2, 1) } else { (1, 2) };
+        a[2 * j] = t[0];
+        b[2 * j] = t[o];
+        a[2 * j + 1] = t[s];
+        b[2 * j + 1] = t[s + o];
+        eps[2 * j] = ep.eps;
+        eps[2 * j + 1] = ep.eps;
+        inv[2 * j] = ep.inv_eps;
+        inv[2 * j + 1] = ep.inv_eps;
+    }
+    let mut l = [0.0; 8];
+    for q in 0..8 {
+        let (hi, lo) = if b[q] > a[q] { (b[q], a[q]) } else { (a[q], b[q]) };
+        let e = exp_nonpos::<A>((lo - hi) * inv[q]);
+        let v = A::madd(eps[q], ln_pos::<A>(1.0 + e), hi);
+        l[q] = if hi == NEG_INF { NEG_INF } else { v };
+    }
+    let c0 = tt[cp.offset];
+    let c1 = tt[cp.offset + 1];
+    let mut finite = (c0 > NEG_INF) & (c1 > NEG_INF);
+    for &v in &l {
+        finite &= v > NEG_INF;
+    }
+    let mut d = [0.0; 8];
+    if finite {
+        let inv_e = cp.inv_total_eps;
+        // Tree-shaped sums: shorter dependency chains than the general path's
+        // sequential ones (same values up to rounding).
+        let s0 = (c0 + l[0]) + ((l[2] + l[4]) + l[6]);
+        let s1 = (c1 + l[1]) + ((l[3] + l[5]) + l[7]);
+        let (m0, m1) = (s0 * inv_e, s1 * inv_e);
+        let floor = m0.max(m1) - CLAMP;
+        let logm = [if m0 < floor { floor } else { m0 }, if m1 < floor { floor } else { m1 }];
+        for q in 0..8 {
+            d[q] = A::madd(eps[q], logm[q & 1], -l[q]);
+        }
+        let d0 = (d[0] + d[2]) + (d[4] + d[6]);
+        let d1 = (d[1] + d[3]) + (d[5] + d[7]);
+        tt[cp.offset] = c0 - d0;
+        tt[cp.offset + 1] = c1 - d1;
+    } else {
+        let lb = &mut bufs.l[..2 * n];
+        lb.copy_from_slice(&l[..2 * n]);
+        let db = &mut bufs.d[..2 * n];
+        if !combine::<A>(&mut tt[cp.offset..cp.offset + 2], cp, edges, lb, db, &mut bufs.logm[..2]) {
+            return;
+        }
+        d[..2 * n].copy_from_slice(db);
+    }
+    for (j, ep) in edges.iter().enumerate().take(4) {
+        let (s, o) = if ep.stride == 2 { (2, 1) } else { (1, 2) };
+        let t = &mut tt[ep.parent_offset..ep.parent_offset + 4];
+        t[0] += d[2 * j];
+        t[o] += d[2 * j];
+        t[s] += d[2 * j + 1];
+        t[s + o] += d[2 * j + 1];
+        let m = &mut lambda[ep.message_offset..ep.message_offset + 2];
+        m[0] += d[2 * j];
+        m[1] += d[2 * j + 1];
+    }
+}
+
+/// Steps 2–4 of the star update (crate docs): from the parent marginals `l`
+/// (parent-major) and the child's `θ̃_ν` compute `log m`, the message changes
+/// `d`, and the child's new `θ̃_ν` (written in place). Returns `false`, and
+/// changes nothing, when every child value is impossible for some member of
+/// the star (then no finite update exists).
+#[inline(always)]
+fn combine<A: Arith>(
+    child: &mut [f64],
+    cp: ChildPlan,
+    edges: &[EdgePlan],
+    l: &[f64],
+    d: &mut [f64],
+    logm: &mut [f64],
+) -> bool {
+    let ly = child.len();
+    let (eps_c, inv_e) = (cp.eps, cp.inv_total_eps);
+    let mut max = NEG_INF;
+    for (y, lm) in logm.iter_mut().enumerate() {
+        let mut s = child[y];
+        for lj in l.chunks_exact(ly) {
+            s += lj[y];
+        }
+        let v = s * inv_e;
+        *lm = v;
+        if v > max {
+            max = v;
+        }
+    }
+    if max == NEG_INF {
+        return false;
+    }
+    let floor = max - CLAMP;
+    for lm in logm.iter_mut() {
+        if *lm < floor {
+            *lm = floor;
+        }
+    }
+    let mut blocked = false;
+    for ((ep, lj), dj) in edges.iter().zip(l.chunks_exact(ly)).zip(d.chunks_exact_mut(ly)) {
+        for ((dv, &lv), &lm) in dj.iter_mut().zip(lj).zip(logm.iter()) {
+            *dv = if lv == NEG_INF {
+                blocked = true;
+                0.0
+            } else {
+                A::madd(ep.eps, lm, -lv)
+            };
+        }
+    }
+    for y in 0..ly {
+        let c = child[y];
+        if c == NEG_INF {
+            continue;
+        }
+        let mut sum = 0.0;
+        for dj in d.chunks_exact(ly) {
+            sum += dj[y];
+        }
+        let absorber = if blocked { l.chunks_exact(ly).position(|lj| lj[y] == NEG_INF) } else { None };
+        match absorber {
+            // A parent that cannot put mass on y absorbs what takes the child to the floor.
+            Some(j) => {
+                let target = eps_c * logm[y];
+                d[j * ly + y] = c - target - sum;
+                child[y] = target;
+            }
+            None => child[y] = c - sum,
+        }
+    }
+    true
+}
+
+/// `L(y) = ε log Σ_{p: map[p]=y} exp(t[p]/ε)`, each fibre against its own maximum.
+#[inline(always)]
+fn marginal_general<A: Arith>(
+    t: &[f64],
+    map: &[u32],
+    eps: f64,
+    inv_eps: f64,
+    l: &mut [f64],
+    sums: &mut [f64],
+    e: &mut [f64],
+) {
+    l.fill(NEG_INF);
+    for (&tp, &y) in t.iter().zip(map) {
+        let m = &mut l[y as usize];
+        if tp > *m {
+            *m = tp;
+        }
+    }
+    for ((ev, &tp), &y) in e.iter_mut().zip(t).zip(map) {
+        *ev = if tp == NEG_INF { NEG_INF } else { (tp - l[y as usize]) * inv_eps };
+    }
+    for ev in e.iter_mut() {
+        *ev = exp_nonpos::<A>(*ev);
+    }
+    sums.fill(0.0);
+    for (&ev, &y) in e.iter().zip(map) {
+        sums[y as usize] += ev;
+    }
+    for (lv, &s) in l.iter_mut().zip(sums.iter()) {
+        if *lv != NEG_INF {
+            *lv = A::madd(eps, ln_pos::<A>(s), *lv);
+        }
+    }
+}
+
+/// The marginal onto a singleton child whose variable has stride `stride` in
+/// the parent: fibre `y` is `{h·stride·|Y| + y·stride + r : h, r < stride}`.
+/// Exponentials are taken against the parent's maximum in one vectorisable
+/// pass; a fibre whose sum is tiny is redone against its own maximum.
+#[inline(always)]
+fn marginal_strided<A: Arith>(
+    t: &[f64],
+    stride: usize,
+    eps: f64,
+    inv_eps: f64,
+    l: &mut [f64],
+    sums: &mut [f64],
+    e: &mut [f64],
+) {
+    let ly = l.len();
+    let m = max_of(t);
+    if m == NEG_INF {
+        l.fill(NEG_INF);
+        return;
+    }
+    for (ev, &tp) in e.iter_mut().zip(t) {
+        *ev = exp_nonpos::<A>((tp - m) * inv_eps);
+    }
+    sums.fill(0.0);
+    if stride == 1 {
+        for block in e.chunks_exact(ly) {
+            for (s, &v) in sums.iter_mut().zip(block) {
+                *s += v;
+            }
+        }
+    } else {
+        for block in e.chunks_exact(stride * ly) {
+            for (s, run) in sums.iter_mut().zip(block.chunks_exact(stride)) {
+                *s += sum_of(run);
+            }
+        }
+    }
+    for (y, (lv, &s)) in l.iter_mut().zip(sums.iter()).enumerate() {
+        *lv = if s >= TINY_SUM {
+            A::madd(eps, ln_pos::<A>(s), m)
+        } else {
+            fibre_exact::<A>(t, stride, ly, y, eps, inv_eps)
+        };
+    }
+}
+
+/// One fibre of [`marginal_strided`] against its own maximum (rare path).
+#[inline(never)]
+fn fibre_exact<A: Arith>(t: &[f64], stride: usize, ly: usize, y: usize, eps: f64, inv_eps: f64) -> f64 {
+    let fibre = || t.chunks_exact(stride * ly).flat_map(move |b| &b[y * stride..(y + 1) * stride]);
+    let m = fibre().fold(NEG_INF, |m, &v| if v > m { v } else { m });
+    if m == NEG_INF {
+        return NEG_INF;
+    }
+    let s: f64 = fibre().map(|&v| exp_nonpos::<A>((v - m) * inv_eps)).sum();
+    A::madd(eps, ln_pos::<A>(s), m)
+}
+
+/// `t[p] += d[map[p]]`: broadcast a message change over the parent's configurations.
+#[inline(always)]
+fn apply_general(t: &mut [f64], map: &[u32], d: &[f64]) {
+    for (tp, &y) in t.iter_mut().zip(map) {
+        *tp += d[y as usize];
+    }
+}
+
+/// [`apply_general`] for a singleton child of stride `stride` (see [`marginal_strided`]).
+#[inline(always)]
+fn apply_strided(t: &mut [f64], stride: usize, d: &[f64]) {
+    let ly = d.len();
+    if stride == 1 {
+        for block in t.chunks_exact_mut(ly) {
+            add_assign(block, d);
+        }
+    } else {
+        for block in t.chunks_exact_mut(stride * ly) {
+            for (run, &dv) in block.chunks_exact_mut(stride).zip(d) {
+                for v in run {
+                    *v += dv;
+                }
+            }
+        }
+    }
+}
+
+#[inline(always)]
+fn add_assign(a: &mut [f64], b: &[f64]) {
+    for (x, &y) in a.iter_mut().zip(b) {
+        *x += y;
+    }
+}
+
+/// Maximum with four independent lanes (vectorisable; `f64::max` folds are not).
+#[inline(always)]
+fn max_of(t: &[f64]) -> f64 {
+    let mut lanes = [NEG_INF; 4];
+    let chunks = t.chunks_exact(4);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (m, &v) in lanes.iter_mut().zip(c) {
+            *m = if v > *m { v } else { *m };
+        }
+    }
+    lanes.iter().chain(rest).fold(NEG_INF, |m, &v| if v > m { v } else { m })
+}
+
+/// Sum with four independent lanes (vectorisable).
+#[inline(always)]
+fn sum_of(run: &[f64]) -> f64 {
+    let mut lanes = [0.0; 4];
+    let chunks = run.chunks_exact(4);
+    let rest = chunks.remainder();
+    for c in chunks {
+        for (s, &v) in lanes.iter_mut().zip(c) {
+            *s += v;
+        }
+    }
+    (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]) + rest.iter().sum::<f64>()
+}
+
+/// Adds the message offsets to `tt` (which holds `θ` on entry), edge by edge in
+/// star order: `θ̃_parent += λ` broadcast through the edge, `θ̃_child −= λ`.
+pub(crate) fn add_messages(p: &InferenceProblem<'_>, lambda: &[f64], tt: &mut [f64]) {
+    for cp in &p.children {
+        let edges = &p.edges[cp.first..cp.end];
+        if cp.kind == StarKind::Binary {
+            // The common binary grid: the same additions as below, without the loops.
+            for ep in edges {
+                let (m0, m1) = (lambda[ep.message_offset], lambda[ep.message_offset + 1]);
+                let (s, o) = if ep.stride == 2 { (2, 1) } else { (1, 2) };
+                let t = &mut tt[ep.parent_offset..ep.parent_offset + 4];
+                t[0] += m0;
+                t[o] += m0;
+                t[s] += m1;
+                t[s + o] += m1;
+                tt[cp.offset] -= m0;
+                tt[cp.offset + 1] -= m1;
+            }
+            continue;
+        }
+        for ep in edges {
+            let msg = &lambda[ep.message_offset..ep.message_offset + cp.len];
+            let parent = &mut tt[ep.parent_offset..ep.parent_offset + ep.parent_len];
+            if ep.stride > 0 {
+                apply_strided(parent, ep.stride, msg);
+            } else {
+                apply_general(parent, p.graph.edge_map(ep.edge), msg);
+            }
+            for (c, &v) in tt[cp.offset..cp.offset + cp.len].iter_mut().zip(msg) {
+                *c -= v;
+            }
+        }
+    }
+}
