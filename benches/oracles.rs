@@ -1,2 +1,228 @@
-//! PLACEHOLDER
-fn main() {}
+//! Oracle benchmarks: time per cold-started fit of a biased logistic regression
+//! problem (SPEC §4, Eq. 11/13) for each function class.
+//!
+//! Layout: [`Shape::generate`] builds the seeded synthetic problems every group
+//! shares and [`bench_shape`] times one oracle on one shape; each oracle then has
+//! one `fn` (one criterion group), registered in `criterion_group!` at the
+//! bottom. Data are generated, and the loss reached is printed once per shape,
+//! only for the benchmarks criterion's filter selects.
+//!
+//! Run one group with `cargo bench --bench oracles -- linear`.
+
+use std::cell::OnceCell;
+use std::time::{Duration, Instant};
+
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion, SamplingMode, criterion_group, criterion_main};
+use oracles::boosting::BoostingOracle;
+use oracles::linear::LinearOracle;
+use oracles::mlp::MlpOracle;
+use oracles::{Features, FitContext, Oracle, Problem, model_loss};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// The size of a synthetic problem and the seed it is generated from.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    seed: u64,
+    rows: usize,
+    dim: usize,
+    classes: usize,
+}
+
+/// An owned synthetic oracle problem (see [`Shape::generate`]).
+struct Synthetic {
+    features: Vec<f64>,
+    labels: Vec<usize>,
+    bias: Vec<f64>,
+    shape: Shape,
+}
+
+impl Shape {
+    /// The benchmark id, `rows x dim x classes`.
+    fn name(&self) -> String {
+        format!("{}x{}x{}", self.rows, self.dim, self.classes)
+    }
+
+    /// A seeded problem: `dim − 1` features uniform in [−1.7, 1.7] (about unit
+    /// variance) then a constant 1; a random bias `b_k(y) ~ U[−2, 2]` with 5% of
+    /// the entries of classes `y > 0` set to −∞ (impossible classes); labels drawn
+    /// from `softmax(W* φ + b)` for a random `W*` scaled so that scores have about
+    /// unit spread.
+    fn generate(self) -> Synthetic {
+        let Shape { seed, rows, dim, classes } = self;
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let spread = 1.0 / (dim as f64).sqrt();
+        let truth: Vec<f64> = (0..classes * dim).map(|_| rng.random_range(-1.7..1.7) * spread).collect();
+        let mut features = vec![1.0; rows * dim];
+        let mut bias = vec![0.0; rows * classes];
+        let mut labels = vec![0; rows];
+        let mut prob = vec![0.0; classes];
+        for k in 0..rows {
+            let x = &mut features[k * dim..(k + 1) * dim];
+            x[..dim - 1].iter_mut().for_each(|v| *v = rng.random_range(-1.7..1.7));
+            let b = &mut bias[k * classes..(k + 1) * classes];
+            for (y, p) in prob.iter_mut().enumerate() {
+                b[y] =
+                    if y > 0 && rng.random::<f64>() < 0.05 { f64::NEG_INFINITY } else { rng.random_range(-2.0..2.0) };
+                let score: f64 = (0..dim).map(|j| truth[y * dim + j] * x[j]).sum();
+                *p = (score + b[y]).exp();
+            }
+            let mut u = rng.random::<f64>() * prob.iter().sum::<f64>();
+            for (y, &p) in prob.iter().enumerate() {
+                if p > 0.0 {
+                    labels[k] = y;
+                    if u < p {
+                        break;
+                    }
+                    u -= p;
+                }
+            }
+        }
+        Synthetic { features, labels, bias, shape: self }
+    }
+}
+
+impl Synthetic {
+    fn problem(&self) -> Problem<'_> {
+        let Shape { rows, dim, classes, .. } = self.shape;
+        let features = Features::new(&self.features, rows, dim).expect("synthetic features are finite");
+        Problem::new(features, &self.labels, &self.bias, classes, None).expect("synthetic problem is valid")
+    }
+}
+
+/// Fits once and prints the loss per row reached, so that timings can be read next
+/// to what the fit achieved.
+fn report_fit(group: &str, data: &Synthetic, oracle: &dyn Oracle) {
+    let problem = data.problem();
+    let start = Instant::now();
+    let model = oracle.fit(&problem, None, FitContext { seed: 0 }).expect("fit succeeds");
+    let elapsed = start.elapsed();
+    let loss = model_loss(model.as_ref(), &problem).expect("model fits the problem");
+    let per_row = loss / data.shape.rows as f64;
+    println!("{group}/{}: loss per row {per_row:.6} (one fit: {elapsed:.2?})", data.shape.name());
+}
+
+/// Times cold-started fits of `oracle` on `shape` within `group` (named `group_name`).
+fn bench_shape(group: &mut BenchmarkGroup<'_, WallTime>, group_name: &str, oracle: &dyn Oracle, shape: Shape) {
+    let data = OnceCell::new();
+    group.bench_function(BenchmarkId::from_parameter(shape.name()), |b| {
+        let data = data.get_or_init(|| {
+            let data = shape.generate();
+            report_fit(group_name, &data, oracle);
+            data
+        });
+        let problem = data.problem();
+        b.iter(|| oracle.fit(&problem, None, FitContext { seed: 0 }).expect("fit succeeds"))
+    });
+}
+
+/// The linear oracle (batch L-BFGS, default settings) on binary and 4-class sizes
+/// of the synthetic experiment and a Stanford-Background-sized unary problem
+/// (42 features, 8 classes).
+fn linear(c: &mut Criterion) {
+    let mut group = c.benchmark_group("linear");
+    group.sampling_mode(SamplingMode::Flat).sample_size(10);
+    let oracle = LinearOracle::default();
+    group.measurement_time(Duration::from_secs(10));
+    bench_shape(&mut group, "linear", &oracle, Shape { seed: 1, rows: 160_000, dim: 2, classes: 2 });
+    bench_shape(&mut group, "linear", &oracle, Shape { seed: 2, rows: 320_000, dim: 2, classes: 4 });
+    group.measurement_time(Duration::from_secs(120));
+    bench_shape(&mut group, "linear", &oracle, Shape { seed: 3, rows: 1_760_000, dim: 42, classes: 8 });
+    group.finish();
+}
+
+/// A denoising-like problem of `dim = 2` (NIPS §8, synthetic denoising): features
+/// `[u, 1]` with `u ~ U[0, 1]`; label `⌊C · clamp(u + U[−0.15, 0.15])⌋`, so labels
+/// follow the value with some overlap; bias `b_k(y) = margin · [y ≠ y_k] + U[−2, 2]`
+/// (`margin = Δ/ε = 10` mimics a unary factor in the first learning iteration,
+/// `0` a pairwise one, whose Δ is zero).
+fn denoising_like(shape: Shape, margin: f64) -> Synthetic {
+    let Shape { seed, rows, dim, classes } = shape;
+    assert_eq!(dim, 2, "denoising-like problems have one value and a constant");
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut features = Vec::with_capacity(rows * 2);
+    let mut labels = Vec::with_capacity(rows);
+    let mut bias = Vec::with_capacity(rows * classes);
+    for _ in 0..rows {
+        let u: f64 = rng.random();
+        features.extend([u, 1.0]);
+        let noisy = (u + rng.random_range(-0.15..0.15)).clamp(0.0, 1.0 - 1e-12);
+        let label = (noisy * classes as f64) as usize;
+        labels.push(label);
+        bias.extend((0..classes).map(|y| if y == label { 0.0 } else { margin } + rng.random_range(-2.0..2.0)));
+    }
+    Synthetic { features, labels, bias, shape }
+}
+
+/// The MLP oracle (minibatch SGD with momentum, SPEC §5) with its defaults: 100
+/// hidden units, minibatch 100, one epoch per fit, step 0.25 on the unary-like
+/// binary problem and 0.05 on the pairwise-like 4-class one ([`denoising_like`]),
+/// and step 0.25 on the Stanford-Background-sized unary problem of
+/// [`Shape::generate`]. One fit is one epoch plus one full-loss evaluation.
+fn mlp(c: &mut Criterion) {
+    let mut group = c.benchmark_group("mlp");
+    group.sampling_mode(SamplingMode::Flat).sample_size(10);
+    group.measurement_time(Duration::from_secs(10));
+    for (shape, margin, oracle) in [
+        (Shape { seed: 11, rows: 160_000, dim: 2, classes: 2 }, 10.0, MlpOracle::unary()),
+        (Shape { seed: 12, rows: 320_000, dim: 2, classes: 4 }, 0.0, MlpOracle::pairwise()),
+    ] {
+        let data = OnceCell::new();
+        group.bench_function(BenchmarkId::from_parameter(shape.name()), |b| {
+            let data = data.get_or_init(|| {
+                let data = denoising_like(shape, margin);
+                report_fit("mlp", &data, &oracle);
+                data
+            });
+            let problem = data.problem();
+            b.iter(|| oracle.fit(&problem, None, FitContext { seed: 0 }).expect("fit succeeds"))
+        });
+    }
+    group.measurement_time(Duration::from_secs(120));
+    bench_shape(&mut group, "mlp", &MlpOracle::unary(), Shape { seed: 3, rows: 1_760_000, dim: 42, classes: 8 });
+    group.finish();
+}
+
+/// Times cold-started fits of `oracle` on the [`denoising_like`] problem of `shape`
+/// and `margin` within `group` (named `group_name`).
+fn bench_denoising_like(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    group_name: &str,
+    oracle: &dyn Oracle,
+    shape: Shape,
+    margin: f64,
+) {
+    let data = OnceCell::new();
+    group.bench_function(BenchmarkId::from_parameter(shape.name()), |b| {
+        let data = data.get_or_init(|| {
+            let data = denoising_like(shape, margin);
+            report_fit(group_name, &data, oracle);
+            data
+        });
+        let problem = data.problem();
+        b.iter(|| oracle.fit(&problem, None, FitContext { seed: 0 }).expect("fit succeeds"))
+    });
+}
+
+/// The boosting oracle (ch. §1.9.4) with its defaults except 200 rounds per fit,
+/// the chapter's full run from scratch, on the MLP group's problems: the
+/// unary-like binary and pairwise-like 4-class [`denoising_like`] ones and the
+/// Stanford-Background-sized unary problem of [`Shape::generate`].
+///
+/// For comparison with LightGBM on the same kind of problem see
+/// `scripts/compare_lightgbm.py`. Set `RAYON_NUM_THREADS` to fix the thread count.
+fn boosting(c: &mut Criterion) {
+    let mut group = c.benchmark_group("boosting");
+    group.sampling_mode(SamplingMode::Flat).sample_size(10);
+    let oracle = BoostingOracle { rounds: 200, ..BoostingOracle::default() };
+    group.measurement_time(Duration::from_secs(30));
+    bench_denoising_like(&mut group, "boosting", &oracle, Shape { seed: 11, rows: 160_000, dim: 2, classes: 2 }, 10.0);
+    bench_denoising_like(&mut group, "boosting", &oracle, Shape { seed: 12, rows: 320_000, dim: 2, classes: 4 }, 0.0);
+    group.measurement_time(Duration::from_secs(240));
+    bench_shape(&mut group, "boosting", &oracle, Shape { seed: 3, rows: 1_760_000, dim: 42, classes: 8 });
+    group.finish();
+}
+
+criterion_group!(benches, linear, mlp, boosting);
+criterion_main!(benches);

@@ -11,6 +11,7 @@
 //!   without editing this crate.
 
 use std::any::Any;
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::fmt::Debug;
 
@@ -41,6 +42,12 @@ pub trait Model: Send + Sync + Debug + 'static {
 
     /// For downcasting a warm-start model to the concrete type.
     fn as_any(&self) -> &dyn Any;
+
+    /// The parameters as human-readable JSON, for exports of small models
+    /// (`None` if the class does not support it).
+    fn to_json(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 impl Clone for Box<dyn Model> {
@@ -147,7 +154,8 @@ pub fn fit_monotone(
     let model = oracle.fit(problem, warm, ctx)?;
     let loss = model_loss(model.as_ref(), problem)?;
     match (warm, previous_loss) {
-        (Some(w), Some(prev)) if !(loss <= prev) => {
+        // Also rejects a NaN loss: only a loss that compares ≤ the previous one is kept.
+        (Some(w), Some(prev)) if !matches!(loss.partial_cmp(&prev), Some(Ordering::Less | Ordering::Equal)) => {
             Ok(MonotoneFit { model: w.clone_model(), loss: prev, previous_loss, rejected: true })
         }
         _ => Ok(MonotoneFit { model, loss, previous_loss, rejected: false }),

@@ -1,8 +1,800 @@
-//! PLACEHOLDER: being written (see issue 3).
-use crate::{Model, OracleError};
-/// Registry name.
+//! The linear function class `g(φ, y) = (W φ)_y` (SPEC §5), `W ∈ R^{C×d}`,
+//! fitted by batch L-BFGS on the biased logistic loss (Eq. 11/13, see
+//! [`crate::problem`]), warm-started from the previous `W`.
+//!
+//! No intercept is added: the features are used as given. Problems that want a
+//! per-class offset include a constant feature (the experiments append a 1 to
+//! every feature vector, SPEC §6), so the model never adds parameters the caller
+//! did not ask for.
+//!
+//! The oracle minimises
+//!
+//! ```text
+//! J(W) = L(W) + (λ/2) ‖W‖²_F,      L(W) = Σ_k w_k [ lse(W φ_k + b_k) − (W φ_k)_{y_k} − b_k(y_k) ],
+//! ∇_W L = Σ_k w_k (softmax(W φ_k + b_k) − e_{y_k}) φ_kᵀ,
+//! ```
+//!
+//! with `λ = l2` (default 0). The optimiser sees `J / Σ_k w_k`, so that the
+//! gradient tolerance of [`LbfgsOptions`] is per unit of example weight and does
+//! not tighten as the problem grows. Without a penalty the optimum of a separable
+//! problem lies at infinity; the iteration limit and the relative-decrease
+//! tolerance then end the fit.
+//!
+//! `L` and `∇L` are computed in parallel over fixed chunks of rows whose partial
+//! sums are added in chunk order, so a fit gives bit-identical results for any
+//! number of threads; no allocation happens per evaluation.
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::optim::{LbfgsOptions, LbfgsReport, lbfgs_minimize};
+use crate::{
+    FitContext, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, decode, downcast_warm,
+    encode, row_loss,
+};
+
+/// Registry name of [`LinearModel`].
 pub const KIND: &str = "linear";
-/// Loader for the registry.
-pub fn load(_bytes: &[u8]) -> Result<Box<dyn Model>, OracleError> {
-    Err(OracleError::UnknownKind(KIND.to_string()))
+
+/// Rows per parallel chunk. Equal to the chunk of [`crate::logistic_loss`], so
+/// that [`LinearObjective::loss`] and [`crate::model_loss`] add the same partial
+/// sums in the same order and agree bit for bit.
+const CHUNK_ROWS: usize = 4096;
+
+/// The linear oracle: batch L-BFGS on `J(W)` (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LinearOracle {
+    /// Settings of the L-BFGS minimiser.
+    pub lbfgs: LbfgsOptions,
+    /// Coefficient `λ ≥ 0` of the penalty `(λ/2) ‖W‖²_F` added to the summed loss `L`.
+    pub l2: f64,
+}
+
+impl Default for LinearOracle {
+    /// Default L-BFGS settings, no penalty.
+    fn default() -> Self {
+        Self { lbfgs: LbfgsOptions::default(), l2: 0.0 }
+    }
+}
+
+/// `g(φ, y) = (W φ)_y` with `W` stored row-major, one row of `d` weights per class.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinearModel {
+    dim: usize,
+    classes: usize,
+    weights: Vec<f64>,
+}
+
+impl LinearModel {
+    /// A model from row-major `weights` (`classes × dim`, all finite).
+    ///
+    /// ```
+    /// let m = oracles::linear::LinearModel::new(2, 2, vec![1.0, 0.0, 0.0, 1.0]).unwrap();
+    /// assert_eq!(m.class_weights(1), &[0.0, 1.0]);
+    /// assert!(oracles::linear::LinearModel::new(2, 2, vec![1.0]).is_err());
+    /// ```
+    pub fn new(dim: usize, classes: usize, weights: Vec<f64>) -> Result<Self, OracleError> {
+        if dim.checked_mul(classes) != Some(weights.len()) {
+            return Err(OracleError::InvalidHyperParameter {
+                name: "weights",
+                reason: format!("{} values for {classes} classes × {dim} features", weights.len()),
+            });
+        }
+        if let Some(i) = weights.iter().position(|v| !v.is_finite()) {
+            return Err(OracleError::InvalidHyperParameter {
+                name: "weights",
+                reason: format!("weight ({}, {}) is {}", i / dim.max(1), i % dim.max(1), weights[i]),
+            });
+        }
+        Ok(Self { dim, classes, weights })
+    }
+
+    /// `W = 0`: every class scores 0, the cold start of the oracle.
+    pub fn zeros(dim: usize, classes: usize) -> Self {
+        Self { dim, classes, weights: vec![0.0; dim * classes] }
+    }
+
+    /// Row-major `W` (`classes × dim`).
+    pub fn weights(&self) -> &[f64] {
+        &self.weights
+    }
+
+    /// Row `y` of `W`, the weights of class `y`.
+    pub fn class_weights(&self, y: usize) -> &[f64] {
+        &self.weights[y * self.dim..(y + 1) * self.dim]
+    }
+}
+
+impl LinearOracle {
+    /// Fits `W` (warm-started from `warm`, else from 0) and reports the L-BFGS run.
+    ///
+    /// The returned model's loss `L` is never above `warm`'s: if the penalty made
+    /// `J` decrease at the cost of `L`, `warm` is returned unchanged (the
+    /// [`Oracle`] contract).
+    pub fn fit_linear(
+        &self,
+        problem: &Problem<'_>,
+        warm: Option<&LinearModel>,
+    ) -> Result<(LinearModel, LbfgsReport), OracleError> {
+        self.validate()?;
+        let (d, c) = (problem.dim(), problem.classes());
+        let start = match warm {
+            Some(m) => {
+                check_model_shape(m, d, c)?;
+                m.clone()
+            }
+            None => LinearModel::zeros(d, c),
+        };
+        let features = problem.features();
+        let mut objective = LinearObjective::new(problem, d, move |k| features.row(k), self.l2);
+        let mut weights = start.weights.clone();
+        let report = lbfgs_minimize(|w, g| objective.scaled(w, g), &mut weights, &self.lbfgs)?;
+        if warm.is_some() && objective.loss(&weights, None) > objective.loss(&start.weights, None) {
+            return Ok((start, report));
+        }
+        Ok((LinearModel { dim: d, classes: c, weights }, report))
+    }
+}
+
+impl Oracle for LinearOracle {
+    fn kind(&self) -> &str {
+        KIND
+    }
+
+    fn validate(&self) -> Result<(), OracleError> {
+        self.lbfgs.validate()?;
+        if !(self.l2.is_finite() && self.l2 >= 0.0) {
+            return Err(OracleError::InvalidHyperParameter {
+                name: "l2",
+                reason: format!("must be finite and >= 0, got {}", self.l2),
+            });
+        }
+        Ok(())
+    }
+
+    fn fit(
+        &self,
+        problem: &Problem<'_>,
+        warm: Option<&dyn Model>,
+        _ctx: FitContext,
+    ) -> Result<Box<dyn Model>, OracleError> {
+        let warm = downcast_warm::<LinearModel>(warm, KIND)?;
+        Ok(Box::new(self.fit_linear(problem, warm)?.0))
+    }
+}
+
+impl Model for LinearModel {
+    fn kind(&self) -> &str {
+        KIND
+    }
+    fn dim(&self) -> usize {
+        self.dim
+    }
+    fn classes(&self) -> usize {
+        self.classes
+    }
+    fn score(&self, features: crate::Features<'_>, out: &mut [f64]) -> Result<(), OracleError> {
+        check_model_shape(self, features.dim(), self.classes)?;
+        check_score_buffer(features, self.classes, out)?;
+        let (c, d) = (self.classes, self.dim);
+        if c == 0 {
+            return Ok(());
+        }
+        out.par_chunks_mut(CHUNK_ROWS * c).enumerate().for_each(|(chunk, block)| {
+            for (i, scores) in block.chunks_mut(c).enumerate() {
+                linear_scores(&self.weights, d, features.row(chunk * CHUNK_ROWS + i), scores);
+            }
+        });
+        Ok(())
+    }
+    fn to_bytes(&self) -> Result<Vec<u8>, OracleError> {
+        encode(KIND, self)
+    }
+    fn clone_model(&self) -> Box<dyn Model> {
+        Box::new(self.clone())
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn to_json(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(self).ok()
+    }
+}
+
+/// Loader for the registry; checks the shape and finiteness of `W`.
+pub fn load(bytes: &[u8]) -> Result<Box<dyn Model>, OracleError> {
+    let raw = decode::<LinearModel>(KIND, bytes)?;
+    Ok(Box::new(LinearModel::new(raw.dim, raw.classes, raw.weights)?))
+}
+
+/// `J(W)` and its gradient for a linear scorer over per-row inputs `φ(k) ∈ R^d`
+/// (module docs). The constant class uses it with `φ(k) = [1]`.
+///
+/// Holds one partial-sum slot per chunk of [`CHUNK_ROWS`] rows, laid out as
+/// `[L_chunk, (∇_W L_chunk)ᵀ (d·C), scores (C), row buffer (C)]`, and `Wᵀ`, all
+/// allocated once. Working on `Wᵀ` (feature-major) makes the per-row loops run
+/// over the classes contiguously; each score and each gradient entry is still
+/// summed over the same terms in the same order as [`LinearModel::score`] and a
+/// row-by-row accumulation would, so the values do not depend on the layout.
+pub(crate) struct LinearObjective<'a, 'p, P> {
+    problem: &'p Problem<'a>,
+    dim: usize,
+    phi: P,
+    l2: f64,
+    /// `1 / Σ_k w_k` (1 when every weight is 0).
+    inv_scale: f64,
+    transposed: Vec<f64>,
+    partials: Vec<f64>,
+}
+
+impl<'a, 'p, P: Fn(usize) -> &'a [f64] + Sync> LinearObjective<'a, 'p, P> {
+    /// Buffers for `problem` with inputs `phi(k)` of length `dim` and penalty `l2`.
+    pub(crate) fn new(problem: &'p Problem<'a>, dim: usize, phi: P, l2: f64) -> Self {
+        let total = problem.total_weight();
+        let inv_scale = if total > 0.0 { 1.0 / total } else { 1.0 };
+        let chunks = problem.rows().div_ceil(CHUNK_ROWS);
+        let stride = Self::stride(problem.classes(), dim);
+        let transposed = vec![0.0; problem.classes() * dim];
+        Self { problem, dim, phi, l2, inv_scale, transposed, partials: vec![0.0; chunks * stride] }
+    }
+
+    fn stride(classes: usize, dim: usize) -> usize {
+        1 + classes * dim + 2 * classes
+    }
+
+    /// The unpenalised loss `L(W)`; with `grad`, also `∇_W L` (row-major like `W`).
+    pub(crate) fn loss(&mut self, w: &[f64], grad: Option<&mut [f64]>) -> f64 {
+        let (c, d) = (self.problem.classes(), self.dim);
+        let n = self.problem.rows();
+        for (y, wy) in w.chunks_exact(d.max(1)).enumerate().take(c) {
+            for (j, &v) in wy.iter().enumerate() {
+                self.transposed[j * c + y] = v;
+            }
+        }
+        let want_grad = grad.is_some();
+        let (problem, phi, wt) = (self.problem, &self.phi, &self.transposed[..]);
+        self.partials.par_chunks_mut(Self::stride(c, d)).enumerate().for_each(|(chunk, part)| {
+            let (value, rest) = part.split_at_mut(1);
+            let (gt, rest) = rest.split_at_mut(c * d);
+            let (scores, buffer) = rest.split_at_mut(c);
+            if want_grad {
+                gt.fill(0.0);
+            }
+            let mut sum = 0.0;
+            for k in chunk * CHUNK_ROWS..((chunk + 1) * CHUNK_ROWS).min(n) {
+                let x = phi(k);
+                scores.fill(0.0);
+                for (&xj, wj) in x.iter().zip(wt.chunks_exact(c)) {
+                    for (s, &v) in scores.iter_mut().zip(wj) {
+                        *s += v * xj;
+                    }
+                }
+                let (bias, label, weight) = (problem.bias_row(k), problem.labels()[k], problem.weight(k));
+                if want_grad {
+                    sum += row_loss_and_gradient(scores, bias, label, weight, buffer);
+                    for (&xj, gj) in x.iter().zip(gt.chunks_exact_mut(c)) {
+                        for (g, &r) in gj.iter_mut().zip(buffer.iter()) {
+                            *g += r * xj;
+                        }
+                    }
+                } else {
+                    sum += row_loss(scores, bias, label, weight, None);
+                }
+            }
+            value[0] = sum;
+        });
+        let stride = Self::stride(c, d);
+        let mut total = 0.0;
+        match grad {
+            Some(grad) => {
+                grad.fill(0.0);
+                for part in self.partials.chunks(stride) {
+                    total += part[0];
+                    for (j, gj) in part[1..1 + c * d].chunks_exact(c).enumerate() {
+                        for (y, &v) in gj.iter().enumerate() {
+                            grad[y * d + j] += v;
+                        }
+                    }
+                }
+            }
+            None => self.partials.chunks(stride).for_each(|part| total += part[0]),
+        }
+        total
+    }
+
+    /// `J(W) / Σ_k w_k` and its gradient: what the optimiser minimises.
+    pub(crate) fn scaled(&mut self, w: &[f64], grad: &mut [f64]) -> f64 {
+        let loss = self.loss(w, Some(grad));
+        let mut penalty = 0.0;
+        for (g, wi) in grad.iter_mut().zip(w) {
+            penalty += wi * wi;
+            *g = (*g + self.l2 * wi) * self.inv_scale;
+        }
+        (loss + 0.5 * self.l2 * penalty) * self.inv_scale
+    }
+}
+
+/// [`row_loss`] with its gradient written to `grad`, evaluating each `exp` once
+/// (the hot path of every fit). The loss is computed with exactly the operations
+/// of [`row_loss`], so fitting and [`crate::model_loss`] agree bit for bit; the
+/// gradient `w (e_y / z − 1{y = y_k})` differs from it only by rounding.
+#[inline]
+fn row_loss_and_gradient(scores: &[f64], bias: &[f64], label: usize, weight: f64, grad: &mut [f64]) -> f64 {
+    let mut m = f64::NEG_INFINITY;
+    for (s, b) in scores.iter().zip(bias) {
+        m = m.max(s + b);
+    }
+    let mut z = 0.0;
+    for ((g, s), b) in grad.iter_mut().zip(scores).zip(bias) {
+        *g = (s + b - m).exp();
+        z += *g;
+    }
+    let scale = weight / z;
+    for g in grad.iter_mut() {
+        *g *= scale;
+    }
+    grad[label] -= weight;
+    weight * (m + z.ln() - scores[label] - bias[label])
+}
+
+/// `scores = W x` for row-major `W` (`scores.len() × d`). Each score is summed over
+/// the features in order, as [`LinearObjective::loss`] does (scoring and fitting
+/// must agree bit for bit); the classes are interleaved so that their sums are
+/// independent chains the CPU overlaps.
+#[inline]
+fn linear_scores(w: &[f64], d: usize, x: &[f64], scores: &mut [f64]) {
+    scores.fill(0.0);
+    for (j, &xj) in x.iter().enumerate() {
+        for (y, s) in scores.iter_mut().enumerate() {
+            *s += w[y * d + j] * xj;
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::{Features, ModelRegistry, model_loss};
+    use proptest::prelude::*;
+    use rand::{RngExt, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+    use rand_distr::StandardNormal;
+
+    /// An owned random problem: features with a constant last column, labels drawn
+    /// from `softmax(W* φ + b)`, Gaussian biases with a fraction set to −∞.
+    #[derive(Debug, Clone)]
+    pub(crate) struct Data {
+        pub x: Vec<f64>,
+        pub labels: Vec<usize>,
+        pub bias: Vec<f64>,
+        pub weights: Option<Vec<f64>>,
+        pub n: usize,
+        pub d: usize,
+        pub c: usize,
+    }
+
+    impl Data {
+        pub(crate) fn random(seed: u64, n: usize, d: usize, c: usize, neg_inf: f64, weighted: bool) -> Self {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let truth: Vec<f64> = (0..c * d).map(|_| rng.sample::<f64, _>(StandardNormal)).collect();
+            let mut x = vec![0.0; n * d];
+            let mut bias = vec![0.0; n * c];
+            let mut labels = vec![0; n];
+            let mut s = vec![0.0; c];
+            for k in 0..n {
+                for j in 0..d {
+                    x[k * d + j] = if j + 1 == d { 1.0 } else { rng.sample(StandardNormal) };
+                }
+                for y in 0..c {
+                    bias[k * c + y] = if y > 0 && rng.random::<f64>() < neg_inf {
+                        f64::NEG_INFINITY
+                    } else {
+                        rng.sample::<f64, _>(StandardNormal)
+                    };
+                    s[y] = bias[k * c + y];
+                    for j in 0..d {
+                        s[y] += truth[y * d + j] * x[k * d + j];
+                    }
+                }
+                let m = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let z: f64 = s.iter().map(|v| (v - m).exp()).sum();
+                let mut u = rng.random::<f64>() * z;
+                labels[k] = 0;
+                for (y, v) in s.iter().enumerate() {
+                    let p = (v - m).exp();
+                    if p > 0.0 {
+                        labels[k] = y;
+                        if u < p {
+                            break;
+                        }
+                        u -= p;
+                    }
+                }
+            }
+            let weights = weighted.then(|| (0..n).map(|_| rng.random_range(0.0..2.0)).collect());
+            Self { x, labels, bias, weights, n, d, c }
+        }
+
+        pub(crate) fn problem(&self) -> Problem<'_> {
+            let f = Features::new(&self.x, self.n, self.d).unwrap();
+            Problem::new(f, &self.labels, &self.bias, self.c, self.weights.as_deref()).unwrap()
+        }
+    }
+
+    /// `J(W)` and its gradient written out independently of [`LinearObjective`]
+    /// (per-row softmax, no chunking), for the reference solvers below.
+    fn reference_objective(data: &Data, w: &[f64], l2: f64, grad: &mut [f64]) -> f64 {
+        let (d, c) = (data.d, data.c);
+        grad.iter_mut().zip(w).for_each(|(g, wi)| *g = l2 * wi);
+        let mut total = 0.5 * l2 * w.iter().map(|v| v * v).sum::<f64>();
+        for k in 0..data.n {
+            let wk = data.weights.as_ref().map_or(1.0, |v| v[k]);
+            let phi = &data.x[k * d..(k + 1) * d];
+            let a: Vec<f64> =
+                (0..c).map(|y| (0..d).map(|j| w[y * d + j] * phi[j]).sum::<f64>() + data.bias[k * c + y]).collect();
+            let m = a.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let z: f64 = a.iter().map(|v| (v - m).exp()).sum();
+            total += wk * (m + z.ln() - a[data.labels[k]]);
+            for y in 0..c {
+                let r = (a[y] - m).exp() / z - f64::from(u8::from(y == data.labels[k]));
+                for j in 0..d {
+                    grad[y * d + j] += wk * r * phi[j];
+                }
+            }
+        }
+        total
+    }
+
+    /// Solves `A x = b` by Gaussian elimination with partial pivoting (`A` row-major `m × m`).
+    fn solve(mut a: Vec<f64>, mut b: Vec<f64>) -> Vec<f64> {
+        let m = b.len();
+        for col in 0..m {
+            let piv = (col..m).max_by(|&i, &j| a[i * m + col].abs().total_cmp(&a[j * m + col].abs())).unwrap();
+            for j in 0..m {
+                a.swap(col * m + j, piv * m + j);
+            }
+            b.swap(col, piv);
+            for i in col + 1..m {
+                let f = a[i * m + col] / a[col * m + col];
+                for j in col..m {
+                    a[i * m + j] -= f * a[col * m + j];
+                }
+                b[i] -= f * b[col];
+            }
+        }
+        let mut x = vec![0.0; m];
+        for i in (0..m).rev() {
+            let s: f64 = (i + 1..m).map(|j| a[i * m + j] * x[j]).sum();
+            x[i] = (b[i] - s) / a[i * m + i];
+        }
+        x
+    }
+
+    /// Damped Newton's method on `J(W)`. With `l2 = 0` the last class's weights
+    /// are held at 0 (the loss only sees differences between classes), which makes
+    /// the Hessian non-singular on non-separable data.
+    fn newton(data: &Data, l2: f64) -> Vec<f64> {
+        let (d, c) = (data.d, data.c);
+        let free = if l2 > 0.0 { c } else { c - 1 };
+        let p = free * d;
+        let mut w = vec![0.0; c * d];
+        let mut g = vec![0.0; c * d];
+        for _ in 0..100 {
+            let f = reference_objective(data, &w, l2, &mut g);
+            if g[..p].iter().map(|v| v * v).sum::<f64>().sqrt() < 1e-11 * data.n as f64 {
+                break;
+            }
+            let mut h = vec![0.0; p * p];
+            for i in 0..p {
+                h[i * p + i] = l2;
+            }
+            for k in 0..data.n {
+                let wk = data.weights.as_ref().map_or(1.0, |v| v[k]);
+                let phi = &data.x[k * d..(k + 1) * d];
+                let a: Vec<f64> =
+                    (0..c).map(|y| (0..d).map(|j| w[y * d + j] * phi[j]).sum::<f64>() + data.bias[k * c + y]).collect();
+                let m = a.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let z: f64 = a.iter().map(|v| (v - m).exp()).sum();
+                let pr: Vec<f64> = a.iter().map(|v| (v - m).exp() / z).collect();
+                for y in 0..free {
+                    for y2 in 0..free {
+                        let cov = f64::from(u8::from(y == y2)) * pr[y] - pr[y] * pr[y2];
+                        for i in 0..d {
+                            for j in 0..d {
+                                h[(y * d + i) * p + y2 * d + j] += wk * cov * phi[i] * phi[j];
+                            }
+                        }
+                    }
+                }
+            }
+            let step = solve(h, g[..p].iter().map(|v| -v).collect());
+            let mut t = 1.0;
+            loop {
+                let trial: Vec<f64> = (0..c * d).map(|i| if i < p { w[i] + t * step[i] } else { w[i] }).collect();
+                if reference_objective(data, &trial, l2, &mut vec![0.0; c * d]) <= f || t < 1e-10 {
+                    w = trial;
+                    break;
+                }
+                t *= 0.5;
+            }
+        }
+        w
+    }
+
+    fn tight() -> LinearOracle {
+        LinearOracle {
+            lbfgs: LbfgsOptions { gradient_tolerance: 1e-10, relative_decrease_tolerance: 0.0, ..Default::default() },
+            l2: 0.0,
+        }
+    }
+
+    fn ctx() -> FitContext {
+        FitContext { seed: 7 }
+    }
+
+    #[test]
+    fn gradient_matches_finite_differences() {
+        for (seed, l2, weighted) in [(1, 0.0, false), (2, 0.7, true), (3, 0.0, true)] {
+            let data = Data::random(seed, 40, 3, 4, 0.3, weighted);
+            let problem = data.problem();
+            let features = problem.features();
+            let mut objective = LinearObjective::new(&problem, 3, move |k| features.row(k), l2);
+            let mut rng = ChaCha8Rng::seed_from_u64(seed + 100);
+            let w: Vec<f64> = (0..12).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let mut g = vec![0.0; 12];
+            objective.scaled(&w, &mut g);
+            let mut scratch = vec![0.0; 12];
+            for i in 0..12 {
+                let h = 1e-6;
+                let (mut plus, mut minus) = (w.clone(), w.clone());
+                plus[i] += h;
+                minus[i] -= h;
+                let fd = (objective.scaled(&plus, &mut scratch) - objective.scaled(&minus, &mut scratch)) / (2.0 * h);
+                assert!((fd - g[i]).abs() < 1e-7 * (1.0 + g[i].abs()), "seed {seed} coord {i}: {fd} vs {}", g[i]);
+            }
+            // The engine's unscaled gradient equals the independent formula.
+            let mut reference = vec![0.0; 12];
+            let value = reference_objective(&data, &w, 0.0, &mut reference);
+            let mut unscaled = vec![0.0; 12];
+            assert!((objective.loss(&w, Some(&mut unscaled)) - value).abs() < 1e-10 * value);
+            for (a, b) in unscaled.iter().zip(&reference) {
+                assert!((a - b).abs() < 1e-10 * (1.0 + b.abs()));
+            }
+        }
+    }
+
+    #[test]
+    fn reaches_a_stationary_point_and_agrees_with_newton() {
+        for (seed, l2, weighted) in [(11, 0.0, false), (12, 0.0, true), (13, 2.0, false), (14, 0.5, true)] {
+            let data = Data::random(seed, 300, 3, 3, 0.0, weighted);
+            let problem = data.problem();
+            let oracle = LinearOracle { l2, ..tight() };
+            let (model, report) = oracle.fit_linear(&problem, None).unwrap();
+            let w = model.weights();
+            // Stationary: the independently computed gradient of J / Σw vanishes.
+            let mut g = vec![0.0; w.len()];
+            let j_fit = reference_objective(&data, w, l2, &mut g);
+            let gnorm = g.iter().map(|v| v * v).sum::<f64>().sqrt() / problem.total_weight();
+            assert!(gnorm < 1e-8, "seed {seed}: gradient {gnorm}, {report:?}");
+            let reference = newton(&data, l2);
+            let j_newton = reference_objective(&data, &reference, l2, &mut g);
+            assert!((j_fit - j_newton).abs() <= 1e-9 * j_newton, "seed {seed}: {j_fit} vs {j_newton}");
+            let (d, c) = (data.d, data.c);
+            for y in 0..c {
+                for j in 0..d {
+                    // Without a penalty only differences to the last class are identified.
+                    let anchor = |v: &[f64]| if l2 > 0.0 { 0.0 } else { v[(c - 1) * d + j] };
+                    let a = w[y * d + j] - anchor(w);
+                    let b = reference[y * d + j] - anchor(&reference);
+                    assert!((a - b).abs() < 1e-5, "seed {seed} W[{y},{j}]: {a} vs {b}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn zero_bias_two_classes_is_plain_logistic_regression() {
+        // Plain (binary, sigmoid) logistic regression solved by Newton's method on
+        // w = W₁ − W₀: minimise Σ_k log(1 + exp(−s_k wᵀφ_k)), s_k = ±1.
+        let mut data = Data::random(21, 200, 3, 2, 0.0, false);
+        data.bias.fill(0.0);
+        let (n, d) = (data.n, data.d);
+        let mut w = vec![0.0; d];
+        for _ in 0..50 {
+            let mut g = vec![0.0; d];
+            let mut h = vec![0.0; d * d];
+            for k in 0..n {
+                let phi = &data.x[k * d..(k + 1) * d];
+                let sign = if data.labels[k] == 1 { 1.0 } else { -1.0 };
+                let m = sign * (0..d).map(|j| w[j] * phi[j]).sum::<f64>();
+                let sig = 1.0 / (1.0 + m.exp()); // σ(−m)
+                for i in 0..d {
+                    g[i] -= sign * sig * phi[i];
+                    for j in 0..d {
+                        h[i * d + j] += sig * (1.0 - sig) * phi[i] * phi[j];
+                    }
+                }
+            }
+            let step = solve(h, g.iter().map(|v| -v).collect());
+            w.iter_mut().zip(&step).for_each(|(a, b)| *a += b);
+        }
+        let problem = data.problem();
+        let (model, _) = tight().fit_linear(&problem, None).unwrap();
+        let (w0, w1) = (model.class_weights(0), model.class_weights(1));
+        for (j, expected) in w.iter().enumerate() {
+            let diff = w1[j] - w0[j];
+            assert!((diff - expected).abs() < 1e-6, "feature {j}: {diff} vs {expected}");
+            // From W = 0 the gradient's class rows sum to zero, so W₀ = −W₁.
+            assert!((w0[j] + w1[j]).abs() < 1e-12);
+        }
+    }
+
+    #[test]
+    fn engine_loss_equals_model_loss_bit_for_bit() {
+        let data = Data::random(31, 3 * CHUNK_ROWS + 17, 2, 3, 0.2, true);
+        let problem = data.problem();
+        let features = problem.features();
+        let mut objective = LinearObjective::new(&problem, 2, move |k| features.row(k), 0.0);
+        let model = LinearModel::new(2, 3, vec![0.3, -1.0, 2.0, 0.5, -0.25, 0.125]).unwrap();
+        assert_eq!(objective.loss(model.weights(), None), model_loss(&model, &problem).unwrap());
+        let mut g = vec![0.0; 6];
+        assert_eq!(objective.loss(model.weights(), Some(&mut g)), model_loss(&model, &problem).unwrap());
+    }
+
+    #[test]
+    fn results_do_not_depend_on_the_thread_count_or_seed() {
+        let data = Data::random(41, 2 * CHUNK_ROWS + 5, 3, 3, 0.1, true);
+        let problem = data.problem();
+        let oracle = LinearOracle { lbfgs: LbfgsOptions { max_iterations: 20, ..Default::default() }, l2: 0.1 };
+        let fit_with = |threads: usize, seed: u64| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| oracle.fit(&problem, None, FitContext { seed }).unwrap().to_bytes().unwrap())
+        };
+        let reference = fit_with(1, 1);
+        assert_eq!(fit_with(3, 1), reference);
+        assert_eq!(fit_with(2, 1), reference);
+        assert_eq!(fit_with(2, 99), reference);
+    }
+
+    #[test]
+    fn penalised_fit_keeps_the_warm_start_when_the_loss_would_rise() {
+        // From the unpenalised optimum any shrinkage raises L, so with λ > 0 the
+        // oracle must hand back the warm start unchanged (Oracle contract).
+        let data = Data::random(45, 150, 3, 3, 0.0, false);
+        let problem = data.problem();
+        let (optimum, _) = tight().fit_linear(&problem, None).unwrap();
+        let penalised = LinearOracle { l2: 10.0, ..tight() };
+        let (fit, report) = penalised.fit_linear(&problem, Some(&optimum)).unwrap();
+        assert!(report.iterations > 0, "the penalised optimum differs, so L-BFGS must move: {report:?}");
+        assert_eq!(fit, optimum);
+        // Cold, the same penalty is applied in full: ‖W‖ shrinks.
+        let (cold, _) = penalised.fit_linear(&problem, None).unwrap();
+        let norm = |m: &LinearModel| m.weights().iter().map(|v| v * v).sum::<f64>();
+        assert!(norm(&cold) < norm(&optimum));
+    }
+
+    #[test]
+    fn negative_infinite_biases_never_produce_nan() {
+        let mut data = Data::random(51, 200, 3, 4, 0.5, false);
+        // Class 3 is impossible everywhere: its gradient is 0, its weights stay put.
+        for k in 0..data.n {
+            data.bias[k * 4 + 3] = f64::NEG_INFINITY;
+            if data.labels[k] == 3 {
+                data.labels[k] = 0;
+                data.bias[k * 4] = 0.0;
+            }
+        }
+        let problem = data.problem();
+        let (cold, report) = tight().fit_linear(&problem, None).unwrap();
+        assert!(report.value.is_finite() && report.gradient_norm.is_finite());
+        assert!(cold.weights().iter().all(|v| v.is_finite()));
+        assert_eq!(cold.class_weights(3), &[0.0; 3]);
+        let warm = LinearModel::new(3, 4, (0..12).map(|i| i as f64 - 6.0).collect()).unwrap();
+        let (fit, _) = tight().fit_linear(&problem, Some(&warm)).unwrap();
+        assert!(fit.weights().iter().all(|v| v.is_finite()));
+        assert_eq!(fit.class_weights(3), warm.class_weights(3));
+        let loss = model_loss(&fit, &problem).unwrap();
+        assert!(loss.is_finite() && loss <= model_loss(&warm, &problem).unwrap());
+        let mut scores = vec![0.0; 200 * 4];
+        fit.score(problem.features(), &mut scores).unwrap();
+        assert!(scores.iter().all(|v| v.is_finite()));
+    }
+
+    #[test]
+    fn save_load_gives_identical_scores() {
+        let data = Data::random(61, 100, 3, 3, 0.2, false);
+        let problem = data.problem();
+        let model = LinearOracle::default().fit(&problem, None, ctx()).unwrap();
+        let loaded = ModelRegistry::with_builtin().load(model.kind(), &model.to_bytes().unwrap()).unwrap();
+        assert_eq!(loaded.kind(), KIND);
+        let (mut a, mut b) = (vec![0.0; 300], vec![0.0; 300]);
+        model.score(problem.features(), &mut a).unwrap();
+        loaded.score(problem.features(), &mut b).unwrap();
+        assert_eq!(a, b);
+        let json = model.to_json().unwrap();
+        assert_eq!(json["classes"], 3);
+        assert_eq!(json["weights"].as_array().unwrap().len(), 9);
+        // Corrupt files are typed errors, not panics.
+        let bad = encode(KIND, &LinearModel { dim: 2, classes: 2, weights: vec![1.0] }).unwrap();
+        assert!(matches!(load(&bad), Err(OracleError::InvalidHyperParameter { name: "weights", .. })));
+        let nan = encode(KIND, &LinearModel { dim: 1, classes: 2, weights: vec![1.0, f64::NAN] }).unwrap();
+        assert!(load(&nan).is_err());
+        assert!(matches!(load(&[0xff, 0xff]), Err(OracleError::Codec { .. })));
+    }
+
+    #[test]
+    fn bad_input_gives_typed_errors() {
+        let x = [0.5, 1.0, -0.5, 1.0];
+        let f = Features::new(&x, 2, 2).unwrap();
+        assert!(matches!(Features::new(&x, 3, 2), Err(OracleError::FeatureShape { .. })));
+        assert!(matches!(Features::new(&[0.0, f64::NAN], 1, 2), Err(OracleError::NonFiniteFeature { col: 1, .. })));
+        assert!(matches!(Problem::new(f, &[0, 2], &[0.0; 4], 2, None), Err(OracleError::LabelOutOfRange { .. })));
+        assert!(matches!(Problem::new(f, &[0, 1], &[0.0; 3], 2, None), Err(OracleError::BiasShape { .. })));
+        for bad in [f64::INFINITY, f64::NAN] {
+            let bias = [0.0, bad, 0.0, 0.0];
+            assert!(matches!(Problem::new(f, &[0, 1], &bias, 2, None), Err(OracleError::InvalidBias { .. })));
+        }
+        let empty = Features::new(&[], 0, 2).unwrap();
+        assert!(matches!(Problem::new(empty, &[], &[], 2, None), Err(OracleError::Empty)));
+        assert!(matches!(Problem::new(f, &[0, 0], &[0.0; 2], 1, None), Err(OracleError::TooFewClasses { .. })));
+
+        let problem = Problem::new(f, &[0, 1], &[0.0; 4], 2, None).unwrap();
+        let invalid = [
+            ("memory", LinearOracle { lbfgs: LbfgsOptions { memory: 0, ..Default::default() }, l2: 0.0 }),
+            (
+                "max_iterations",
+                LinearOracle { lbfgs: LbfgsOptions { max_iterations: 0, ..Default::default() }, l2: 0.0 },
+            ),
+            ("l2", LinearOracle { l2: -1.0, ..Default::default() }),
+            ("l2", LinearOracle { l2: f64::NAN, ..Default::default() }),
+            ("l2", LinearOracle { l2: f64::INFINITY, ..Default::default() }),
+        ];
+        for (expected, oracle) in invalid {
+            match oracle.fit(&problem, None, ctx()) {
+                Err(OracleError::InvalidHyperParameter { name, .. }) => assert_eq!(name, expected),
+                other => panic!("{expected}: {other:?}"),
+            }
+        }
+        let oracle = LinearOracle::default();
+        let wrong_shape = LinearModel::zeros(3, 2);
+        assert!(matches!(oracle.fit(&problem, Some(&wrong_shape), ctx()), Err(OracleError::ModelMismatch { .. })));
+        let zero = crate::zero::ZeroModel { dim: 2, classes: 2 };
+        assert!(matches!(oracle.fit(&problem, Some(&zero), ctx()), Err(OracleError::WrongModelKind { .. })));
+        let model = LinearModel::zeros(2, 2);
+        assert!(matches!(
+            model.score(Features::new(&x, 1, 4).unwrap(), &mut [0.0; 2]),
+            Err(OracleError::ModelMismatch { .. })
+        ));
+        assert!(matches!(model.score(f, &mut [0.0; 3]), Err(OracleError::OutputShape { got: 3, expected: 4 })));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        /// Warm-started fits never increase the loss `L` (any penalty, any iteration
+        /// budget, any warm start), and never produce non-finite weights.
+        #[test]
+        fn warm_starts_never_increase_the_loss(
+            seed in 0u64..1000,
+            n in 1usize..30,
+            d in 1usize..4,
+            c in 2usize..5,
+            neg_inf in 0.0f64..0.6,
+            l2 in prop_oneof![Just(0.0), 0.0f64..5.0],
+            iterations in 1usize..6,
+            scale in 0.0f64..5.0,
+        ) {
+            let data = Data::random(seed, n, d, c, neg_inf, seed % 2 == 0);
+            let problem = data.problem();
+            let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xabc);
+            let warm = LinearModel::new(d, c, (0..c * d).map(|_| scale * rng.random_range(-1.0..1.0)).collect()).unwrap();
+            let oracle = LinearOracle { lbfgs: LbfgsOptions { max_iterations: iterations, ..Default::default() }, l2 };
+            let fit = oracle.fit(&problem, Some(&warm), ctx()).unwrap();
+            let before = model_loss(&warm, &problem).unwrap();
+            let after = model_loss(fit.as_ref(), &problem).unwrap();
+            prop_assert!(after <= before, "{} > {}", after, before);
+            let fit = fit.as_any().downcast_ref::<LinearModel>().unwrap();
+            prop_assert!(fit.weights().iter().all(|v| v.is_finite()));
+        }
+    }
 }

@@ -65,6 +65,9 @@ impl Model for ZeroModel {
     fn as_any(&self) -> &dyn std::any::Any {
         self
     }
+    fn to_json(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(self).ok()
+    }
 }
 
 /// Loader for the registry.

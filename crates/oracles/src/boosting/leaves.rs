@@ -1,0 +1,188 @@
+//! Leaf values of a grown tree (ch. §1.9.4, step 3): with the splits fixed, each
+//! leaf's `C`-vector `v` minimises the logistic loss of its subsample rows,
+//!
+//! ```text
+//! (1/W) Σ_{k ∈ leaf} w_k [ log Σ_y exp(z_k(y) + v_y) − z_k(y_k) − v_{y_k} ] + (λ / 2W) ‖v‖²,
+//! ```
+//!
+//! where `z_k = s_k + b_k` (current ensemble scores plus bias) and `W = Σ w_k`.
+//! Every row lies in exactly one leaf, so the joint re-fit separates into one
+//! small L-BFGS problem per leaf. The ridge `λ` keeps the minimiser finite for a
+//! leaf whose rows all have the same label; `1/W` makes the L-BFGS tolerances
+//! per row. Classes whose bias is `−∞` on every row of a leaf get value 0.
+//!
+//! With `q_k = softmax(z_k)` and `ℓ_k = log Σ_y exp z_k(y) − z_k(y_k)` computed
+//! once per round,
+//! `log Σ_y exp(z_k(y) + v_y) − z_k(y_k) − v_{y_k} = ℓ_k + log Σ_y q_k(y) e^{v_y} − v_{y_k}`,
+//! so an evaluation costs `C` exponentials per leaf and one logarithm per row.
+
+use crate::optim::{LbfgsOptions, lbfgs_minimize};
+use crate::{OracleError, Problem};
+
+/// Below this `Σ_y q_k(y) e^{v_y − max v}` a row is evaluated from `z_k` directly.
+const TINY_SUM: f64 = 1e-280;
+
+/// The subsample rows of one round, as the leaf re-fit sees them.
+#[derive(Debug)]
+pub(super) struct LeafData {
+    /// `z_k = s_k + b_k`, row-major `rows × C` (entries may be `−∞`).
+    z: Vec<f64>,
+    /// `q_k = softmax(z_k)`, row-major `rows × C`.
+    q: Vec<f64>,
+    /// `ℓ_k`: the row's loss at `v = 0`.
+    loss: Vec<f64>,
+    labels: Vec<usize>,
+    weights: Vec<f64>,
+    classes: usize,
+}
+
+impl LeafData {
+    /// Buffers for `rows` subsample rows of `classes` classes.
+    pub(super) fn new(rows: usize, classes: usize) -> Self {
+        Self {
+            z: vec![0.0; rows * classes],
+            q: vec![0.0; rows * classes],
+            loss: vec![0.0; rows],
+            labels: vec![0; rows],
+            weights: vec![0.0; rows],
+            classes,
+        }
+    }
+
+    /// Gathers the subsample rows `sub` of `problem` at the training `scores`, and
+    /// writes each row's `[w (q − e_y), w, 1]` into `stats` (see [`super::tree::Sample`]).
+    /// Returns the subsample's loss.
+    pub(super) fn gather(&mut self, problem: &Problem<'_>, scores: &[f64], sub: &[usize], stats: &mut [f64]) -> f64 {
+        let c = self.classes;
+        let mut total = 0.0;
+        for (r, &k) in sub.iter().enumerate() {
+            let (label, w) = (problem.labels()[k], problem.weight(k));
+            let z = &mut self.z[r * c..(r + 1) * c];
+            z.iter_mut().zip(&scores[k * c..(k + 1) * c]).zip(problem.bias_row(k)).for_each(|((z, s), b)| *z = s + b);
+            let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let q = &mut self.q[r * c..(r + 1) * c];
+            let mut sum = 0.0;
+            for (q, z) in q.iter_mut().zip(z.iter()) {
+                *q = (z - max).exp();
+                sum += *q;
+            }
+            q.iter_mut().for_each(|q| *q /= sum);
+            self.loss[r] = max + sum.ln() - z[label];
+            self.labels[r] = label;
+            self.weights[r] = w;
+            total += w * self.loss[r];
+            let st = &mut stats[r * (c + 2)..(r + 1) * (c + 2)];
+            st[..c].iter_mut().zip(q.iter()).for_each(|(g, q)| *g = w * q);
+            st[label] -= w;
+            st[c] = w;
+            st[c + 1] = 1.0;
+        }
+        total
+    }
+
+    /// The leaf objective (module docs) at `v` and its gradient into `grad`;
+    /// `ev` is scratch of length `C`.
+    fn objective(&self, rows: &[u32], l2: f64, v: &[f64], grad: &mut [f64], ev: &mut [f64]) -> f64 {
+        let c = self.classes;
+        let vmax = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        ev.iter_mut().zip(v).for_each(|(e, v)| *e = (v - vmax).exp());
+        grad.fill(0.0);
+        let mut loss = 0.0;
+        let mut weight = 0.0;
+        for &r in rows {
+            let r = r as usize;
+            let w = self.weights[r];
+            if w == 0.0 {
+                continue;
+            }
+            let label = self.labels[r];
+            let q = &self.q[r * c..(r + 1) * c];
+            let sum: f64 = q.iter().zip(ev.iter()).map(|(q, e)| q * e).sum();
+            if sum > TINY_SUM {
+                loss += w * (self.loss[r] + vmax + sum.ln() - v[label]);
+                let scale = w / sum;
+                grad.iter_mut().zip(q.iter().zip(ev.iter())).for_each(|(g, (q, e))| *g += scale * q * e);
+            } else {
+                loss += w * self.exact_row(r, v, grad);
+            }
+            grad[label] -= w;
+            weight += w;
+        }
+        if weight == 0.0 {
+            return 0.0;
+        }
+        let scale = 1.0 / weight;
+        let mut ridge = 0.0;
+        for (g, vy) in grad.iter_mut().zip(v) {
+            *g = scale * (*g + l2 * vy);
+            ridge += vy * vy;
+        }
+        scale * (loss + 0.5 * l2 * ridge)
+    }
+
+    /// Row `r`'s loss at `v` from `z` (when `q` underflows against `e^v`); adds
+    /// `w softmax(z + v)` to `grad`.
+    fn exact_row(&self, r: usize, v: &[f64], grad: &mut [f64]) -> f64 {
+        let c = self.classes;
+        let z = &self.z[r * c..(r + 1) * c];
+        let max = z.iter().zip(v).map(|(z, v)| z + v).fold(f64::NEG_INFINITY, f64::max);
+        let sum: f64 = z.iter().zip(v).map(|(z, v)| (z + v - max).exp()).sum();
+        let w = self.weights[r];
+        for ((g, z), v) in grad.iter_mut().zip(z).zip(v) {
+            *g += w * (z + v - max).exp() / sum;
+        }
+        let label = self.labels[r];
+        max + sum.ln() - z[label] - v[label]
+    }
+
+    /// One diagonal Newton step from `v = 0`:
+    /// `v_y = −G_y / (H_yy + λ)` with `G, H` the gradient and diagonal Hessian
+    /// of the leaf's loss (0 where `H_yy + λ = 0`). The classic gradient-boosting
+    /// leaf value, used as the L-BFGS starting point.
+    pub(super) fn newton_leaf(&self, rows: &[u32], l2: f64, out: &mut [f64], hess: &mut [f64]) {
+        let c = self.classes;
+        out.fill(0.0);
+        hess.fill(0.0);
+        for &r in rows {
+            let r = r as usize;
+            let w = self.weights[r];
+            for (y, (&p, (g, h))) in
+                self.q[r * c..(r + 1) * c].iter().zip(out.iter_mut().zip(hess.iter_mut())).enumerate()
+            {
+                *g += w * (p - if y == self.labels[r] { 1.0 } else { 0.0 });
+                *h += w * p * (1.0 - p);
+            }
+        }
+        for (v, h) in out.iter_mut().zip(hess.iter()) {
+            let h = h + l2;
+            *v = if h > 0.0 { -*v / h } else { 0.0 };
+        }
+    }
+
+    /// Re-fits the values of the leaf holding `rows` by L-BFGS (module docs),
+    /// starting from the better of 0 and [`LeafData::newton_leaf`]; the result is
+    /// never worse than `v = 0`.
+    pub(super) fn refit_leaf(
+        &self,
+        rows: &[u32],
+        l2: f64,
+        opts: &LbfgsOptions,
+        out: &mut [f64],
+    ) -> Result<(), OracleError> {
+        let c = self.classes;
+        let mut scratch = vec![0.0; 3 * c];
+        let (grad, rest) = scratch.split_at_mut(c);
+        let (ev, zero) = rest.split_at_mut(c);
+        self.newton_leaf(rows, l2, out, ev);
+        zero.fill(0.0);
+        let at_zero = self.objective(rows, l2, zero, grad, ev);
+        let at_newton = self.objective(rows, l2, out, grad, ev);
+        // Also falls back to 0 if the Newton point's objective is NaN.
+        let newton_is_better = at_newton < at_zero;
+        if !newton_is_better {
+            out.fill(0.0);
+        }
+        lbfgs_minimize(|v, g| self.objective(rows, l2, v, g, ev), out, opts)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,204 @@
+//! The boosted ensemble `g(φ, y) = Σ_t ν·t(φ)_y` with its trees in flat arrays.
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::KIND;
+use super::bins::BinEdges;
+use super::descent::Descent;
+use super::tree::GrownTree;
+use crate::{Features, Model, OracleError, check_model_shape, check_score_buffer, encode};
+
+/// Rows per parallel task when scoring; every task walks all trees over its rows,
+/// so a tree stays in cache while it is applied to them.
+const SCORE_CHUNK_ROWS: usize = 256;
+
+/// A fitted boosting ensemble `g(φ, y) = Σ_t ν·t(φ)_y` (ch. §1.9.4): a sum of
+/// multi-output regression trees whose leaves hold `C`-vectors already multiplied
+/// by the shrinkage `ν`.
+///
+/// Storage is flat: tree `t` owns internal nodes `node_offsets[t]..node_offsets[t+1]`
+/// and leaves `leaf_offsets[t]..leaf_offsets[t+1]`. An internal node sends `φ`
+/// left when `φ[feature] ≤ threshold`; a child `c ≥ 0` is the tree's internal node
+/// `c`, a child `c < 0` its leaf `!c`; a tree without internal nodes is one leaf.
+/// The invariants are checked when a model is loaded, so scoring never indexes
+/// out of bounds or loops.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BoostingModel {
+    pub(super) dim: usize,
+    pub(super) classes: usize,
+    pub(super) node_offsets: Vec<u32>,
+    pub(super) leaf_offsets: Vec<u32>,
+    pub(super) feature: Vec<u32>,
+    pub(super) threshold: Vec<f64>,
+    pub(super) left: Vec<i32>,
+    pub(super) right: Vec<i32>,
+    /// `leaves × C`, row-major, shrinkage included.
+    pub(super) leaf_values: Vec<f64>,
+    /// Subsample rows each leaf was fitted on (a diagnostic, like a tree's "cover").
+    pub(super) leaf_rows: Vec<u32>,
+}
+
+impl BoostingModel {
+    /// The empty ensemble (`g = 0`) for `dim` features and `classes` classes.
+    pub fn empty(dim: usize, classes: usize) -> Self {
+        Self {
+            dim,
+            classes,
+            node_offsets: vec![0],
+            leaf_offsets: vec![0],
+            feature: Vec::new(),
+            threshold: Vec::new(),
+            left: Vec::new(),
+            right: Vec::new(),
+            leaf_values: Vec::new(),
+            leaf_rows: Vec::new(),
+        }
+    }
+
+    /// Number of trees (boosting rounds done so far, over all fit calls).
+    pub fn trees(&self) -> usize {
+        self.node_offsets.len() - 1
+    }
+
+    /// Number of leaves of tree `t` (`None` past the last tree).
+    pub fn tree_leaves(&self, t: usize) -> Option<usize> {
+        (t < self.trees()).then(|| (self.leaf_offsets[t + 1] - self.leaf_offsets[t]) as usize)
+    }
+
+    /// Subsample rows each leaf of tree `t` was fitted on (`None` past the last tree).
+    pub fn tree_leaf_rows(&self, t: usize) -> Option<&[u32]> {
+        (t < self.trees()).then(|| &self.leaf_rows[self.leaf_offsets[t] as usize..self.leaf_offsets[t + 1] as usize])
+    }
+
+    /// Appends a grown tree whose leaf values (`leaves × C`, shrinkage included)
+    /// are `values`; split bins become raw thresholds of `edges`.
+    pub(super) fn push_tree(&mut self, tree: &GrownTree, edges: &BinEdges, values: &[f64]) {
+        for n in 0..tree.feature.len() {
+            let f = tree.feature[n];
+            self.feature.push(f);
+            self.threshold.push(edges.threshold(f as usize, usize::from(tree.split_bin[n])));
+            self.left.push(tree.left[n]);
+            self.right.push(tree.right[n]);
+        }
+        self.leaf_values.extend_from_slice(values);
+        self.leaf_rows.extend(tree.leaf_ranges.iter().map(|&(start, end)| (end - start) as u32));
+        self.node_offsets.push(self.feature.len() as u32);
+        self.leaf_offsets.push(self.leaf_rows.len() as u32);
+    }
+
+    /// Tree `t` compiled for branch-free descent.
+    fn descent(&self, t: usize) -> Descent<f64> {
+        let (n0, n1) = (self.node_offsets[t] as usize, self.node_offsets[t + 1] as usize);
+        let leaves = (self.leaf_offsets[t + 1] - self.leaf_offsets[t]) as usize;
+        let mut d = Descent::new();
+        d.compile(
+            &self.feature[n0..n1],
+            |n| self.threshold[n0 + n],
+            &self.left[n0..n1],
+            &self.right[n0..n1],
+            leaves,
+            f64::INFINITY,
+        );
+        d
+    }
+
+    /// Checks the storage invariants (type docs); a model read from bytes that
+    /// breaks them is a decoding error.
+    pub(super) fn check(&self) -> Result<(), OracleError> {
+        let bad = || OracleError::Codec { kind: KIND.to_string(), source: postcard::Error::DeserializeBadEncoding };
+        let nodes = self.feature.len();
+        let leaves = self.leaf_rows.len();
+        let trees = self.node_offsets.len().checked_sub(1).ok_or_else(bad)?;
+        let consistent = self.leaf_offsets.len() == trees + 1
+            && self.threshold.len() == nodes
+            && self.left.len() == nodes
+            && self.right.len() == nodes
+            && self.classes >= 1
+            && Some(self.leaf_values.len()) == leaves.checked_mul(self.classes)
+            && self.node_offsets.first() == Some(&0)
+            && self.leaf_offsets.first() == Some(&0)
+            && self.node_offsets.last().map(|&n| n as usize) == Some(nodes)
+            && self.leaf_offsets.last().map(|&n| n as usize) == Some(leaves)
+            && self.leaf_values.iter().all(|v| v.is_finite())
+            && self.threshold.iter().all(|v| !v.is_nan());
+        if !consistent {
+            return Err(bad());
+        }
+        for t in 0..trees {
+            let (n0, n1) = (self.node_offsets[t] as usize, self.node_offsets[t + 1] as usize);
+            let (l0, l1) = (self.leaf_offsets[t] as usize, self.leaf_offsets[t + 1] as usize);
+            // A binary tree has one more leaf than internal nodes.
+            if n1 < n0 || l1 < l0 || l1 - l0 != n1 - n0 + 1 {
+                return Err(bad());
+            }
+            for n in n0..n1 {
+                if self.feature[n] as usize >= self.dim {
+                    return Err(bad());
+                }
+                // Children point forward (no cycles) and stay inside the tree.
+                for child in [self.left[n], self.right[n]] {
+                    let ok = if child >= 0 {
+                        (child as usize) > n - n0 && (child as usize) < n1 - n0
+                    } else {
+                        (!child as usize) < l1 - l0
+                    };
+                    if !ok {
+                        return Err(bad());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Model for BoostingModel {
+    fn kind(&self) -> &str {
+        KIND
+    }
+
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn classes(&self) -> usize {
+        self.classes
+    }
+
+    fn score(&self, features: Features<'_>, out: &mut [f64]) -> Result<(), OracleError> {
+        check_model_shape(self, features.dim(), self.classes)?;
+        check_score_buffer(features, self.classes, out)?;
+        let c = self.classes;
+        let descents: Vec<Descent<f64>> = (0..self.trees()).map(|t| self.descent(t)).collect();
+        out.par_chunks_mut(SCORE_CHUNK_ROWS * c).enumerate().for_each(|(chunk, o)| {
+            o.fill(0.0);
+            let start = chunk * SCORE_CHUNK_ROWS;
+            let rows = o.len() / c;
+            let x = features.slice_rows(start, start + rows);
+            let mut leaf = [0u32; SCORE_CHUNK_ROWS];
+            for (t, descent) in descents.iter().enumerate() {
+                let values =
+                    &self.leaf_values[self.leaf_offsets[t] as usize * c..self.leaf_offsets[t + 1] as usize * c];
+                descent.leaves(x.as_slice(), self.dim, &mut leaf[..rows]);
+                for (o, &l) in o.chunks_mut(c).zip(&leaf) {
+                    let l = l as usize;
+                    o.iter_mut().zip(&values[l * c..(l + 1) * c]).for_each(|(o, v)| *o += v);
+                }
+            }
+        });
+        Ok(())
+    }
+
+    fn to_bytes(&self) -> Result<Vec<u8>, OracleError> {
+        encode(KIND, self)
+    }
+
+    fn clone_model(&self) -> Box<dyn Model> {
+        Box::new(self.clone())
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}

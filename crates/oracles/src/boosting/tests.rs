@@ -1,0 +1,378 @@
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::*;
+use crate::zero::ZeroModel;
+use crate::{Features, ModelRegistry, fit_monotone, logistic_loss, model_loss};
+
+/// Rows with features `[U(0,1), 1.0, U(0,1), …]` (a constant column on purpose),
+/// labels mostly `⌊C·x₀⌋` with 20% noise, and random biases (`−∞` on some
+/// non-label classes when `impossible`).
+struct Data {
+    x: Vec<f64>,
+    labels: Vec<usize>,
+    bias: Vec<f64>,
+    n: usize,
+    d: usize,
+    c: usize,
+}
+
+impl Data {
+    fn new(n: usize, d: usize, c: usize, seed: u64, impossible: bool) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut x = Vec::with_capacity(n * d);
+        let mut labels = Vec::with_capacity(n);
+        let mut bias = Vec::with_capacity(n * c);
+        for _ in 0..n {
+            let x0: f64 = rng.random();
+            x.push(x0);
+            for f in 1..d {
+                x.push(if f == 1 { 1.0 } else { rng.random() });
+            }
+            let label =
+                if rng.random::<f64>() < 0.2 { rng.random_range(0..c) } else { ((x0 * c as f64) as usize).min(c - 1) };
+            labels.push(label);
+            for y in 0..c {
+                let b = rng.random_range(-1.0..1.0);
+                bias.push(if impossible && y != label && rng.random::<f64>() < 0.3 { f64::NEG_INFINITY } else { b });
+            }
+        }
+        Self { x, labels, bias, n, d, c }
+    }
+
+    fn problem(&self) -> Problem<'_> {
+        Problem::new(Features::new(&self.x, self.n, self.d).unwrap(), &self.labels, &self.bias, self.c, None).unwrap()
+    }
+}
+
+fn full(rounds: usize) -> BoostingOracle {
+    BoostingOracle { rounds, subsample: usize::MAX, ..Default::default() }
+}
+
+/// Training loss after every round of one fit call.
+fn losses(oracle: &BoostingOracle, p: &Problem<'_>, warm: Option<&BoostingModel>, seed: u64) -> Vec<f64> {
+    let mut out = Vec::new();
+    oracle.fit_observed(p, warm, FitContext { seed }, &mut |r| out.push(logistic_loss(p, r.scores, None))).unwrap();
+    out
+}
+
+fn zero_loss(p: &Problem<'_>) -> f64 {
+    logistic_loss(p, &vec![0.0; p.rows() * p.classes()], None)
+}
+
+#[test]
+fn training_loss_decreases_every_round_on_the_full_problem() {
+    let data = Data::new(2000, 4, 3, 1, false);
+    let p = data.problem();
+    let l = losses(&full(15), &p, None, 7);
+    let start = zero_loss(&p);
+    assert!(l[0] < start, "first round {} vs {start}", l[0]);
+    for w in l.windows(2) {
+        assert!(w[1] <= w[0], "loss rose from {} to {}", w[0], w[1]);
+    }
+    assert!(l[14] < 0.85 * start, "only {start} -> {}", l[14]);
+}
+
+#[test]
+fn subsample_loss_never_increases_and_training_loss_falls_with_subsampling() {
+    let data = Data::new(3000, 4, 3, 2, false);
+    let p = data.problem();
+    let oracle = BoostingOracle { rounds: 20, subsample: 400, ..Default::default() };
+    let mut reports = Vec::new();
+    oracle
+        .fit_observed(&p, None, FitContext { seed: 3 }, &mut |r| {
+            reports.push((r.subsample_rows, r.subsample_loss_before, r.subsample_loss_after));
+            assert!(r.scores.iter().all(|s| s.is_finite()));
+        })
+        .unwrap();
+    for &(rows, before, after) in &reports {
+        assert_eq!(rows, 400);
+        assert!(after <= before, "subsample loss rose from {before} to {after}");
+    }
+    let model = oracle.fit_observed(&p, None, FitContext { seed: 3 }, &mut |_| {}).unwrap();
+    assert!(model_loss(&model, &p).unwrap() < 0.9 * zero_loss(&p));
+}
+
+#[test]
+fn lbfgs_leaf_refit_beats_newton_leaves() {
+    let data = Data::new(2000, 4, 4, 4, false);
+    let p = data.problem();
+    // ν = 1 and a negligible ridge: the re-fit minimises the round's loss over the
+    // leaf values of the same tree, so it must beat the one-step Newton leaves,
+    // from the empty ensemble and from warm starts alike.
+    let one_step = BoostingOracle { shrinkage: 1.0, leaf_l2: 1e-6, ..full(1) };
+    let mut warm: Option<BoostingModel> = None;
+    for call in 0..3 {
+        let ctx = FitContext { seed: call };
+        let refit = one_step.boost(&p, warm.as_ref(), ctx, true, &mut |_| {}).unwrap();
+        let newton = one_step.boost(&p, warm.as_ref(), ctx, false, &mut |_| {}).unwrap();
+        assert_eq!(refit.feature, newton.feature, "same splits");
+        let (lr, ln) = (model_loss(&refit, &p).unwrap(), model_loss(&newton, &p).unwrap());
+        assert!(lr < ln - 1e-3 * ln, "call {call}: re-fit {lr} vs Newton {ln}");
+        warm = Some(full(3).fit_observed(&p, warm.as_ref(), ctx, &mut |_| {}).unwrap());
+    }
+}
+
+#[test]
+fn warm_start_continues_the_ensemble_and_never_increases_the_loss() {
+    let data = Data::new(2000, 3, 3, 6, false);
+    let p = data.problem();
+    let oracle = full(5);
+    let first = oracle.fit_observed(&p, None, FitContext { seed: 1 }, &mut |_| {}).unwrap();
+    let before = model_loss(&first, &p).unwrap();
+    let l = losses(&oracle, &p, Some(&first), 2);
+    assert!(l.iter().all(|&x| x <= before), "{before} then {l:?}");
+    let second = oracle.fit(&p, Some(&first), FitContext { seed: 2 }).unwrap();
+    let second = second.as_any().downcast_ref::<BoostingModel>().unwrap();
+    assert_eq!(second.trees(), 10);
+    let nodes = first.feature.len();
+    let leaves = first.leaf_values.len();
+    assert_eq!(second.feature[..nodes], first.feature[..]);
+    assert_eq!(second.threshold[..nodes], first.threshold[..]);
+    assert_eq!(second.leaf_values[..leaves], first.leaf_values[..]);
+    assert_eq!(model_loss(second, &p).unwrap(), *l.last().unwrap());
+    let fit = fit_monotone(&oracle, &p, Some(second), FitContext { seed: 3 }).unwrap();
+    assert!(!fit.rejected && fit.loss <= fit.previous_loss.unwrap());
+}
+
+#[test]
+fn same_seed_gives_the_same_model_and_another_seed_another_subsample() {
+    let data = Data::new(3000, 4, 3, 8, false);
+    let p = data.problem();
+    let oracle = BoostingOracle { rounds: 4, subsample: 500, ..Default::default() };
+    let fit = |seed, threads| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        pool.install(|| oracle.fit_observed(&p, None, FitContext { seed }, &mut |_| {}).unwrap())
+    };
+    let a = fit(11, 1);
+    assert_eq!(a, fit(11, 2), "thread count must not change the model");
+    assert_ne!(a, fit(12, 1));
+
+    let draw = |seed| {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut out = Vec::new();
+        draw_subsample(&mut rng, 3000, 500, &mut out);
+        out
+    };
+    let (s11, s12) = (draw(11), draw(12));
+    assert_eq!(s11, draw(11));
+    assert_ne!(s11, s12);
+    assert_eq!(s11.len(), 500);
+    assert!(s11.windows(2).all(|w| w[0] < w[1]), "sorted and distinct");
+}
+
+#[test]
+fn negative_infinite_biases_never_produce_nan() {
+    let mut data = Data::new(1500, 3, 4, 9, true);
+    // Class 3 impossible for every row whose label is not 3.
+    for k in 0..data.n {
+        if data.labels[k] != 3 {
+            data.bias[k * 4 + 3] = f64::NEG_INFINITY;
+        }
+    }
+    let p = data.problem();
+    for oracle in [full(8), BoostingOracle { rounds: 8, subsample: 300, ..Default::default() }] {
+        let mut all_finite = true;
+        let model = oracle
+            .fit_observed(&p, None, FitContext { seed: 1 }, &mut |r| {
+                all_finite &= r.scores.iter().all(|s| s.is_finite());
+                all_finite &= r.subsample_loss_after.is_finite();
+            })
+            .unwrap();
+        assert!(all_finite);
+        assert!(model.leaf_values.iter().all(|v| v.is_finite()));
+        let loss = model_loss(&model, &p).unwrap();
+        assert!(loss.is_finite() && loss < zero_loss(&p));
+    }
+}
+
+#[test]
+fn leaves_respect_the_split_constraints() {
+    let data = Data::new(3000, 5, 3, 10, false);
+    let p = data.problem();
+    let oracle = BoostingOracle {
+        rounds: 6,
+        subsample: 1000,
+        min_child_fraction: 0.05,
+        min_split_fraction: 0.12,
+        ..Default::default()
+    };
+    let model = oracle.fit_observed(&p, None, FitContext { seed: 2 }, &mut |_| {}).unwrap();
+    for t in 0..model.trees() {
+        let rows = model.tree_leaf_rows(t).unwrap();
+        assert!(rows.len() > 1, "tree {t} did not split");
+        assert!(rows.iter().all(|&r| r >= 50), "tree {t}: {rows:?}");
+        assert_eq!(rows.iter().sum::<u32>(), 1000);
+        // Every internal node held at least min_split = 120 rows.
+        let (n0, l0) = (model.node_offsets[t] as usize, model.leaf_offsets[t] as usize);
+        let n1 = model.node_offsets[t + 1] as usize;
+        let subtree = |node: i32| {
+            let mut stack = vec![node];
+            let mut sum = 0;
+            while let Some(c) = stack.pop() {
+                if c < 0 {
+                    sum += model.leaf_rows[l0 + !c as usize];
+                } else {
+                    stack.extend([model.left[n0 + c as usize], model.right[n0 + c as usize]]);
+                }
+            }
+            sum
+        };
+        for node in 0..(n1 - n0) as i32 {
+            assert!(subtree(node) >= 120, "tree {t} node {node}");
+        }
+    }
+    let limited = BoostingOracle { max_depth: Some(2), ..oracle };
+    let model = limited.fit_observed(&p, None, FitContext { seed: 2 }, &mut |_| {}).unwrap();
+    assert!((0..model.trees()).all(|t| model.tree_leaves(t).unwrap() <= 4));
+    let limited = BoostingOracle { max_leaves: Some(3), ..oracle };
+    let model = limited.fit_observed(&p, None, FitContext { seed: 2 }, &mut |_| {}).unwrap();
+    assert!((0..model.trees()).all(|t| model.tree_leaves(t).unwrap() == 3));
+}
+
+#[test]
+fn a_problem_one_tree_can_solve_reaches_a_low_loss() {
+    // Labels are a step function of an integer feature; also a constant and a noise feature.
+    let n = 1200;
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let mut x = Vec::new();
+    let mut labels = Vec::new();
+    for k in 0..n {
+        let v = (k % 20) as f64;
+        x.extend([rng.random::<f64>(), 1.0, v]);
+        labels.push(if v < 5.0 {
+            0
+        } else if v <= 11.0 {
+            1
+        } else {
+            2
+        });
+    }
+    let bias = vec![0.0; n * 3];
+    let p = Problem::new(Features::new(&x, n, 3).unwrap(), &labels, &bias, 3, None).unwrap();
+    let oracle = BoostingOracle { leaf_l2: 1.0, ..full(30) };
+    let model = oracle.fit_observed(&p, None, FitContext { seed: 0 }, &mut |_| {}).unwrap();
+    let loss = model_loss(&model, &p).unwrap() / n as f64;
+    assert!(loss < 1e-3, "mean loss {loss}");
+    let mut scores = vec![0.0; n * 3];
+    model.score(p.features(), &mut scores).unwrap();
+    for (k, s) in scores.chunks(3).enumerate() {
+        let best = (0..3).max_by(|&a, &b| s[a].total_cmp(&s[b])).unwrap();
+        assert_eq!(best, labels[k], "row {k}");
+    }
+}
+
+#[test]
+fn constant_features_give_constant_trees() {
+    let n = 500;
+    let x = vec![1.0; n * 2];
+    let labels: Vec<usize> = (0..n).map(|k| usize::from(k % 4 == 0)).collect();
+    let bias = vec![0.0; n * 2];
+    let p = Problem::new(Features::new(&x, n, 2).unwrap(), &labels, &bias, 2, None).unwrap();
+    let model = full(20).fit_observed(&p, None, FitContext { seed: 0 }, &mut |_| {}).unwrap();
+    assert!(model.feature.is_empty(), "no split on constant features");
+    assert!((0..20).all(|t| model.tree_leaves(t) == Some(1)));
+    // The optimum is the constant log-odds log(1/3) between the classes.
+    let mut s = vec![0.0; n * 2];
+    model.score(p.features(), &mut s).unwrap();
+    assert!(((s[1] - s[0]) - (1.0f64 / 3.0).ln()).abs() < 0.05, "{:?}", &s[..2]);
+}
+
+#[test]
+fn incremental_scores_equal_scoring_and_save_load_round_trips() {
+    // Multi-feature trees (lockstep descent over bins) and, with `[u, 1]` features,
+    // one-feature trees (bin → leaf table); the model scores raw features.
+    let mut one_feature = Data::new(1500, 2, 3, 15, true);
+    assert!(one_feature.x.chunks(2).all(|r| r[1] == 1.0));
+    one_feature.x.chunks_mut(2).enumerate().for_each(|(k, r)| r[0] = (k % 37) as f64 * 0.5 - 3.0);
+    for data in [Data::new(1500, 4, 3, 12, true), one_feature] {
+        let p = data.problem();
+        let oracle = BoostingOracle { rounds: 6, subsample: 700, ..Default::default() };
+        let mut last = Vec::new();
+        let model = oracle.fit_observed(&p, None, FitContext { seed: 4 }, &mut |r| last = r.scores.to_vec()).unwrap();
+        let mut scores = vec![0.0; data.n * 3];
+        model.score(p.features(), &mut scores).unwrap();
+        assert_eq!(scores, last);
+
+        let bytes = model.to_bytes().unwrap();
+        let loaded = ModelRegistry::with_builtin().load(KIND, &bytes).unwrap();
+        assert_eq!(loaded.kind(), KIND);
+        assert_eq!((loaded.dim(), loaded.classes()), (data.d, 3));
+        let mut again = vec![0.0; data.n * 3];
+        loaded.score(p.features(), &mut again).unwrap();
+        assert_eq!(scores, again);
+        assert_eq!(loaded.as_any().downcast_ref::<BoostingModel>(), Some(&model));
+    }
+}
+
+#[test]
+fn invalid_hyper_parameters_are_typed_errors() {
+    let d = BoostingOracle::default();
+    assert!(d.validate().is_ok());
+    let cases = [
+        ("rounds", BoostingOracle { rounds: 0, ..d }),
+        ("shrinkage", BoostingOracle { shrinkage: 0.0, ..d }),
+        ("shrinkage", BoostingOracle { shrinkage: 1.5, ..d }),
+        ("shrinkage", BoostingOracle { shrinkage: f64::NAN, ..d }),
+        ("subsample", BoostingOracle { subsample: 0, ..d }),
+        ("min_child_fraction", BoostingOracle { min_child_fraction: 0.6, ..d }),
+        ("min_child_fraction", BoostingOracle { min_child_fraction: -0.1, ..d }),
+        ("min_split_fraction", BoostingOracle { min_split_fraction: f64::NAN, ..d }),
+        ("max_depth", BoostingOracle { max_depth: Some(0), ..d }),
+        ("max_leaves", BoostingOracle { max_leaves: Some(1), ..d }),
+        ("bins", BoostingOracle { bins: 1, ..d }),
+        ("bins", BoostingOracle { bins: 257, ..d }),
+        ("leaf_l2", BoostingOracle { leaf_l2: -1.0, ..d }),
+        ("leaf_l2", BoostingOracle { leaf_l2: f64::INFINITY, ..d }),
+        ("memory", BoostingOracle { leaf_lbfgs: LbfgsOptions { memory: 0, ..d.leaf_lbfgs }, ..d }),
+    ];
+    let data = Data::new(50, 2, 2, 0, false);
+    let p = data.problem();
+    for (name, oracle) in cases {
+        match oracle.validate() {
+            Err(OracleError::InvalidHyperParameter { name: got, .. }) => assert_eq!(got, name),
+            other => panic!("{name}: {other:?}"),
+        }
+        assert!(matches!(oracle.fit(&p, None, FitContext { seed: 0 }), Err(OracleError::InvalidHyperParameter { .. })));
+    }
+}
+
+#[test]
+fn shape_mismatches_and_bad_bytes_are_typed_errors() {
+    let data = Data::new(300, 3, 3, 13, false);
+    let p = data.problem();
+    let oracle = full(2);
+    let model = oracle.fit_observed(&p, None, FitContext { seed: 0 }, &mut |_| {}).unwrap();
+
+    let other = Data::new(300, 2, 3, 13, false);
+    let q = other.problem();
+    assert!(matches!(oracle.fit(&q, Some(&model), FitContext { seed: 0 }), Err(OracleError::ModelMismatch { .. })));
+    let mut out = vec![0.0; 300 * 3];
+    assert!(matches!(model.score(q.features(), &mut out), Err(OracleError::ModelMismatch { .. })));
+    let mut short = vec![0.0; 10];
+    assert!(matches!(model.score(p.features(), &mut short), Err(OracleError::OutputShape { .. })));
+    let zero = ZeroModel { dim: 3, classes: 3 };
+    assert!(matches!(oracle.fit(&p, Some(&zero), FitContext { seed: 0 }), Err(OracleError::WrongModelKind { .. })));
+
+    assert!(matches!(load(&[1, 2, 3]), Err(OracleError::Codec { .. })));
+    let mut broken = model.clone();
+    if let Some(first) = broken.left.first_mut() {
+        *first = 0; // a node pointing at itself
+    }
+    broken.feature.push(0); // and a node count that disagrees with the offsets
+    assert!(matches!(load(&broken.to_bytes().unwrap()), Err(OracleError::Codec { .. })));
+    let mut far = model.clone();
+    far.feature[0] = 3;
+    assert!(matches!(load(&far.to_bytes().unwrap()), Err(OracleError::Codec { .. })));
+}
+
+#[test]
+fn weighted_rows_are_fitted_and_zero_weights_ignored() {
+    let data = Data::new(1000, 3, 3, 14, false);
+    let weights: Vec<f64> = (0..1000).map(|k| if k % 10 == 0 { 0.0 } else { 1.0 + (k % 3) as f64 }).collect();
+    let f = Features::new(&data.x, 1000, 3).unwrap();
+    let p = Problem::new(f, &data.labels, &data.bias, 3, Some(&weights)).unwrap();
+    let l = losses(&full(8), &p, None, 0);
+    assert!(l.windows(2).all(|w| w[1] <= w[0]));
+    assert!(l[7] < 0.9 * zero_loss(&p));
+}

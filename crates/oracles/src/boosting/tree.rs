@@ -1,0 +1,397 @@
+//! Induction of one multi-output regression tree on the gradient vectors of a
+//! subsample (ch. §1.9.4, step 2): greedy least-squares splits on the
+//! `C`-dimensional vectors `g_k`, found on histograms of binned features.
+//!
+//! For a node with weighted gradient sum `G = Σ_k w_k g̃_k` and weight
+//! `W = Σ_k w_k` (`g̃_k` the unweighted gradient), the best constant fit is
+//! `G / W` and it lowers the squared error by `‖G‖² / W`; a split into
+//! children `L`, `R` therefore gains `‖G_L‖²/W_L + ‖G_R‖²/W_R − ‖G‖²/W`
+//! (with unit weights: `Σ_children ‖Σ g‖² / count`, the chapter's criterion).
+//!
+//! Constraints (ch.): a split must leave at least `min_child` rows in each
+//! child, and a node with fewer than `min_split` rows is not split. Nodes are
+//! split best gain first, so an optional leaf budget keeps the best splits;
+//! without one the tree equals the recursive one.
+
+use rayon::prelude::*;
+
+use super::bins::BinEdges;
+
+/// Below this many (row, feature) pairs a histogram is built on one thread.
+const PARALLEL_HISTOGRAM_WORK: usize = 16_384;
+
+/// The subsample of one round as the tree sees it.
+pub(super) struct Sample<'a> {
+    /// Binned features, column-major `dim × rows`.
+    pub bins: &'a [u8],
+    /// Per row `[w g̃(0), …, w g̃(C−1), w, 1]` (`C + 2` values): the weighted
+    /// gradient, the weight and a count, so one histogram update is one slice add.
+    pub stats: &'a [f64],
+    /// Rows of the subsample.
+    pub rows: usize,
+}
+
+/// Split constraints in rows of the subsample.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TreeLimits {
+    /// Least rows in each child of a split.
+    pub min_child: usize,
+    /// Least rows in a node for it to be split.
+    pub min_split: usize,
+    /// Most levels below the root (`usize::MAX`: none): a node at depth `d` may be
+    /// split only if `d < max_depth`.
+    pub max_depth: usize,
+    /// Most leaves (`usize::MAX`: none).
+    pub max_leaves: usize,
+}
+
+/// A grown tree: internal nodes as flat arrays and the subsample rows of each leaf.
+///
+/// Children are encoded as in the model: `c ≥ 0` is internal node `c`, `c < 0` is
+/// leaf `!c`. A tree without internal nodes is the single leaf 0.
+#[derive(Debug, Default)]
+pub(super) struct GrownTree {
+    /// Split feature of each internal node.
+    pub feature: Vec<u32>,
+    /// Split bin of each internal node: rows with `bin ≤ split_bin` go left.
+    pub split_bin: Vec<u8>,
+    /// Left child of each internal node.
+    pub left: Vec<i32>,
+    /// Right child of each internal node.
+    pub right: Vec<i32>,
+    /// Subsample rows grouped by leaf; leaf `l` holds `order[leaf_ranges[l]]`.
+    pub order: Vec<u32>,
+    /// `(start, end)` of each leaf in `order`.
+    pub leaf_ranges: Vec<(usize, usize)>,
+}
+
+/// Where a pending leaf hangs in the tree.
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    Root,
+    Left(usize),
+    Right(usize),
+}
+
+/// The best split of a node.
+#[derive(Debug, Clone, Copy)]
+struct Split {
+    feature: usize,
+    bin: usize,
+    gain: f64,
+}
+
+/// A node while the tree grows: a leaf, possibly to be split later.
+#[derive(Debug)]
+struct Pending {
+    start: usize,
+    end: usize,
+    depth: usize,
+    slot: Slot,
+    /// Its best split and its histogram, kept while it may still be split.
+    split: Option<(Split, Vec<f64>)>,
+    /// Whether it has been split (then it is an internal node, not a leaf).
+    internal: bool,
+}
+
+/// Grows trees, reusing its buffers from one round to the next.
+#[derive(Debug)]
+pub(super) struct TreeBuilder {
+    classes: usize,
+    /// Bins of each feature.
+    bins: Vec<usize>,
+    /// Values per feature block of a histogram: `max_bins × (C + 2)`.
+    feature_stride: usize,
+    /// Features with at least two bins (the others cannot be split on).
+    active: usize,
+    pool: Vec<Vec<f64>>,
+    pending: Vec<Pending>,
+    /// `C + 2` totals (as in [`Sample::stats`]) of each pending node.
+    totals: Vec<f64>,
+    scratch: Vec<u32>,
+    left_sum: Vec<f64>,
+    /// The tree of the last [`TreeBuilder::grow`].
+    pub tree: GrownTree,
+}
+
+impl TreeBuilder {
+    /// A builder for `classes` outputs over features binned by `edges`.
+    pub(super) fn new(edges: &BinEdges, dim: usize, classes: usize) -> Self {
+        let bins: Vec<usize> = (0..dim).map(|f| edges.bins(f)).collect();
+        let active = bins.iter().filter(|&&b| b > 1).count();
+        Self {
+            classes,
+            feature_stride: edges.max_bins() * (classes + 2),
+            bins,
+            active,
+            pool: Vec::new(),
+            pending: Vec::new(),
+            totals: Vec::new(),
+            scratch: Vec::new(),
+            left_sum: vec![0.0; classes + 2],
+            tree: GrownTree::default(),
+        }
+    }
+
+    /// Grows a tree on `sample` under `limits` into [`TreeBuilder::tree`].
+    pub(super) fn grow(&mut self, sample: &Sample<'_>, limits: &TreeLimits) {
+        let stride = self.classes + 2;
+        let tree = &mut self.tree;
+        tree.feature.clear();
+        tree.split_bin.clear();
+        tree.left.clear();
+        tree.right.clear();
+        tree.leaf_ranges.clear();
+        tree.order.clear();
+        tree.order.extend(0..sample.rows as u32);
+        self.pending.clear();
+        self.totals.clear();
+        self.totals.resize(stride, 0.0);
+        for s in sample.stats.chunks(stride) {
+            self.totals.iter_mut().zip(s).for_each(|(t, v)| *t += v);
+        }
+        self.push_pending(sample, limits, 0, sample.rows, 0, Slot::Root, None);
+
+        let mut leaves = 1;
+        while leaves < limits.max_leaves {
+            let mut best: Option<(usize, f64)> = None;
+            for (i, p) in self.pending.iter().enumerate() {
+                if let Some((s, _)) = &p.split
+                    && best.is_none_or(|(_, g)| s.gain > g)
+                {
+                    best = Some((i, s.gain));
+                }
+            }
+            let Some((i, _)) = best else { break };
+            self.split_node(sample, limits, i);
+            leaves += 1;
+        }
+
+        for p in &mut self.pending {
+            if let Some((_, h)) = p.split.take() {
+                self.pool.push(h);
+            }
+            if p.internal {
+                continue;
+            }
+            let leaf = !(self.tree.leaf_ranges.len() as i32);
+            match p.slot {
+                Slot::Root => {}
+                Slot::Left(n) => self.tree.left[n] = leaf,
+                Slot::Right(n) => self.tree.right[n] = leaf,
+            }
+            self.tree.leaf_ranges.push((p.start, p.end));
+        }
+    }
+
+    /// Splits pending node `i` on its best split, creating its two children.
+    fn split_node(&mut self, sample: &Sample<'_>, limits: &TreeLimits, i: usize) {
+        let stride = self.classes + 2;
+        let (start, end, depth, slot) = {
+            let p = &self.pending[i];
+            (p.start, p.end, p.depth, p.slot)
+        };
+        let Some((split, mut parent_hist)) = self.pending[i].split.take() else { return };
+        self.pending[i].internal = true;
+
+        // Stable partition of the node's rows: bin ≤ split bin goes left.
+        let column = &sample.bins[split.feature * sample.rows..(split.feature + 1) * sample.rows];
+        let rows = &mut self.tree.order[start..end];
+        self.scratch.clear();
+        let mut mid = start;
+        for k in 0..rows.len() {
+            let r = rows[k];
+            if column[r as usize] as usize <= split.bin {
+                rows[mid - start] = r;
+                mid += 1;
+            } else {
+                self.scratch.push(r);
+            }
+        }
+        rows[mid - start..].copy_from_slice(&self.scratch);
+
+        let node = self.tree.feature.len();
+        self.tree.feature.push(split.feature as u32);
+        self.tree.split_bin.push(split.bin as u8);
+        self.tree.left.push(0);
+        self.tree.right.push(0);
+        match slot {
+            Slot::Root => {}
+            Slot::Left(n) => self.tree.left[n] = node as i32,
+            Slot::Right(n) => self.tree.right[n] = node as i32,
+        }
+
+        // The children's totals: the split feature's bins up to the split bin, and the rest.
+        let block = &parent_hist[split.feature * self.feature_stride..];
+        self.left_sum.fill(0.0);
+        for h in block[..(split.bin + 1) * stride].chunks(stride) {
+            self.left_sum.iter_mut().zip(h).for_each(|(l, h)| *l += h);
+        }
+        let parent_totals = i * stride;
+        for j in 0..stride {
+            let right = self.totals[parent_totals + j] - self.left_sum[j];
+            self.totals.push(self.left_sum[j]);
+            self.left_sum[j] = right;
+        }
+        self.totals.extend_from_slice(&self.left_sum);
+
+        // Histogram of the smaller child by a pass over its rows; the larger
+        // child's by subtraction from the parent's.
+        let left_small = mid - start <= end - mid;
+        let (small, large) = if left_small { ((start, mid), (mid, end)) } else { ((mid, end), (start, mid)) };
+        let splittable = |n: usize| n >= limits.min_split && n >= 2 * limits.min_child && depth + 1 < limits.max_depth;
+        let small_splittable = splittable(small.1 - small.0);
+        let large_splittable = splittable(large.1 - large.0);
+        let mut small_hist = None;
+        let mut large_hist = None;
+        if small_splittable || large_splittable {
+            let mut h = self.take_histogram();
+            self.build_histogram(sample, &self.tree.order[small.0..small.1], &mut h);
+            if large_splittable {
+                self.subtract(&mut parent_hist, &h);
+                large_hist = Some(parent_hist);
+            } else {
+                self.pool.push(parent_hist);
+            }
+            if small_splittable {
+                small_hist = Some(h);
+            } else {
+                self.pool.push(h);
+            }
+        } else {
+            self.pool.push(parent_hist);
+        }
+        let (left_hist, right_hist) = if left_small { (small_hist, large_hist) } else { (large_hist, small_hist) };
+        self.push_pending(sample, limits, start, mid, depth + 1, Slot::Left(node), left_hist);
+        self.push_pending(sample, limits, mid, end, depth + 1, Slot::Right(node), right_hist);
+    }
+
+    /// A histogram buffer from the pool (or a new one).
+    fn take_histogram(&mut self) -> Vec<f64> {
+        let mut h = self.pool.pop().unwrap_or_default();
+        h.resize(self.bins.len() * self.feature_stride, 0.0);
+        h
+    }
+
+    /// Adds a pending leaf over `order[start..end]`, whose totals were pushed last
+    /// onto `totals`, with its best split if it may be split. `hist` is its
+    /// histogram when known (built here otherwise).
+    #[allow(clippy::too_many_arguments)]
+    fn push_pending(
+        &mut self,
+        sample: &Sample<'_>,
+        limits: &TreeLimits,
+        start: usize,
+        end: usize,
+        depth: usize,
+        slot: Slot,
+        hist: Option<Vec<f64>>,
+    ) {
+        let index = self.pending.len();
+        let n = end - start;
+        let may_split =
+            self.active > 0 && n >= limits.min_split && n >= 2 * limits.min_child && depth < limits.max_depth;
+        let mut split = None;
+        if may_split {
+            let h = match hist {
+                Some(h) => h,
+                None => {
+                    let mut h = self.take_histogram();
+                    self.build_histogram(sample, &self.tree.order[start..end], &mut h);
+                    h
+                }
+            };
+            match self.best_split(&h, index, limits) {
+                Some(s) => split = Some((s, h)),
+                None => self.pool.push(h),
+            }
+        } else if let Some(h) = hist {
+            self.pool.push(h);
+        }
+        self.pending.push(Pending { start, end, depth, slot, split, internal: false });
+    }
+
+    /// Histogram of `rows`: per feature and bin, the sums of [`Sample::stats`].
+    fn build_histogram(&self, sample: &Sample<'_>, rows: &[u32], hist: &mut [f64]) {
+        let stride = self.classes + 2;
+        let fill = |(f, block): (usize, &mut [f64])| {
+            let bins = self.bins[f];
+            if bins < 2 {
+                return;
+            }
+            let block = &mut block[..bins * stride];
+            block.fill(0.0);
+            let column = &sample.bins[f * sample.rows..(f + 1) * sample.rows];
+            for &r in rows {
+                let r = r as usize;
+                let b = column[r] as usize;
+                let s = &sample.stats[r * stride..(r + 1) * stride];
+                block[b * stride..(b + 1) * stride].iter_mut().zip(s).for_each(|(h, v)| *h += v);
+            }
+        };
+        if rows.len() * self.active >= PARALLEL_HISTOGRAM_WORK {
+            hist.par_chunks_mut(self.feature_stride).enumerate().for_each(fill);
+        } else {
+            hist.chunks_mut(self.feature_stride).enumerate().for_each(fill);
+        }
+    }
+
+    /// `parent −= child`, over the bins in use.
+    fn subtract(&self, parent: &mut [f64], child: &[f64]) {
+        let stride = self.classes + 2;
+        for (f, (p, c)) in parent.chunks_mut(self.feature_stride).zip(child.chunks(self.feature_stride)).enumerate() {
+            let used = self.bins[f] * stride;
+            if self.bins[f] > 1 {
+                p[..used].iter_mut().zip(&c[..used]).for_each(|(p, c)| *p -= c);
+            }
+        }
+    }
+
+    /// The split of largest gain (first one on ties) allowed by `limits`, for
+    /// pending node `index` with histogram `hist`; `None` if no split gains.
+    fn best_split(&mut self, hist: &[f64], index: usize, limits: &TreeLimits) -> Option<Split> {
+        let c = self.classes;
+        let stride = c + 2;
+        let total = &self.totals[index * stride..(index + 1) * stride];
+        let (weight, count) = (total[c], total[c + 1]);
+        let min_child = limits.min_child as f64;
+        let parent_term = if weight > 0.0 { squared_norm(&total[..c]) / weight } else { 0.0 };
+        let mut best: Option<Split> = None;
+        for (f, block) in hist.chunks(self.feature_stride).enumerate() {
+            let bins = self.bins[f];
+            if bins < 2 {
+                continue;
+            }
+            self.left_sum.fill(0.0);
+            for j in 0..bins - 1 {
+                self.left_sum.iter_mut().zip(&block[j * stride..(j + 1) * stride]).for_each(|(l, h)| *l += h);
+                let left_count = self.left_sum[c + 1];
+                if left_count < min_child {
+                    continue;
+                }
+                if count - left_count < min_child {
+                    break;
+                }
+                let left_weight = self.left_sum[c];
+                let right_weight = weight - left_weight;
+                if left_weight <= 0.0 || right_weight <= 0.0 {
+                    continue;
+                }
+                let left_term = squared_norm(&self.left_sum[..c]) / left_weight;
+                let right_term =
+                    total[..c].iter().zip(&self.left_sum[..c]).map(|(t, l)| (t - l) * (t - l)).sum::<f64>()
+                        / right_weight;
+                let gain = left_term + right_term - parent_term;
+                // Rounding leaves a gain of ±ε·terms when no split helps.
+                if gain > 1e-12 * (left_term + right_term) && best.is_none_or(|b| gain > b.gain) {
+                    best = Some(Split { feature: f, bin: j, gain });
+                }
+            }
+        }
+        best
+    }
+}
+
+fn squared_norm(v: &[f64]) -> f64 {
+    v.iter().map(|x| x * x).sum()
+}
