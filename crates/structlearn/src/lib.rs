@@ -1,1 +1,25 @@
-//! placeholder
+//! Structured learning with any function class (Domke 2013, Algorithm 1;
+//! SPEC §4).
+//!
+//! * [`data`]: data sets of examples with region graphs, labels and features,
+//!   and their file format.
+//! * [`train`]: Algorithm 1 ([`Trainer`]), with observers ([`observer`]) and
+//!   checkpoints.
+//! * [`model`]: the learned [`StructuredModel`], prediction and model files.
+//! * [`discrepancy`]: the loss-augmentation `Δ` (Hamming by default).
+
+pub mod data;
+pub mod discrepancy;
+mod error;
+pub mod files;
+pub mod model;
+pub mod observer;
+pub mod oracle_config;
+pub mod train;
+
+pub use data::{Dataset, DatasetFile, Example, ExampleRecord, FactorTypeInfo, FeatureBlock};
+pub use discrepancy::{Discrepancy, Hamming, NoDiscrepancy};
+pub use error::LearnError;
+pub use model::{ModelHeader, ModelTypeHeader, PredictOptions, Prediction, StructuredModel};
+pub use observer::{Callback, CsvCurveWriter, JsonLinesWriter, Observer, ProgressObserver, Record, TrainEvent};
+pub use train::{CheckpointConfig, Evaluate, Step, TrainConfig, TrainOutcome, Trainer, mix_seed};

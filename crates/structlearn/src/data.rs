@@ -1,0 +1,385 @@
+//! Data sets: examples with their own region graphs, labels and per-region
+//! features grouped by factor type (SPEC §1), and the data set file format.
+//!
+//! A [`Dataset`] declares its factor types (name, feature dimension). Every
+//! example's graph names its factor types too; they are matched **by name**.
+//! For every factor type `t` an example carries one [`FeatureBlock`]: a
+//! row-major matrix whose rows are the regions of type `t` in the graph's
+//! region order (`graph.regions_of_type(t)`), `φ^k_α ∈ R^{d_t}`.
+//!
+//! # File format
+//!
+//! * JSON (`.json`): [`DatasetFile`] with `"format": "structlearn-dataset"` and
+//!   `"version": 1`; graphs are listed once under `"graphs"` (as region-graph
+//!   specs: cardinalities, factor types, regions, edges) and examples refer to
+//!   them by index, so a thousand images of one size share one graph.
+//! * Binary (any other extension, conventionally `.sld`): the 8 bytes
+//!   `SLDATA\0\x01`, then the same [`DatasetFile`] encoded with postcard, then
+//!   an 8-byte FNV-1a checksum of the body.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+//! let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
+//! let ex = Example {
+//!     name: "tiny".into(),
+//!     graph,
+//!     labels: Some(vec![0, 1]),
+//!     features: vec![
+//!         FeatureBlock { dim: 2, values: vec![0.1, 1.0, 0.9, 1.0] },
+//!         FeatureBlock { dim: 1, values: vec![1.0] },
+//!     ],
+//! };
+//! let types = vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)];
+//! let data = Dataset::new(types, vec![ex]).unwrap();
+//! assert_eq!(data.factor_types[0].classes, 2);
+//! assert_eq!(data.factor_types[1].classes, 4);
+//! ```
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use factor_graph::{RegionGraph, RegionGraphSpec};
+use serde::{Deserialize, Serialize};
+
+use crate::LearnError;
+
+/// A factor type of a data set/model: parameters are shared by all its regions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FactorTypeInfo {
+    /// Name, matched against the graphs' factor-type names.
+    pub name: String,
+    /// Feature dimension `d_t`.
+    pub dim: usize,
+    /// Number of configurations `|Y_α|` of every region of the type (the
+    /// oracle's classes); filled in by [`Dataset::new`] from the graphs.
+    #[serde(default)]
+    pub classes: usize,
+}
+
+impl FactorTypeInfo {
+    /// A type with its name and feature dimension (classes inferred later).
+    pub fn new(name: &str, dim: usize) -> Self {
+        Self { name: name.to_string(), dim, classes: 0 }
+    }
+}
+
+/// Row-major features of the regions of one factor type in one example.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FeatureBlock {
+    /// Features per region.
+    pub dim: usize,
+    /// `rows × dim` values, rows in the graph's region order for that type.
+    pub values: Vec<f64>,
+}
+
+/// One structured example `x^k` (with its labelling `y^k` when known).
+#[derive(Debug, Clone)]
+pub struct Example {
+    /// A name for messages and outputs (e.g. the image file).
+    pub name: String,
+    /// The example's region graph (shared between examples of one shape).
+    pub graph: Arc<RegionGraph>,
+    /// `y^k_i` per variable, if known.
+    pub labels: Option<Vec<usize>>,
+    /// One block per factor type of the data set, in the data set's type order.
+    pub features: Vec<FeatureBlock>,
+}
+
+/// A validated set of examples over a common list of factor types.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    /// The factor types, with `classes` filled in.
+    pub factor_types: Vec<FactorTypeInfo>,
+    /// The examples.
+    pub examples: Vec<Example>,
+    /// For every example, for every region: the data set's factor-type index.
+    region_types: Vec<Arc<Vec<usize>>>,
+}
+
+impl Dataset {
+    /// Validates examples against the factor types: every graph's types are
+    /// declared, all regions of a type have the same number of configurations,
+    /// feature blocks have the declared dimension and one row per region,
+    /// features are finite, labels are in range. Errors name the example and region.
+    pub fn new(mut factor_types: Vec<FactorTypeInfo>, examples: Vec<Example>) -> Result<Self, LearnError> {
+        if factor_types.is_empty() {
+            return Err(LearnError::NoFactorTypes);
+        }
+        let mut names = HashMap::new();
+        for (t, ft) in factor_types.iter().enumerate() {
+            if names.insert(ft.name.clone(), t).is_some() {
+                return Err(LearnError::Config(format!("factor type `{}` is declared twice", ft.name)));
+            }
+        }
+        let mut classes: Vec<Option<usize>> =
+            factor_types.iter().map(|f| (f.classes > 0).then_some(f.classes)).collect();
+        let mut region_types = Vec::with_capacity(examples.len());
+        let mut cache: HashMap<*const RegionGraph, Arc<Vec<usize>>> = HashMap::new();
+        for (k, ex) in examples.iter().enumerate() {
+            let g = &ex.graph;
+            let key = Arc::as_ptr(g);
+            let types = match cache.get(&key) {
+                Some(t) => t.clone(),
+                None => {
+                    let mut map = Vec::with_capacity(g.num_regions());
+                    for r in 0..g.num_regions() {
+                        let name = &g.factor_types()[g.region_type(r)];
+                        let t = *names.get(name).ok_or_else(|| LearnError::UnknownFactorType {
+                            example: k,
+                            region: r,
+                            factor_type: name.clone(),
+                        })?;
+                        let c = g.num_configs(r);
+                        match classes[t] {
+                            None => classes[t] = Some(c),
+                            Some(expected) if expected != c => {
+                                return Err(LearnError::ClassesMismatch {
+                                    example: k,
+                                    region: r,
+                                    factor_type: name.clone(),
+                                    expected,
+                                    got: c,
+                                });
+                            }
+                            Some(_) => {}
+                        }
+                        map.push(t);
+                    }
+                    let map = Arc::new(map);
+                    cache.insert(key, map.clone());
+                    map
+                }
+            };
+            if ex.features.len() != factor_types.len() {
+                return Err(LearnError::FeatureBlocks {
+                    example: k,
+                    expected: factor_types.len(),
+                    got: ex.features.len(),
+                });
+            }
+            let mut rows_of_type = vec![Vec::new(); factor_types.len()];
+            for (r, &t) in types.iter().enumerate() {
+                rows_of_type[t].push(r);
+            }
+            for (t, (block, ft)) in ex.features.iter().zip(&factor_types).enumerate() {
+                if block.dim != ft.dim {
+                    return Err(LearnError::FeatureDim {
+                        example: k,
+                        factor_type: ft.name.clone(),
+                        expected: ft.dim,
+                        got: block.dim,
+                    });
+                }
+                let regions = rows_of_type[t].len();
+                if block.values.len() != regions * ft.dim {
+                    return Err(LearnError::FeatureLength {
+                        example: k,
+                        factor_type: ft.name.clone(),
+                        regions,
+                        dim: ft.dim,
+                        got: block.values.len(),
+                    });
+                }
+                if let Some(pos) = block.values.iter().position(|v| !v.is_finite()) {
+                    return Err(LearnError::NonFiniteFeature {
+                        example: k,
+                        factor_type: ft.name.clone(),
+                        region: rows_of_type[t][pos / ft.dim.max(1)],
+                        col: pos % ft.dim.max(1),
+                        value: block.values[pos],
+                    });
+                }
+            }
+            if let Some(labels) = &ex.labels {
+                if labels.len() != g.num_variables() {
+                    return Err(LearnError::LabelCount { example: k, expected: g.num_variables(), got: labels.len() });
+                }
+                for (variable, &label) in labels.iter().enumerate() {
+                    if label >= g.cardinality(variable) {
+                        return Err(LearnError::LabelOutOfRange {
+                            example: k,
+                            variable,
+                            label,
+                            cardinality: g.cardinality(variable),
+                        });
+                    }
+                }
+            }
+            region_types.push(types);
+        }
+        for (ft, c) in factor_types.iter_mut().zip(classes) {
+            ft.classes = c.unwrap_or(ft.classes);
+        }
+        Ok(Self { factor_types, examples, region_types })
+    }
+
+    /// Number of examples.
+    pub fn len(&self) -> usize {
+        self.examples.len()
+    }
+
+    /// Whether there are no examples.
+    pub fn is_empty(&self) -> bool {
+        self.examples.is_empty()
+    }
+
+    /// The data set's factor-type index of every region of example `k`.
+    pub fn region_types(&self, k: usize) -> &[usize] {
+        &self.region_types[k]
+    }
+
+    /// Regions of example `k` whose data-set factor type is `t`, in region order
+    /// (the row order of its feature block `t`).
+    pub fn regions_of_type(&self, k: usize, t: usize) -> impl Iterator<Item = usize> + '_ {
+        self.region_types[k].iter().enumerate().filter(move |&(_, &rt)| rt == t).map(|(r, _)| r)
+    }
+
+    /// Index of the factor type called `name`.
+    pub fn factor_type_index(&self, name: &str) -> Option<usize> {
+        self.factor_types.iter().position(|f| f.name == name)
+    }
+
+    /// Labels of example `k`, or an error naming it.
+    pub fn labels(&self, k: usize) -> Result<&[usize], LearnError> {
+        self.examples[k].labels.as_deref().ok_or(LearnError::MissingLabels { example: k })
+    }
+
+    /// Total number of labelled variables (pixels) over all examples.
+    pub fn num_variables(&self) -> usize {
+        self.examples.iter().map(|e| e.graph.num_variables()).sum()
+    }
+
+    /// Reads a data set file (JSON for `.json`, binary otherwise; module docs).
+    pub fn load(path: &Path) -> Result<Self, LearnError> {
+        let bytes = std::fs::read(path).map_err(|e| LearnError::io(path, e))?;
+        let file: DatasetFile = if is_json(path) {
+            serde_json::from_slice(&bytes)
+                .map_err(|e| LearnError::bad_file(path, format!("invalid JSON data set: {e}")))?
+        } else {
+            let body = crate::files::unwrap_binary(path, &bytes, DATASET_MAGIC)?;
+            postcard::from_bytes(body).map_err(|e| LearnError::bad_file(path, format!("corrupt data set: {e}")))?
+        };
+        file.into_dataset().map_err(|e| match e {
+            LearnError::BadFile { reason, .. } => LearnError::bad_file(path, reason),
+            other => other,
+        })
+    }
+
+    /// Writes the data set atomically (JSON for `.json`, binary otherwise).
+    pub fn save(&self, path: &Path) -> Result<(), LearnError> {
+        let file = DatasetFile::from_dataset(self);
+        let bytes = if is_json(path) {
+            serde_json::to_vec(&file).map_err(|e| LearnError::bad_file(path, e.to_string()))?
+        } else {
+            let body = postcard::to_stdvec(&file).map_err(|e| LearnError::bad_file(path, e.to_string()))?;
+            crate::files::wrap_binary(DATASET_MAGIC, &body)
+        };
+        crate::files::write_atomic(path, &bytes)
+    }
+}
+
+fn is_json(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"))
+}
+
+/// Magic bytes of binary data set files (the last byte is the format version).
+pub const DATASET_MAGIC: &[u8; 8] = b"SLDATA\0\x01";
+
+/// Version of the data set file format.
+pub const DATASET_VERSION: u32 = 1;
+
+/// The serialised form of a [`Dataset`] (see module docs).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DatasetFile {
+    /// Always `"structlearn-dataset"`.
+    pub format: String,
+    /// [`DATASET_VERSION`].
+    pub version: u32,
+    /// Factor types (name, dim; classes optional).
+    pub factor_types: Vec<FactorTypeInfo>,
+    /// Distinct region graphs.
+    pub graphs: Vec<RegionGraphSpec>,
+    /// Examples referring to `graphs` by index.
+    pub examples: Vec<ExampleRecord>,
+}
+
+/// One example in a [`DatasetFile`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ExampleRecord {
+    /// Name.
+    pub name: String,
+    /// Index into [`DatasetFile::graphs`].
+    pub graph: usize,
+    /// Labels, if known.
+    pub labels: Option<Vec<usize>>,
+    /// Feature blocks, one per factor type in [`DatasetFile::factor_types`] order.
+    pub features: Vec<FeatureBlock>,
+}
+
+impl DatasetFile {
+    /// The file form of a data set, sharing identical graphs.
+    pub fn from_dataset(data: &Dataset) -> Self {
+        let mut graphs = Vec::new();
+        let mut index: HashMap<*const RegionGraph, usize> = HashMap::new();
+        let examples = data
+            .examples
+            .iter()
+            .map(|ex| {
+                let g = *index.entry(Arc::as_ptr(&ex.graph)).or_insert_with(|| {
+                    graphs.push(ex.graph.spec().clone());
+                    graphs.len() - 1
+                });
+                ExampleRecord {
+                    name: ex.name.clone(),
+                    graph: g,
+                    labels: ex.labels.clone(),
+                    features: ex.features.clone(),
+                }
+            })
+            .collect();
+        Self {
+            format: "structlearn-dataset".into(),
+            version: DATASET_VERSION,
+            factor_types: data.factor_types.clone(),
+            graphs,
+            examples,
+        }
+    }
+
+    /// Validates and builds the data set.
+    pub fn into_dataset(self) -> Result<Dataset, LearnError> {
+        let src = Path::new("data set");
+        if self.format != "structlearn-dataset" {
+            return Err(LearnError::bad_file(
+                src,
+                format!("format is `{}`, expected `structlearn-dataset`", self.format),
+            ));
+        }
+        if self.version != DATASET_VERSION {
+            return Err(LearnError::bad_file(
+                src,
+                format!(
+                    "data set format version {} is not supported (this build reads {DATASET_VERSION})",
+                    self.version
+                ),
+            ));
+        }
+        let graphs =
+            self.graphs.into_iter().map(|s| RegionGraph::from_spec(s).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
+        let examples = self
+            .examples
+            .into_iter()
+            .enumerate()
+            .map(|(k, r)| {
+                let graph = graphs.get(r.graph).cloned().ok_or_else(|| {
+                    LearnError::bad_file(src, format!("example {k} refers to graph {} of {}", r.graph, graphs.len()))
+                })?;
+                Ok(Example { name: r.name, graph, labels: r.labels, features: r.features })
+            })
+            .collect::<Result<Vec<_>, LearnError>>()?;
+        let types = self.factor_types.into_iter().map(|f| FactorTypeInfo { classes: 0, ..f }).collect();
+        Dataset::new(types, examples)
+    }
+}

@@ -1,0 +1,44 @@
+//! The discrepancy `Δ(y^k, y) = Σ_α Δ_α(y^k_α, y_α)` of the loss-augmented
+//! parameters (SPEC §2, Eq. 5): `θ^k(y_α) = f_α(x^k, y_α) + Δ_α(y^k_α, y_α)`.
+
+use std::fmt::Debug;
+
+use factor_graph::RegionGraph;
+
+/// A decomposable discrepancy: one table `Δ_α(y^k_α, ·)` per region.
+pub trait Discrepancy: Send + Sync + Debug {
+    /// Writes `Δ_α(y^k_α, y_α)` for every configuration `y_α` of `region` into
+    /// `out` (length `graph.num_configs(region)`), given the true labelling
+    /// `truth` of all variables. Values must be finite and `Δ_α(y^k_α, y^k_α) = 0`.
+    fn region(&self, graph: &RegionGraph, region: usize, truth: &[usize], out: &mut [f64]);
+}
+
+/// Hamming distance placed on the singleton regions (SPEC §2):
+/// `Δ_i(y^k_i, y_i) = [y_i ≠ y^k_i]`, zero on larger regions. Variables without
+/// a singleton region contribute nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Hamming;
+
+impl Discrepancy for Hamming {
+    fn region(&self, graph: &RegionGraph, region: usize, truth: &[usize], out: &mut [f64]) {
+        let vars = graph.region_variables(region);
+        if vars.len() == 1 {
+            let t = truth[vars[0]];
+            for (y, o) in out.iter_mut().enumerate() {
+                *o = if y == t { 0.0 } else { 1.0 };
+            }
+        } else {
+            out.fill(0.0);
+        }
+    }
+}
+
+/// The zero discrepancy: no loss augmentation (a smoothed CRF-like objective).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoDiscrepancy;
+
+impl Discrepancy for NoDiscrepancy {
+    fn region(&self, _graph: &RegionGraph, _region: usize, _truth: &[usize], out: &mut [f64]) {
+        out.fill(0.0);
+    }
+}

@@ -1,0 +1,186 @@
+//! Typed errors of the learner, prediction and files.
+
+use factor_graph::{GraphError, UaiError};
+use oracles::OracleError;
+use smoothed_inference::InferenceError;
+
+/// Everything that can go wrong in training, prediction, datasets and model files.
+#[derive(Debug, thiserror::Error)]
+pub enum LearnError {
+    /// A training set without examples.
+    #[error("empty data set: there are no examples")]
+    EmptyDataset,
+    /// A data set that declares no factor types.
+    #[error("the data set declares no factor types")]
+    NoFactorTypes,
+    /// An example's graph uses a factor type the data set/model does not declare.
+    #[error("example {example}: region {region} has factor type `{factor_type}`, which the model does not declare")]
+    UnknownFactorType {
+        /// Example index.
+        example: usize,
+        /// Region index in the example's graph.
+        region: usize,
+        /// The type's name.
+        factor_type: String,
+    },
+    /// A region's number of configurations differs from its factor type's classes.
+    #[error(
+        "example {example}: region {region} of type `{factor_type}` has {got} configurations, but the type has {expected} classes"
+    )]
+    ClassesMismatch {
+        /// Example index.
+        example: usize,
+        /// Region index.
+        region: usize,
+        /// Type name.
+        factor_type: String,
+        /// Classes of the type.
+        expected: usize,
+        /// Configurations of the region.
+        got: usize,
+    },
+    /// A feature block's dimension differs from the factor type's.
+    #[error(
+        "example {example}: features of type `{factor_type}` have dimension {got}, but the type has dimension {expected}"
+    )]
+    FeatureDim {
+        /// Example index.
+        example: usize,
+        /// Type name.
+        factor_type: String,
+        /// The type's dimension.
+        expected: usize,
+        /// The block's dimension.
+        got: usize,
+    },
+    /// A feature block's length is not (regions of the type) × dim.
+    #[error(
+        "example {example}: features of type `{factor_type}` hold {got} values, expected {regions} regions × {dim}"
+    )]
+    FeatureLength {
+        /// Example index.
+        example: usize,
+        /// Type name.
+        factor_type: String,
+        /// Regions of that type in the example.
+        regions: usize,
+        /// Dimension.
+        dim: usize,
+        /// Values given.
+        got: usize,
+    },
+    /// An example has the wrong number of feature blocks.
+    #[error("example {example}: {got} feature blocks, but the data set has {expected} factor types")]
+    FeatureBlocks {
+        /// Example index.
+        example: usize,
+        /// Types declared.
+        expected: usize,
+        /// Blocks given.
+        got: usize,
+    },
+    /// A NaN or infinite feature.
+    #[error("example {example}: feature {col} of region {region} (type `{factor_type}`) is not finite: {value}")]
+    NonFiniteFeature {
+        /// Example index.
+        example: usize,
+        /// Type name.
+        factor_type: String,
+        /// Region index in the graph.
+        region: usize,
+        /// Feature column.
+        col: usize,
+        /// The value.
+        value: f64,
+    },
+    /// Labels of the wrong length.
+    #[error("example {example}: {got} labels for {expected} variables")]
+    LabelCount {
+        /// Example index.
+        example: usize,
+        /// Variables of the graph.
+        expected: usize,
+        /// Labels given.
+        got: usize,
+    },
+    /// A label outside its variable's range.
+    #[error("example {example}: label {label} of variable {variable} is out of range 0..{cardinality}")]
+    LabelOutOfRange {
+        /// Example index.
+        example: usize,
+        /// Variable.
+        variable: usize,
+        /// Label.
+        label: usize,
+        /// Cardinality of the variable.
+        cardinality: usize,
+    },
+    /// Training needs labels on every example.
+    #[error("example {example} has no labels; training and evaluation need them")]
+    MissingLabels {
+        /// Example index.
+        example: usize,
+    },
+    /// A factor type has no oracle, or an oracle names no type.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The model and the data disagree (types, dimensions, classes).
+    #[error("model does not match the data: {0}")]
+    ModelMismatch(String),
+    /// An oracle failed.
+    #[error("oracle for factor type `{factor_type}`: {source}")]
+    Oracle {
+        /// Type whose oracle failed.
+        factor_type: String,
+        /// The oracle error.
+        #[source]
+        source: OracleError,
+    },
+    /// Inference failed.
+    #[error("inference on example {example}: {source}")]
+    Inference {
+        /// Example index.
+        example: usize,
+        /// The inference error.
+        #[source]
+        source: InferenceError,
+    },
+    /// Invalid graph.
+    #[error(transparent)]
+    Graph(#[from] GraphError),
+    /// Invalid UAI file.
+    #[error(transparent)]
+    Uai(#[from] UaiError),
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file is not of the expected format, of another version, or corrupt.
+    #[error("{path}: {reason}")]
+    BadFile {
+        /// The path (or a description of the source).
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Training was interrupted by the caller (e.g. Ctrl-C); the last checkpoint is intact.
+    #[error("training interrupted after learning iteration {completed}")]
+    Interrupted {
+        /// Learning iterations completed.
+        completed: usize,
+    },
+}
+
+impl LearnError {
+    pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
+        LearnError::Io { path: path.display().to_string(), source }
+    }
+    pub(crate) fn bad_file(path: &std::path::Path, reason: impl Into<String>) -> Self {
+        LearnError::BadFile { path: path.display().to_string(), reason: reason.into() }
+    }
+}

@@ -1,0 +1,343 @@
+//! The `structlearn` command line: inference on UAI models, and training,
+//! prediction and evaluation on data set files (see `structlearn --help`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use factor_graph::UaiModel;
+use oracles::ModelRegistry;
+use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace};
+use structlearn::files::write_atomic;
+use structlearn::oracle_config::oracle_from_json;
+use structlearn::{
+    CheckpointConfig, CsvCurveWriter, Dataset, LearnError, PredictOptions, ProgressObserver, StructuredModel,
+    TrainConfig, Trainer,
+};
+
+#[derive(Parser)]
+#[command(name = "structlearn", version, about = "Structured learning with any function class (Domke 2013)")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Entropy-smoothed LP inference on a UAI MARKOV model: writes the dual
+    /// value, the largest marginalisation violation and all beliefs as JSON.
+    Infer {
+        /// The UAI model file.
+        model: PathBuf,
+        /// Entropy weight ε (> 0).
+        #[arg(long, default_value_t = 1.0)]
+        eps: f64,
+        /// Largest number of message-passing iterations.
+        #[arg(long, default_value_t = 1000)]
+        iterations: usize,
+        /// Stop once the largest marginalisation violation is below this.
+        #[arg(long)]
+        tolerance: Option<f64>,
+        /// Output JSON file (standard output if omitted).
+        #[arg(long)]
+        output: Option<PathBuf>,
+    },
+    /// Trains a model with Algorithm 1 on a data set file.
+    Train {
+        /// Training data set (.json or binary .sld).
+        #[arg(long)]
+        data: PathBuf,
+        /// Where to write the model file.
+        #[arg(long)]
+        model: PathBuf,
+        /// Oracle per factor type, as TYPE=KIND (zero, constant, linear, boosting, mlp);
+        /// repeatable. Overrides the configuration file.
+        #[arg(long = "oracle", value_name = "TYPE=KIND")]
+        oracles: Vec<String>,
+        /// JSON configuration: {"train": {TrainConfig fields}, "oracles": {"TYPE": {"kind": ..., params}}}.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Validation/test data set: its error is reported every learning iteration.
+        #[arg(long)]
+        validation: Option<PathBuf>,
+        /// Number of learning iterations (overrides the configuration).
+        #[arg(long)]
+        iterations: Option<usize>,
+        /// Entropy weight ε (overrides the configuration).
+        #[arg(long)]
+        eps: Option<f64>,
+        /// Seed (overrides the configuration).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Write the learning curve (one row per step) to this CSV file.
+        #[arg(long)]
+        curve: Option<PathBuf>,
+        /// Checkpoint file, written after every learning iteration.
+        #[arg(long)]
+        checkpoint: Option<PathBuf>,
+        /// Resume from the checkpoint file if it exists.
+        #[arg(long, requires = "checkpoint")]
+        resume: bool,
+    },
+    /// Predicts labels and writes them (and optionally beliefs) as JSON.
+    Predict {
+        /// Model file.
+        #[arg(long)]
+        model: PathBuf,
+        /// Data set file (labels not needed).
+        #[arg(long)]
+        data: PathBuf,
+        /// Output JSON file.
+        #[arg(long)]
+        output: PathBuf,
+        /// Message-passing iterations.
+        #[arg(long, default_value_t = PredictOptions::default().iterations)]
+        iterations: usize,
+        /// Stop once the largest violation is below this.
+        #[arg(long, default_value_t = 1e-4)]
+        tolerance: f64,
+        /// Also write the singleton beliefs.
+        #[arg(long)]
+        beliefs: bool,
+    },
+    /// Prints the error rate (fraction of misclassified variables) of a model on a labelled data set.
+    Eval {
+        /// Model file.
+        #[arg(long)]
+        model: PathBuf,
+        /// Labelled data set file.
+        #[arg(long)]
+        data: PathBuf,
+        /// Message-passing iterations.
+        #[arg(long, default_value_t = PredictOptions::default().iterations)]
+        iterations: usize,
+        /// Stop once the largest violation is below this.
+        #[arg(long, default_value_t = 1e-4)]
+        tolerance: f64,
+    },
+}
+
+fn main() {
+    if let Err(e) = run(Cli::parse()) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Infer { model, eps, iterations, tolerance, output } => {
+            infer(&model, eps, iterations, tolerance, output.as_deref())
+        }
+        Command::Train {
+            data,
+            model,
+            oracles,
+            config,
+            validation,
+            iterations,
+            eps,
+            seed,
+            curve,
+            checkpoint,
+            resume,
+        } => {
+            let args = TrainArgs {
+                data,
+                model,
+                oracles,
+                config,
+                validation,
+                iterations,
+                eps,
+                seed,
+                curve,
+                checkpoint,
+                resume,
+            };
+            train(args)
+        }
+        Command::Predict { model, data, output, iterations, tolerance, beliefs } => {
+            let model = StructuredModel::load(&model, &ModelRegistry::with_builtin())?;
+            let data = Dataset::load(&data)?;
+            let opts = PredictOptions { iterations, tolerance: Some(tolerance) };
+            let predictions = model.predict(&data, &opts)?;
+            let out: Vec<serde_json::Value> = predictions
+                .iter()
+                .zip(&data.examples)
+                .map(|(p, ex)| {
+                    let mut v = serde_json::json!({
+                        "name": ex.name, "labels": p.labels,
+                        "iterations": p.report.iterations, "max_violation": p.report.max_violation,
+                    });
+                    if beliefs {
+                        v["beliefs"] = serde_json::json!(singleton_beliefs(&ex.graph, &p.beliefs));
+                    }
+                    v
+                })
+                .collect();
+            write_json(&output, &serde_json::json!({ "predictions": out }))
+        }
+        Command::Eval { model, data, iterations, tolerance } => {
+            let model = StructuredModel::load(&model, &ModelRegistry::with_builtin())?;
+            let data = Dataset::load(&data)?;
+            let error = model.error_rate(&data, &PredictOptions { iterations, tolerance: Some(tolerance) })?;
+            println!("error {error:.6} on {} variables of {} examples", data.num_variables(), data.len());
+            Ok(())
+        }
+    }
+}
+
+fn singleton_beliefs(graph: &factor_graph::RegionGraph, beliefs: &[f64]) -> Vec<Vec<f64>> {
+    (0..graph.num_variables())
+        .map(|v| graph.singleton(v).map_or_else(Vec::new, |r| beliefs[graph.config_range(r)].to_vec()))
+        .collect()
+}
+
+fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    write_atomic(path, text.as_bytes())?;
+    Ok(())
+}
+
+fn infer(path: &Path, eps: f64, iterations: usize, tolerance: Option<f64>, output: Option<&Path>) -> Result<()> {
+    if !(eps > 0.0 && eps.is_finite()) {
+        bail!("--eps must be > 0 and finite (got {eps})");
+    }
+    if let Some(t) = tolerance {
+        if !(t > 0.0) {
+            bail!("--tolerance must be > 0 (got {t})");
+        }
+    }
+    let uai = UaiModel::read(path)?;
+    let m = uai.to_region_graph()?;
+    let g = &m.graph;
+    let eps_types = vec![eps; g.factor_types().len()];
+    let problem = InferenceProblem::new(g, &m.theta, &eps_types)?;
+    let mut messages = Messages::zeros(g);
+    let mut ws = Workspace::new(g);
+    let report = problem.run(&mut messages, &RunOptions { iterations, tolerance, order: None }, &mut ws)?;
+    let mut beliefs = vec![0.0; g.total_configs()];
+    problem.beliefs(&messages, &mut beliefs);
+    let factors: Vec<Vec<f64>> = m
+        .placements
+        .iter()
+        .map(|p| match p.region {
+            Some(r) => {
+                let start = g.config_range(r).start;
+                p.map.iter().map(|&c| beliefs[start + c]).collect()
+            }
+            None => vec![1.0],
+        })
+        .collect();
+    let value = serde_json::json!({
+        "dual_value": report.dual_value + m.constant,
+        "max_violation": report.max_violation,
+        "iterations": report.iterations,
+        "variables": singleton_beliefs(g, &beliefs),
+        "factors": factors,
+    });
+    match output {
+        Some(p) => write_json(p, &value),
+        None => {
+            println!("{}", serde_json::to_string_pretty(&value)?);
+            Ok(())
+        }
+    }
+}
+
+struct TrainArgs {
+    data: PathBuf,
+    model: PathBuf,
+    oracles: Vec<String>,
+    config: Option<PathBuf>,
+    validation: Option<PathBuf>,
+    iterations: Option<usize>,
+    eps: Option<f64>,
+    seed: Option<u64>,
+    curve: Option<PathBuf>,
+    checkpoint: Option<PathBuf>,
+    resume: bool,
+}
+
+fn train(a: TrainArgs) -> Result<()> {
+    let data = Dataset::load(&a.data)?;
+    let validation = a.validation.as_deref().map(Dataset::load).transpose()?;
+    let (mut config, mut oracle_specs) = match &a.config {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            let v: serde_json::Value =
+                serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", p.display()))?;
+            let obj = v.as_object().context("the configuration must be a JSON object")?;
+            if let Some(k) = obj.keys().find(|k| *k != "train" && *k != "oracles") {
+                bail!("{}: unknown key `{k}` (expected `train` and `oracles`)", p.display());
+            }
+            let config: TrainConfig = match obj.get("train") {
+                Some(t) => serde_json::from_value(t.clone()).with_context(|| format!("{}: `train`", p.display()))?,
+                None => TrainConfig::default(),
+            };
+            let specs: Vec<(String, serde_json::Value)> = obj
+                .get("oracles")
+                .and_then(|o| o.as_object())
+                .map(|o| o.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                .unwrap_or_default();
+            (config, specs)
+        }
+        None => (TrainConfig::default(), Vec::new()),
+    };
+    for o in &a.oracles {
+        let (t, kind) = o.split_once('=').with_context(|| format!("--oracle `{o}` is not TYPE=KIND"))?;
+        oracle_specs.retain(|(name, _)| name != t);
+        oracle_specs.push((t.to_string(), serde_json::json!({ "kind": kind })));
+    }
+    if let Some(i) = a.iterations {
+        config.learning_iterations = i;
+    }
+    if let Some(e) = a.eps {
+        config.epsilon = e;
+    }
+    if let Some(s) = a.seed {
+        config.seed = s;
+    }
+    if let Some(c) = &a.checkpoint {
+        config.checkpoint = Some(CheckpointConfig { path: c.clone(), every: 1 });
+    }
+    let oracles = oracle_specs
+        .iter()
+        .map(|(t, spec)| Ok((t.clone(), oracle_from_json(spec)?)))
+        .collect::<Result<Vec<_>, LearnError>>()?;
+    let mut trainer = Trainer::new(&data, oracles, config)?;
+    if let Some(v) = &validation {
+        trainer = trainer.with_validation(v);
+    }
+    if a.resume {
+        if let Some(c) = a.checkpoint.as_deref().filter(|c| c.exists()) {
+            trainer.resume_from(c, &ModelRegistry::with_builtin())?;
+            eprintln!("resumed after learning iteration {}", trainer.completed_iterations());
+        }
+    }
+    trainer.add_observer(Box::new(ProgressObserver::new("train")));
+    if let Some(c) = &a.curve {
+        trainer.add_observer(Box::new(CsvCurveWriter::create(c)?));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    // Ctrl-C: finish the current learning iteration, checkpoint, and stop.
+    if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)) {
+        eprintln!("warning: Ctrl-C will not stop training cleanly: {e}");
+    }
+    trainer.set_stop_flag(stop);
+    let outcome = trainer.train()?;
+    outcome.model.save(&a.model)?;
+    if let Some(last) = outcome.history.last() {
+        eprintln!(
+            "objective R = {:.6e}; train error {}; validation error {}",
+            last.objective,
+            last.train_error.map_or("-".into(), |e| format!("{e:.4}")),
+            last.validation_error.map_or("-".into(), |e| format!("{e:.4}"))
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,336 @@
+//! A learned structured model: one fitted function per factor type, the
+//! entropy weights, prediction (SPEC §4 "Prediction on new data") and model files.
+//!
+//! # Model files
+//!
+//! Binary: the 8 bytes `SLMODEL\x01` (the last byte is the format version),
+//! then a postcard body `(ModelHeader, Vec<parameter bytes>)`, then an 8-byte
+//! FNV-1a checksum of the body. The self-describing header lists the format
+//! version and, per factor type, its name, feature dimension, classes, `ε` and
+//! oracle kind; the parameter bytes of each type are read back by the loader
+//! registered for its kind in an [`oracles::ModelRegistry`], so function classes
+//! from other crates load without editing this one. A file of another version,
+//! a foreign file, or a corrupt or truncated one gives [`LearnError::BadFile`].
+//! [`StructuredModel::to_json`] exports small models as readable JSON.
+
+use std::path::Path;
+
+use oracles::{Features, Model, ModelRegistry};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use smoothed_inference::{InferenceProblem, Messages, RunOptions, RunReport, Workspace, decode};
+
+use crate::files::{unwrap_binary, wrap_binary, write_atomic};
+use crate::{Dataset, FactorTypeInfo, LearnError};
+
+/// Magic bytes of model files (last byte: format version).
+pub const MODEL_MAGIC: &[u8; 8] = b"SLMODEL\x01";
+
+/// Version of the model file format.
+pub const MODEL_FORMAT_VERSION: u32 = 1;
+
+/// How prediction runs message passing (SPEC §4: messages from 0, message
+/// passing to convergence or a fixed budget, decode).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PredictOptions {
+    /// Largest number of message-passing iterations.
+    pub iterations: usize,
+    /// Stop once the largest marginalisation violation is below this.
+    pub tolerance: Option<f64>,
+}
+
+impl Default for PredictOptions {
+    /// 100 iterations or a violation below 1e-4, whichever comes first.
+    fn default() -> Self {
+        Self { iterations: 100, tolerance: Some(1e-4) }
+    }
+}
+
+/// The prediction for one example.
+#[derive(Debug, Clone)]
+pub struct Prediction {
+    /// `ŷ_i = argmax μ_i(y_i)` per variable.
+    pub labels: Vec<usize>,
+    /// Beliefs `μ_α`, flat per configuration of the example's graph.
+    pub beliefs: Vec<f64>,
+    /// What message passing did.
+    pub report: RunReport,
+}
+
+/// Per factor type, what a model file's header says.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelTypeHeader {
+    /// Factor type name.
+    pub name: String,
+    /// Feature dimension.
+    pub dim: usize,
+    /// Classes (configurations per region).
+    pub classes: usize,
+    /// Entropy weight `ε_t` (also the energy scale `f = ε g`).
+    pub epsilon: f64,
+    /// Oracle / model kind, the registry key.
+    pub kind: String,
+}
+
+/// The self-describing header of a model file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelHeader {
+    /// [`MODEL_FORMAT_VERSION`].
+    pub format_version: u32,
+    /// The factor types, in order.
+    pub factor_types: Vec<ModelTypeHeader>,
+}
+
+/// A structured predictor `F(x, y) = Σ_α ε_t g_t(φ_α, y_α)` (SPEC §4: `f = ε g`).
+#[derive(Debug, Clone)]
+pub struct StructuredModel {
+    /// Factor types (name, dim, classes).
+    pub factor_types: Vec<FactorTypeInfo>,
+    /// `ε_t` per factor type.
+    pub epsilon: Vec<f64>,
+    /// The fitted `g_t` per factor type.
+    pub models: Vec<Box<dyn Model>>,
+}
+
+impl StructuredModel {
+    /// Checks that there is one model and one positive, finite `ε` per type,
+    /// with matching dimensions and classes.
+    pub fn new(
+        factor_types: Vec<FactorTypeInfo>,
+        epsilon: Vec<f64>,
+        models: Vec<Box<dyn Model>>,
+    ) -> Result<Self, LearnError> {
+        if epsilon.len() != factor_types.len() || models.len() != factor_types.len() {
+            return Err(LearnError::Config(format!(
+                "{} factor types but {} entropy weights and {} models",
+                factor_types.len(),
+                epsilon.len(),
+                models.len()
+            )));
+        }
+        for ((ft, &eps), m) in factor_types.iter().zip(&epsilon).zip(&models) {
+            if !(eps > 0.0 && eps.is_finite()) {
+                return Err(LearnError::Config(format!(
+                    "epsilon of `{}` is {eps}; it must be > 0 and finite",
+                    ft.name
+                )));
+            }
+            if m.dim() != ft.dim || m.classes() != ft.classes {
+                return Err(LearnError::ModelMismatch(format!(
+                    "factor type `{}` has dim {} and {} classes, its {} model has dim {} and {} classes",
+                    ft.name,
+                    ft.dim,
+                    ft.classes,
+                    m.kind(),
+                    m.dim(),
+                    m.classes()
+                )));
+            }
+        }
+        Ok(Self { factor_types, epsilon, models })
+    }
+
+    /// Checks that a data set has this model's factor types (same names and
+    /// order, dimensions and classes).
+    pub fn check_dataset(&self, data: &Dataset) -> Result<(), LearnError> {
+        if data.factor_types.len() != self.factor_types.len() {
+            return Err(LearnError::ModelMismatch(format!(
+                "the model has {} factor types, the data {}",
+                self.factor_types.len(),
+                data.factor_types.len()
+            )));
+        }
+        for (m, d) in self.factor_types.iter().zip(&data.factor_types) {
+            if m.name != d.name || m.dim != d.dim || (d.classes != 0 && m.classes != d.classes) {
+                return Err(LearnError::ModelMismatch(format!(
+                    "model type `{}` (dim {}, {} classes) vs data type `{}` (dim {}, {} classes)",
+                    m.name, m.dim, m.classes, d.name, d.dim, d.classes
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Scores of factor type `t` for all its regions of example `k`
+    /// (`rows × classes`, rows in region order).
+    pub fn type_scores(&self, data: &Dataset, k: usize, t: usize) -> Result<Vec<f64>, LearnError> {
+        let block = &data.examples[k].features[t];
+        let ft = &self.factor_types[t];
+        let rows = block.values.len() / ft.dim.max(1);
+        let features = Features::new(&block.values, rows, ft.dim).map_err(|e| oracle_err(ft, e))?;
+        let mut out = vec![0.0; rows * ft.classes];
+        self.models[t].score(features, &mut out).map_err(|e| oracle_err(ft, e))?;
+        Ok(out)
+    }
+
+    /// Energies `θ(y_α) = ε_t g_t(φ_α, y_α)` of example `k` (no `Δ`), flat per
+    /// configuration of its graph.
+    pub fn energies(&self, data: &Dataset, k: usize) -> Result<Vec<f64>, LearnError> {
+        let graph = &data.examples[k].graph;
+        let mut theta = vec![0.0; graph.total_configs()];
+        for t in 0..self.factor_types.len() {
+            let scores = self.type_scores(data, k, t)?;
+            let c = self.factor_types[t].classes;
+            let eps = self.epsilon[t];
+            for (row, r) in data.regions_of_type(k, t).enumerate() {
+                for (th, g) in theta[graph.config_range(r)].iter_mut().zip(&scores[row * c..(row + 1) * c]) {
+                    *th = eps * g;
+                }
+            }
+        }
+        Ok(theta)
+    }
+
+    /// `ε` per factor type of example `k`'s *graph* (the graph's own type order).
+    pub(crate) fn graph_epsilon(&self, data: &Dataset, k: usize) -> Vec<f64> {
+        let g = &data.examples[k].graph;
+        g.factor_types().iter().map(|name| data.factor_type_index(name).map_or(1.0, |t| self.epsilon[t])).collect()
+    }
+
+    /// Predicts example `k` (SPEC §4): `θ = ε g`, messages from 0, message
+    /// passing until `opts`' tolerance or budget, decode.
+    pub fn predict_example(&self, data: &Dataset, k: usize, opts: &PredictOptions) -> Result<Prediction, LearnError> {
+        let graph = &data.examples[k].graph;
+        let theta = self.energies(data, k)?;
+        let eps = self.graph_epsilon(data, k);
+        let problem = InferenceProblem::new(graph, &theta, &eps)
+            .map_err(|source| LearnError::Inference { example: k, source })?;
+        let mut messages = Messages::zeros(graph);
+        let mut ws = Workspace::new(graph);
+        let run = RunOptions { iterations: opts.iterations, tolerance: opts.tolerance, order: None };
+        let report =
+            problem.run(&mut messages, &run, &mut ws).map_err(|source| LearnError::Inference { example: k, source })?;
+        let mut beliefs = vec![0.0; graph.total_configs()];
+        problem.beliefs(&messages, &mut beliefs);
+        let labels = decode(graph, &beliefs).map_err(|source| LearnError::Inference { example: k, source })?;
+        Ok(Prediction { labels, beliefs, report })
+    }
+
+    /// Predicts every example, in parallel over examples.
+    pub fn predict(&self, data: &Dataset, opts: &PredictOptions) -> Result<Vec<Prediction>, LearnError> {
+        self.check_dataset(data)?;
+        (0..data.len()).into_par_iter().map(|k| self.predict_example(data, k, opts)).collect()
+    }
+
+    /// Fraction of misclassified variables, pooled over all examples
+    /// ("univariate error", SPEC §4). Every example needs labels.
+    pub fn error_rate(&self, data: &Dataset, opts: &PredictOptions) -> Result<f64, LearnError> {
+        self.check_dataset(data)?;
+        let counts: Vec<(usize, usize)> = (0..data.len())
+            .into_par_iter()
+            .map(|k| {
+                let truth = data.labels(k)?;
+                let p = self.predict_example(data, k, opts)?;
+                Ok((p.labels.iter().zip(truth).filter(|(a, b)| a != b).count(), truth.len()))
+            })
+            .collect::<Result<_, LearnError>>()?;
+        let (wrong, total) = counts.iter().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        Ok(if total == 0 { 0.0 } else { wrong as f64 / total as f64 })
+    }
+
+    /// The header a model file would carry.
+    pub fn header(&self) -> ModelHeader {
+        ModelHeader {
+            format_version: MODEL_FORMAT_VERSION,
+            factor_types: self
+                .factor_types
+                .iter()
+                .zip(&self.epsilon)
+                .zip(&self.models)
+                .map(|((ft, &epsilon), m)| ModelTypeHeader {
+                    name: ft.name.clone(),
+                    dim: ft.dim,
+                    classes: ft.classes,
+                    epsilon,
+                    kind: m.kind().to_string(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The model as bytes of the binary model file format (module docs).
+    pub fn to_bytes(&self) -> Result<Vec<u8>, LearnError> {
+        let params = self
+            .models
+            .iter()
+            .zip(&self.factor_types)
+            .map(|(m, ft)| m.to_bytes().map_err(|e| oracle_err(ft, e)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let body = postcard::to_stdvec(&(self.header(), params))
+            .map_err(|e| LearnError::BadFile { path: "model".into(), reason: e.to_string() })?;
+        Ok(wrap_binary(MODEL_MAGIC, &body))
+    }
+
+    /// Reads a model from bytes; `source` names it in errors.
+    pub fn from_bytes(bytes: &[u8], registry: &ModelRegistry, source: &Path) -> Result<Self, LearnError> {
+        let body = unwrap_binary(source, bytes, MODEL_MAGIC)?;
+        let (header, params): (ModelHeader, Vec<Vec<u8>>) =
+            postcard::from_bytes(body).map_err(|e| LearnError::bad_file(source, format!("corrupt model body: {e}")))?;
+        if header.format_version != MODEL_FORMAT_VERSION {
+            return Err(LearnError::bad_file(
+                source,
+                format!(
+                    "model format version {} is not supported (this build reads {MODEL_FORMAT_VERSION})",
+                    header.format_version
+                ),
+            ));
+        }
+        if params.len() != header.factor_types.len() {
+            return Err(LearnError::bad_file(source, "header and parameter blocks disagree"));
+        }
+        let mut types = Vec::new();
+        let mut epsilon = Vec::new();
+        let mut models = Vec::new();
+        for (h, p) in header.factor_types.into_iter().zip(params) {
+            let m = registry
+                .load(&h.kind, &p)
+                .map_err(|e| LearnError::bad_file(source, format!("factor type `{}`: {e}", h.name)))?;
+            types.push(FactorTypeInfo { name: h.name, dim: h.dim, classes: h.classes });
+            epsilon.push(h.epsilon);
+            models.push(m);
+        }
+        Self::new(types, epsilon, models).map_err(|e| LearnError::bad_file(source, e.to_string()))
+    }
+
+    /// Writes the model file atomically.
+    pub fn save(&self, path: &Path) -> Result<(), LearnError> {
+        write_atomic(path, &self.to_bytes()?)
+    }
+
+    /// Reads a model file, loading each type's parameters through `registry`.
+    pub fn load(path: &Path, registry: &ModelRegistry) -> Result<Self, LearnError> {
+        let bytes = std::fs::read(path).map_err(|e| LearnError::io(path, e))?;
+        Self::from_bytes(&bytes, registry, path)
+    }
+
+    /// Reads only the header of a model file (no registry needed).
+    pub fn read_header(path: &Path) -> Result<ModelHeader, LearnError> {
+        let bytes = std::fs::read(path).map_err(|e| LearnError::io(path, e))?;
+        let body = unwrap_binary(path, &bytes, MODEL_MAGIC)?;
+        let (header, _): (ModelHeader, Vec<Vec<u8>>) =
+            postcard::from_bytes(body).map_err(|e| LearnError::bad_file(path, format!("corrupt model body: {e}")))?;
+        Ok(header)
+    }
+
+    /// A readable JSON export: the header plus each type's parameters where
+    /// its class supports [`Model::to_json`].
+    pub fn to_json(&self) -> serde_json::Value {
+        let header = self.header();
+        let types: Vec<serde_json::Value> = header
+            .factor_types
+            .iter()
+            .zip(&self.models)
+            .map(|(h, m)| {
+                serde_json::json!({
+                    "name": h.name, "dim": h.dim, "classes": h.classes, "epsilon": h.epsilon,
+                    "kind": h.kind, "parameters": m.to_json(),
+                })
+            })
+            .collect();
+        serde_json::json!({ "format": "structlearn-model", "format_version": MODEL_FORMAT_VERSION, "factor_types": types })
+    }
+}
+
+pub(crate) fn oracle_err(ft: &FactorTypeInfo, source: oracles::OracleError) -> LearnError {
+    LearnError::Oracle { factor_type: ft.name.clone(), source }
+}

@@ -1,0 +1,211 @@
+//! Observers of training (argmin's pattern): progress bars, curve writers and
+//! user callbacks are plugged in; the algorithm itself prints nothing.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{LearnError, StructuredModel};
+
+/// What happened in one step of a learning iteration (SPEC §4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// Learning iteration, from 1.
+    pub iteration: usize,
+    /// Index of the step in the schedule.
+    pub step: usize,
+    /// `"fit"` or `"message-passing"`.
+    pub phase: String,
+    /// The factor type fitted (fit steps).
+    pub factor_type: Option<String>,
+    /// Training objective `R = Σ_k [A(λ^k, θ^k) − θ^k(y^k)]` after the step (SPEC §4).
+    pub objective: f64,
+    /// The oracle's loss `L_t` (logit units) after the fit.
+    pub oracle_loss: Option<f64>,
+    /// Whether the fit was rejected because it did not lower the loss.
+    pub rejected: Option<bool>,
+    /// Largest marginalisation violation over the training examples (message-passing steps).
+    pub max_violation: Option<f64>,
+    /// Error of prediction on the training set, when evaluated at this step.
+    pub train_error: Option<f64>,
+    /// Error of prediction on the validation/test set, when evaluated.
+    pub validation_error: Option<f64>,
+    /// Seconds spent in the step (excluding evaluation).
+    pub step_seconds: f64,
+    /// Seconds since training started (including earlier runs when resumed).
+    pub elapsed_seconds: f64,
+}
+
+/// Events sent to observers.
+#[derive(Debug)]
+pub enum TrainEvent<'a> {
+    /// Training starts (or resumes after `completed` iterations).
+    Started {
+        /// Learning iterations to run in total.
+        total_iterations: usize,
+        /// Steps per learning iteration.
+        steps_per_iteration: usize,
+        /// Iterations already completed (resume).
+        completed: usize,
+    },
+    /// A step finished.
+    Step(&'a Record),
+    /// A learning iteration finished; the current model is available.
+    IterationFinished {
+        /// The iteration (from 1).
+        iteration: usize,
+        /// The model after it.
+        model: &'a StructuredModel,
+    },
+    /// A checkpoint was written.
+    Checkpointed {
+        /// Iterations it holds.
+        iteration: usize,
+        /// Where.
+        path: &'a Path,
+    },
+    /// Training finished.
+    Finished,
+}
+
+/// Receives training events. An error stops training.
+pub trait Observer {
+    /// Handles one event.
+    fn observe(&mut self, event: &TrainEvent<'_>) -> Result<(), LearnError>;
+}
+
+/// An observer from a closure.
+pub struct Callback<F>(pub F);
+
+impl<F: FnMut(&TrainEvent<'_>) -> Result<(), LearnError>> Observer for Callback<F> {
+    fn observe(&mut self, event: &TrainEvent<'_>) -> Result<(), LearnError> {
+        (self.0)(event)
+    }
+}
+
+/// Writes every [`Record`] as a CSV row, flushed at once, so an interrupted
+/// run keeps its curve.
+pub struct CsvCurveWriter {
+    out: std::io::BufWriter<std::fs::File>,
+    path: std::path::PathBuf,
+}
+
+/// Header of [`CsvCurveWriter`] files.
+pub const CURVE_CSV_HEADER: &str = "iteration,step,phase,factor_type,objective,oracle_loss,rejected,max_violation,train_error,validation_error,step_seconds,elapsed_seconds";
+
+impl CsvCurveWriter {
+    /// Creates (truncates) `path` and writes the header.
+    pub fn create(path: &Path) -> Result<Self, LearnError> {
+        let file = std::fs::File::create(path).map_err(|e| LearnError::io(path, e))?;
+        let mut out = std::io::BufWriter::new(file);
+        writeln!(out, "{CURVE_CSV_HEADER}").map_err(|e| LearnError::io(path, e))?;
+        Ok(Self { out, path: path.to_path_buf() })
+    }
+
+    /// One CSV row of a record (no newline).
+    pub fn row(r: &Record) -> String {
+        fn opt<T: ToString>(v: &Option<T>) -> String {
+            v.as_ref().map_or(String::new(), ToString::to_string)
+        }
+        format!(
+            "{},{},{},{},{},{},{},{},{},{},{:.6},{:.6}",
+            r.iteration,
+            r.step,
+            r.phase,
+            opt(&r.factor_type),
+            r.objective,
+            opt(&r.oracle_loss),
+            opt(&r.rejected),
+            opt(&r.max_violation),
+            opt(&r.train_error),
+            opt(&r.validation_error),
+            r.step_seconds,
+            r.elapsed_seconds
+        )
+    }
+}
+
+impl Observer for CsvCurveWriter {
+    fn observe(&mut self, event: &TrainEvent<'_>) -> Result<(), LearnError> {
+        if let TrainEvent::Step(r) = event {
+            writeln!(self.out, "{}", Self::row(r)).map_err(|e| LearnError::io(&self.path, e))?;
+            self.out.flush().map_err(|e| LearnError::io(&self.path, e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes every [`Record`] as one JSON object per line.
+pub struct JsonLinesWriter {
+    out: std::io::BufWriter<std::fs::File>,
+    path: std::path::PathBuf,
+}
+
+impl JsonLinesWriter {
+    /// Creates (truncates) `path`.
+    pub fn create(path: &Path) -> Result<Self, LearnError> {
+        let file = std::fs::File::create(path).map_err(|e| LearnError::io(path, e))?;
+        Ok(Self { out: std::io::BufWriter::new(file), path: path.to_path_buf() })
+    }
+}
+
+impl Observer for JsonLinesWriter {
+    fn observe(&mut self, event: &TrainEvent<'_>) -> Result<(), LearnError> {
+        if let TrainEvent::Step(r) = event {
+            let line = serde_json::to_string(r).map_err(|e| LearnError::bad_file(&self.path, e.to_string()))?;
+            writeln!(self.out, "{line}").map_err(|e| LearnError::io(&self.path, e))?;
+            self.out.flush().map_err(|e| LearnError::io(&self.path, e))?;
+        }
+        Ok(())
+    }
+}
+
+/// A terminal progress bar over all steps of all learning iterations
+/// (indicatif; hidden when stderr is not a terminal).
+pub struct ProgressObserver {
+    bar: indicatif::ProgressBar,
+}
+
+impl ProgressObserver {
+    /// A bar with a prefix label (e.g. the experiment cell).
+    pub fn new(label: &str) -> Self {
+        let bar = indicatif::ProgressBar::new(0);
+        let style =
+            indicatif::ProgressStyle::with_template("{prefix} [{elapsed_precise}] {wide_bar} {pos}/{len} steps {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+        bar.set_style(style);
+        bar.set_prefix(label.to_string());
+        Self { bar }
+    }
+
+    /// Wraps an existing bar (e.g. one line of a `MultiProgress`).
+    pub fn with_bar(bar: indicatif::ProgressBar) -> Self {
+        Self { bar }
+    }
+}
+
+impl Observer for ProgressObserver {
+    fn observe(&mut self, event: &TrainEvent<'_>) -> Result<(), LearnError> {
+        match event {
+            TrainEvent::Started { total_iterations, steps_per_iteration, completed } => {
+                self.bar.set_length((total_iterations * steps_per_iteration) as u64);
+                self.bar.set_position((completed * steps_per_iteration) as u64);
+            }
+            TrainEvent::Step(r) => {
+                self.bar.inc(1);
+                let mut msg = format!("it {} R={:.4e}", r.iteration, r.objective);
+                if let Some(e) = r.train_error {
+                    msg += &format!(" train={e:.4}");
+                }
+                if let Some(e) = r.validation_error {
+                    msg += &format!(" valid={e:.4}");
+                }
+                self.bar.set_message(msg);
+            }
+            TrainEvent::Finished => self.bar.finish(),
+            _ => {}
+        }
+        Ok(())
+    }
+}

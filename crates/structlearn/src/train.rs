@@ -1,0 +1,733 @@
+//! Algorithm 1 (SPEC §4; chapter §1.8–1.10): structured learning by iterated,
+//! message-biased logistic regression, with shared-parameter pooling.
+//!
+//! Per training example `k` the learner keeps messages `λ^k` (persisting across
+//! learning iterations, starting at 0) and potentials
+//! `θ^k(y_α) = ε_t g_t(φ^k_α, y_α) + Δ_α(y^k_α, y_α)`. A learning iteration runs
+//! the [`Step`]s of the schedule (default: for each factor type in order, fit
+//! it, then 25 message-passing iterations on every example):
+//!
+//! * **Fit** type `t`: pool every region of type `t` of every example into one
+//!   oracle problem with labels `y^k_α` and biases (Eq. 14)
+//!   `b^k_α(y_α) = (Δ_α(y^k_α, y_α) + Σ_{β child} λ^k_α(y_β) − Σ_{γ parent} λ^k_γ(y_α)) / ε_t`,
+//!   fit it warm-started from the previous `g_t` (keeping the old one if the new
+//!   one is worse: [`oracles::fit_monotone`]), and refresh `θ` of those regions.
+//! * **Message passing**: run star-update iterations on every example in
+//!   parallel (rayon), from the persisting messages.
+//!
+//! After each step the objective `R = Σ_k [A(λ^k, θ^k) − Σ_α θ^k_α(y^k_α)]`
+//! (which equals `Σ_t ε_t L_t` of the oracle losses) is reported to observers.
+//!
+//! Randomness: the oracle call of step `s` of iteration `i` gets the seed
+//! `mix(seed, i, s)`; no other state is random, so a run resumed from a
+//! checkpoint equals an uninterrupted one.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use oracles::{Features, FitContext, Model, ModelRegistry, Oracle, Problem, fit_monotone};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace, message_offsets};
+
+use crate::discrepancy::{Discrepancy, Hamming};
+use crate::files::{unwrap_binary, wrap_binary, write_atomic};
+use crate::model::oracle_err;
+use crate::observer::{Observer, Record, TrainEvent};
+use crate::{Dataset, LearnError, PredictOptions, StructuredModel};
+
+/// One step of a learning iteration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    /// Fit the factor type of this name by its oracle.
+    Fit {
+        /// The factor type.
+        factor_type: String,
+    },
+    /// Run this many message-passing iterations on every training example.
+    MessagePassing {
+        /// Iterations.
+        iterations: usize,
+    },
+}
+
+/// When to predict on the training and validation sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Evaluate {
+    /// After every step.
+    EveryStep,
+    /// After the last step of each learning iteration.
+    EveryIteration,
+    /// Never (only the objective is tracked).
+    Never,
+}
+
+/// Where and how often to checkpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckpointConfig {
+    /// The checkpoint file (written atomically).
+    pub path: PathBuf,
+    /// Write after every this many learning iterations (≥ 1).
+    pub every: usize,
+}
+
+/// Settings of Algorithm 1. `Default` is SPEC §4: `ε = 0.1`, each learning
+/// iteration fits each factor type in order followed by 25 message-passing
+/// iterations, evaluation after every learning iteration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TrainConfig {
+    /// Entropy weight `ε` of every factor type without an override.
+    pub epsilon: f64,
+    /// Per-factor-type entropy weights `ε_t` (SPEC §6.4), by type name.
+    pub type_epsilon: Vec<(String, f64)>,
+    /// Number of learning iterations.
+    pub learning_iterations: usize,
+    /// Steps of one learning iteration; `None` is the default schedule.
+    pub schedule: Option<Vec<Step>>,
+    /// Message-passing iterations after each fit in the default schedule.
+    pub message_passing_iterations: usize,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// How evaluation predicts.
+    pub predict: PredictOptions,
+    /// When to evaluate.
+    pub evaluate: Evaluate,
+    /// Whether evaluation includes the training set (it costs one prediction per example).
+    pub evaluate_train: bool,
+    /// Optional checkpointing.
+    pub checkpoint: Option<CheckpointConfig>,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        Self {
+            epsilon: 0.1,
+            type_epsilon: Vec::new(),
+            learning_iterations: 10,
+            schedule: None,
+            message_passing_iterations: 25,
+            seed: 0,
+            predict: PredictOptions::default(),
+            evaluate: Evaluate::EveryIteration,
+            evaluate_train: true,
+            checkpoint: None,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// The schedule to run for a data set's factor types.
+    pub fn steps(&self, data: &Dataset) -> Vec<Step> {
+        self.schedule.clone().unwrap_or_else(|| {
+            data.factor_types
+                .iter()
+                .flat_map(|ft| {
+                    [
+                        Step::Fit { factor_type: ft.name.clone() },
+                        Step::MessagePassing { iterations: self.message_passing_iterations },
+                    ]
+                })
+                .collect()
+        })
+    }
+
+    /// `ε_t` for each factor type of `data`.
+    pub fn epsilons(&self, data: &Dataset) -> Result<Vec<f64>, LearnError> {
+        for (name, _) in &self.type_epsilon {
+            if data.factor_type_index(name).is_none() {
+                return Err(LearnError::Config(format!("type_epsilon names unknown factor type `{name}`")));
+            }
+        }
+        let eps: Vec<f64> = data
+            .factor_types
+            .iter()
+            .map(|ft| self.type_epsilon.iter().rev().find(|(n, _)| *n == ft.name).map_or(self.epsilon, |(_, e)| *e))
+            .collect();
+        if let Some((t, e)) = eps.iter().enumerate().find(|(_, e)| !(**e > 0.0 && e.is_finite())) {
+            return Err(LearnError::Config(format!(
+                "epsilon of factor type `{}` is {e}; it must be > 0 and finite",
+                data.factor_types[t].name
+            )));
+        }
+        Ok(eps)
+    }
+}
+
+/// The rows of one factor type pooled over all training examples.
+#[derive(Debug)]
+struct Pooled {
+    features: Vec<f64>,
+    labels: Vec<usize>,
+    /// `rows[k]..rows[k+1]` are example `k`'s rows.
+    rows: Vec<usize>,
+    /// Example `k`'s regions of this type, in row order.
+    regions: Vec<Vec<usize>>,
+}
+
+/// Per-example state of the learner.
+#[derive(Debug, Clone)]
+struct ExampleState {
+    messages: Messages,
+    theta: Vec<f64>,
+}
+
+/// What [`Trainer::train`] returns.
+#[derive(Debug)]
+pub struct TrainOutcome {
+    /// The learned model.
+    pub model: StructuredModel,
+    /// Every step's record (including those before a resume).
+    pub history: Vec<Record>,
+}
+
+/// Runs Algorithm 1 on a training set with one oracle per factor type.
+pub struct Trainer<'a> {
+    train: &'a Dataset,
+    validation: Option<&'a Dataset>,
+    oracles: Vec<Box<dyn Oracle>>,
+    discrepancy: Box<dyn Discrepancy>,
+    config: TrainConfig,
+    steps: Vec<Step>,
+    step_types: Vec<Option<usize>>,
+    epsilon: Vec<f64>,
+    observers: std::sync::Mutex<Vec<Box<dyn Observer + Send + 'a>>>,
+    stop: Option<Arc<AtomicBool>>,
+    pooled: Vec<Pooled>,
+    states: Vec<ExampleState>,
+    models: Vec<Option<Box<dyn Model>>>,
+    completed: usize,
+    history: Vec<Record>,
+    elapsed_before: f64,
+}
+
+impl<'a> Trainer<'a> {
+    /// Validates everything before any work: labels on every example, one oracle
+    /// per factor type (by name, in any order) with valid hyper-parameters, the
+    /// schedule, the entropy weights.
+    pub fn new(
+        train: &'a Dataset,
+        oracles: Vec<(String, Box<dyn Oracle>)>,
+        config: TrainConfig,
+    ) -> Result<Self, LearnError> {
+        if train.is_empty() {
+            return Err(LearnError::EmptyDataset);
+        }
+        for k in 0..train.len() {
+            train.labels(k)?;
+        }
+        let mut by_type: Vec<Option<Box<dyn Oracle>>> = (0..train.factor_types.len()).map(|_| None).collect();
+        for (name, oracle) in oracles {
+            let t = train
+                .factor_type_index(&name)
+                .ok_or_else(|| LearnError::Config(format!("an oracle is given for unknown factor type `{name}`")))?;
+            if by_type[t].is_some() {
+                return Err(LearnError::Config(format!("two oracles are given for factor type `{name}`")));
+            }
+            oracle.validate().map_err(|e| oracle_err(&train.factor_types[t], e))?;
+            by_type[t] = Some(oracle);
+        }
+        let oracles = by_type
+            .into_iter()
+            .zip(&train.factor_types)
+            .map(|(o, ft)| o.ok_or_else(|| LearnError::Config(format!("factor type `{}` has no oracle", ft.name))))
+            .collect::<Result<Vec<_>, _>>()?;
+        if config.learning_iterations == 0 {
+            return Err(LearnError::Config("learning_iterations must be at least 1".into()));
+        }
+        if let Some(c) = &config.checkpoint {
+            if c.every == 0 {
+                return Err(LearnError::Config("checkpoint.every must be at least 1".into()));
+            }
+        }
+        if let Some(tol) = config.predict.tolerance {
+            if !(tol > 0.0) {
+                return Err(LearnError::Config(format!("predict.tolerance is {tol}; it must be > 0")));
+            }
+        }
+        let steps = config.steps(train);
+        if steps.is_empty() {
+            return Err(LearnError::Config("the schedule has no steps".into()));
+        }
+        let step_types = steps
+            .iter()
+            .map(|s| match s {
+                Step::Fit { factor_type } => train.factor_type_index(factor_type).map(Some).ok_or_else(|| {
+                    LearnError::Config(format!("the schedule fits unknown factor type `{factor_type}`"))
+                }),
+                Step::MessagePassing { .. } => Ok(None),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let epsilon = config.epsilons(train)?;
+        let pooled = (0..train.factor_types.len()).map(|t| pool(train, t)).collect::<Result<Vec<_>, _>>()?;
+        let models = (0..train.factor_types.len()).map(|_| None).collect();
+        let mut trainer = Self {
+            train,
+            validation: None,
+            oracles,
+            discrepancy: Box::new(Hamming),
+            config,
+            steps,
+            step_types,
+            epsilon,
+            observers: std::sync::Mutex::new(Vec::new()),
+            stop: None,
+            pooled,
+            states: Vec::new(),
+            models,
+            completed: 0,
+            history: Vec::new(),
+            elapsed_before: 0.0,
+        };
+        trainer.states = trainer.initial_states()?;
+        Ok(trainer)
+    }
+
+    /// Also reports prediction error on this (validation or test) set.
+    pub fn with_validation(mut self, validation: &'a Dataset) -> Self {
+        self.validation = Some(validation);
+        self
+    }
+
+    /// Replaces the Hamming discrepancy. Must be called before training starts.
+    pub fn with_discrepancy(mut self, discrepancy: Box<dyn Discrepancy>) -> Result<Self, LearnError> {
+        self.discrepancy = discrepancy;
+        self.states = self.initial_states()?;
+        Ok(self)
+    }
+
+    /// Adds an observer.
+    pub fn add_observer(&mut self, observer: Box<dyn Observer + Send + 'a>) {
+        self.observers.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner).push(observer);
+    }
+
+    /// A flag that, once set, stops training at the next learning-iteration
+    /// boundary (after writing the checkpoint, if configured).
+    pub fn set_stop_flag(&mut self, stop: Arc<AtomicBool>) {
+        self.stop = Some(stop);
+    }
+
+    /// Learning iterations completed so far.
+    pub fn completed_iterations(&self) -> usize {
+        self.completed
+    }
+
+    /// The records so far.
+    pub fn history(&self) -> &[Record] {
+        &self.history
+    }
+
+    /// `ε_t` per factor type.
+    pub fn epsilon(&self) -> &[f64] {
+        &self.epsilon
+    }
+
+    fn initial_states(&self) -> Result<Vec<ExampleState>, LearnError> {
+        (0..self.train.len())
+            .into_par_iter()
+            .map(|k| {
+                let graph = &self.train.examples[k].graph;
+                let mut state =
+                    ExampleState { messages: Messages::zeros(graph), theta: vec![0.0; graph.total_configs()] };
+                for t in 0..self.train.factor_types.len() {
+                    self.refresh_theta(k, t, None, &mut state.theta);
+                }
+                Ok(state)
+            })
+            .collect()
+    }
+
+    /// `θ = ε_t g + Δ` on the regions of type `t` of example `k`; `scores` are
+    /// the example's rows of `g` (`None`: `g = 0`).
+    fn refresh_theta(&self, k: usize, t: usize, scores: Option<&[f64]>, theta: &mut [f64]) {
+        let graph = &self.train.examples[k].graph;
+        let truth = self.train.examples[k].labels.as_deref().unwrap_or(&[]);
+        let c = self.train.factor_types[t].classes;
+        let eps = self.epsilon[t];
+        let mut delta = vec![0.0; c];
+        for (row, &r) in self.pooled[t].regions[k].iter().enumerate() {
+            self.discrepancy.region(graph, r, truth, &mut delta);
+            let out = &mut theta[graph.config_range(r)];
+            for y in 0..c {
+                let g = scores.map_or(0.0, |s| s[row * c + y]);
+                out[y] = eps * g + delta[y];
+            }
+        }
+    }
+
+    /// The current model (types not fitted yet score zero).
+    pub fn model(&self) -> Result<StructuredModel, LearnError> {
+        let models = self
+            .models
+            .iter()
+            .zip(&self.train.factor_types)
+            .map(|(m, ft)| match m {
+                Some(m) => m.clone_model(),
+                None => Box::new(oracles::zero::ZeroModel { dim: ft.dim, classes: ft.classes }) as Box<dyn Model>,
+            })
+            .collect();
+        StructuredModel::new(self.train.factor_types.clone(), self.epsilon.clone(), models)
+    }
+
+    /// `ε` per factor type of example `k`'s graph.
+    fn graph_epsilon(&self, k: usize) -> Vec<f64> {
+        self.train.examples[k]
+            .graph
+            .factor_types()
+            .iter()
+            .map(|name| self.train.factor_type_index(name).map_or(1.0, |t| self.epsilon[t]))
+            .collect()
+    }
+
+    /// The training objective `R = Σ_k [A(λ^k, θ^k) − Σ_α θ^k_α(y^k_α)]` (SPEC §4).
+    pub fn objective(&self) -> Result<f64, LearnError> {
+        let parts: Vec<f64> = (0..self.train.len())
+            .into_par_iter()
+            .map(|k| {
+                let ex = &self.train.examples[k];
+                let graph = &ex.graph;
+                let state = &self.states[k];
+                let eps = self.graph_epsilon(k);
+                let problem = InferenceProblem::new(graph, &state.theta, &eps)
+                    .map_err(|source| LearnError::Inference { example: k, source })?;
+                let truth = self.train.labels(k)?;
+                let score: f64 = (0..graph.num_regions())
+                    .map(|r| state.theta[graph.config_range(r).start + graph.config_of(r, truth)])
+                    .sum();
+                Ok(problem.dual_value(&state.messages) - score)
+            })
+            .collect::<Result<_, LearnError>>()?;
+        Ok(parts.iter().sum())
+    }
+
+    /// Fits factor type `t` (one oracle call on the pooled, biased problem).
+    fn fit_step(&mut self, t: usize, seed: u64) -> Result<(f64, bool), LearnError> {
+        let ft = &self.train.factor_types[t];
+        let c = ft.classes;
+        let eps = self.epsilon[t];
+        let pooled = &self.pooled[t];
+        let n = pooled.labels.len();
+        let mut bias = vec![0.0; n * c];
+        {
+            let mut chunks = Vec::with_capacity(self.train.len());
+            let mut rest = bias.as_mut_slice();
+            for k in 0..self.train.len() {
+                let (head, tail) = rest.split_at_mut((pooled.rows[k + 1] - pooled.rows[k]) * c);
+                chunks.push(head);
+                rest = tail;
+            }
+            chunks.into_par_iter().enumerate().for_each(|(k, chunk)| {
+                let ex = &self.train.examples[k];
+                let graph = &ex.graph;
+                let truth = ex.labels.as_deref().unwrap_or(&[]);
+                let mut offsets = vec![0.0; graph.total_configs()];
+                message_offsets(graph, &self.states[k].messages, &mut offsets);
+                let mut delta = vec![0.0; c];
+                for (row, &r) in pooled.regions[k].iter().enumerate() {
+                    self.discrepancy.region(graph, r, truth, &mut delta);
+                    let off = &offsets[graph.config_range(r)];
+                    for y in 0..c {
+                        chunk[row * c + y] = (delta[y] + off[y]) / eps;
+                    }
+                }
+            });
+        }
+        let features = Features::new(&pooled.features, n, ft.dim).map_err(|e| oracle_err(ft, e))?;
+        let problem = Problem::new(features, &pooled.labels, &bias, c, None).map_err(|e| oracle_err(ft, e))?;
+        let fit = fit_monotone(self.oracles[t].as_ref(), &problem, self.models[t].as_deref(), FitContext { seed })
+            .map_err(|e| oracle_err(ft, e))?;
+        let mut scores = vec![0.0; n * c];
+        fit.model.score(features, &mut scores).map_err(|e| oracle_err(ft, e))?;
+        self.models[t] = Some(fit.model);
+        let mut states = std::mem::take(&mut self.states);
+        let this = &*self;
+        states.par_iter_mut().enumerate().for_each(|(k, state)| {
+            let rows = &scores[pooled_rows(this, t, k, c)];
+            this.refresh_theta(k, t, Some(rows), &mut state.theta);
+        });
+        self.states = states;
+        Ok((fit.loss, fit.rejected))
+    }
+
+    /// Runs `iterations` message-passing iterations on every training example.
+    fn message_passing_step(&mut self, iterations: usize) -> Result<f64, LearnError> {
+        let train = self.train;
+        let eps: Vec<Vec<f64>> = (0..train.len()).map(|k| self.graph_epsilon(k)).collect();
+        let violations: Vec<f64> = self
+            .states
+            .par_iter_mut()
+            .enumerate()
+            .with_max_len(1)
+            .map(|(k, state)| {
+                let graph = &train.examples[k].graph;
+                let problem = InferenceProblem::new(graph, &state.theta, &eps[k])
+                    .map_err(|source| LearnError::Inference { example: k, source })?;
+                let mut ws = Workspace::new(graph);
+                let opts = RunOptions { iterations, tolerance: None, order: None };
+                let report = problem
+                    .run(&mut state.messages, &opts, &mut ws)
+                    .map_err(|source| LearnError::Inference { example: k, source })?;
+                Ok(report.max_violation)
+            })
+            .collect::<Result<_, LearnError>>()?;
+        Ok(violations.iter().copied().fold(0.0, f64::max))
+    }
+
+    fn evaluate(&self) -> Result<(Option<f64>, Option<f64>), LearnError> {
+        let model = self.model()?;
+        let train =
+            if self.config.evaluate_train { Some(model.error_rate(self.train, &self.config.predict)?) } else { None };
+        let validation = self.validation.map(|v| model.error_rate(v, &self.config.predict)).transpose()?;
+        Ok((train, validation))
+    }
+
+    fn emit(&mut self, event: &TrainEvent<'_>) -> Result<(), LearnError> {
+        for o in self.observers.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner) {
+            o.observe(event)?;
+        }
+        Ok(())
+    }
+
+    /// Runs the remaining learning iterations (all of them, or those after a
+    /// resumed checkpoint). Returns [`LearnError::Interrupted`] if the stop flag
+    /// was set (after checkpointing, if configured).
+    pub fn train(&mut self) -> Result<TrainOutcome, LearnError> {
+        if let Some(v) = self.validation {
+            let model = self.model()?;
+            model.check_dataset(v)?;
+            for k in 0..v.len() {
+                v.labels(k)?;
+            }
+        }
+        let start = Instant::now();
+        let total = self.config.learning_iterations;
+        self.emit(&TrainEvent::Started {
+            total_iterations: total,
+            steps_per_iteration: self.steps.len(),
+            completed: self.completed,
+        })?;
+        while self.completed < total {
+            if self.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
+                return Err(LearnError::Interrupted { completed: self.completed });
+            }
+            let iteration = self.completed + 1;
+            for s in 0..self.steps.len() {
+                let t0 = Instant::now();
+                let mut record = Record {
+                    iteration,
+                    step: s,
+                    phase: String::new(),
+                    factor_type: None,
+                    objective: 0.0,
+                    oracle_loss: None,
+                    rejected: None,
+                    max_violation: None,
+                    train_error: None,
+                    validation_error: None,
+                    step_seconds: 0.0,
+                    elapsed_seconds: 0.0,
+                };
+                match (&self.steps[s], self.step_types[s]) {
+                    (Step::Fit { factor_type }, Some(t)) => {
+                        record.phase = "fit".into();
+                        record.factor_type = Some(factor_type.clone());
+                        let (loss, rejected) = self.fit_step(t, mix_seed(self.config.seed, iteration, s))?;
+                        record.oracle_loss = Some(loss);
+                        record.rejected = Some(rejected);
+                    }
+                    (Step::MessagePassing { iterations }, _) => {
+                        record.phase = "message-passing".into();
+                        record.max_violation = Some(self.message_passing_step(*iterations)?);
+                    }
+                    (Step::Fit { factor_type }, None) => {
+                        return Err(LearnError::Config(format!("unknown factor type `{factor_type}`")));
+                    }
+                }
+                record.step_seconds = t0.elapsed().as_secs_f64();
+                record.objective = self.objective()?;
+                let last = s + 1 == self.steps.len();
+                let evaluate = match self.config.evaluate {
+                    Evaluate::EveryStep => true,
+                    Evaluate::EveryIteration => last,
+                    Evaluate::Never => false,
+                };
+                if evaluate {
+                    let (tr, va) = self.evaluate()?;
+                    record.train_error = tr;
+                    record.validation_error = va;
+                }
+                record.elapsed_seconds = self.elapsed_before + start.elapsed().as_secs_f64();
+                self.history.push(record.clone());
+                self.emit(&TrainEvent::Step(&record))?;
+            }
+            self.completed = iteration;
+            let model = self.model()?;
+            self.emit(&TrainEvent::IterationFinished { iteration, model: &model })?;
+            if let Some(c) = self.config.checkpoint.clone() {
+                if iteration % c.every == 0 || iteration == total {
+                    self.elapsed_before += start.elapsed().as_secs_f64();
+                    self.save_checkpoint(&c.path)?;
+                    self.elapsed_before -= start.elapsed().as_secs_f64();
+                    self.emit(&TrainEvent::Checkpointed { iteration, path: &c.path })?;
+                }
+            }
+        }
+        self.emit(&TrainEvent::Finished)?;
+        Ok(TrainOutcome { model: self.model()?, history: self.history.clone() })
+    }
+
+    /// Writes the learner's state (models, messages, completed iterations,
+    /// seed, history) atomically.
+    pub fn save_checkpoint(&self, path: &Path) -> Result<(), LearnError> {
+        let models = self
+            .models
+            .iter()
+            .zip(&self.train.factor_types)
+            .map(|(m, ft)| {
+                m.as_ref().map(|m| Ok((m.kind().to_string(), m.to_bytes().map_err(|e| oracle_err(ft, e))?))).transpose()
+            })
+            .collect::<Result<Vec<_>, LearnError>>()?;
+        let body = CheckpointBody {
+            seed: self.config.seed,
+            examples: self.train.len(),
+            factor_types: self.train.factor_types.iter().map(|f| f.name.clone()).collect(),
+            completed: self.completed,
+            models,
+            messages: self.states.iter().map(|s| s.messages.as_slice().to_vec()).collect(),
+            history: self.history.clone(),
+            elapsed_seconds: self.elapsed_before,
+        };
+        let bytes = postcard::to_stdvec(&body).map_err(|e| LearnError::bad_file(path, e.to_string()))?;
+        write_atomic(path, &wrap_binary(CHECKPOINT_MAGIC, &bytes))
+    }
+
+    /// Restores a checkpoint written by [`Trainer::save_checkpoint`] for the
+    /// same training set and seed; `train` then continues from it.
+    pub fn resume_from(&mut self, path: &Path, registry: &ModelRegistry) -> Result<(), LearnError> {
+        let bytes = std::fs::read(path).map_err(|e| LearnError::io(path, e))?;
+        let body = unwrap_binary(path, &bytes, CHECKPOINT_MAGIC)?;
+        let cp: CheckpointBody =
+            postcard::from_bytes(body).map_err(|e| LearnError::bad_file(path, format!("corrupt checkpoint: {e}")))?;
+        let names: Vec<String> = self.train.factor_types.iter().map(|f| f.name.clone()).collect();
+        if cp.seed != self.config.seed || cp.examples != self.train.len() || cp.factor_types != names {
+            return Err(LearnError::bad_file(
+                path,
+                format!(
+                    "checkpoint is for seed {}, {} examples, types {:?}; this run has seed {}, {} examples, types {:?}",
+                    cp.seed,
+                    cp.examples,
+                    cp.factor_types,
+                    self.config.seed,
+                    self.train.len(),
+                    names
+                ),
+            ));
+        }
+        let mut models = Vec::with_capacity(cp.models.len());
+        for (m, ft) in cp.models.into_iter().zip(&self.train.factor_types) {
+            models.push(match m {
+                None => None,
+                Some((kind, bytes)) => {
+                    let model = registry
+                        .load(&kind, &bytes)
+                        .map_err(|e| LearnError::bad_file(path, format!("model of `{}`: {e}", ft.name)))?;
+                    if model.dim() != ft.dim || model.classes() != ft.classes {
+                        return Err(LearnError::bad_file(path, format!("model of `{}` has the wrong shape", ft.name)));
+                    }
+                    Some(model)
+                }
+            });
+        }
+        let mut states = Vec::with_capacity(self.train.len());
+        for (k, lambda) in cp.messages.into_iter().enumerate() {
+            let graph = &self.train.examples[k].graph;
+            let messages = Messages::from_vec(graph, lambda)
+                .map_err(|e| LearnError::bad_file(path, format!("messages of example {k}: {e}")))?;
+            states.push(ExampleState { messages, theta: vec![0.0; graph.total_configs()] });
+        }
+        self.models = models;
+        self.completed = cp.completed;
+        self.history = cp.history;
+        self.elapsed_before = cp.elapsed_seconds;
+        // θ is a function of the models: recompute it exactly as the fits did.
+        for t in 0..self.train.factor_types.len() {
+            let ft = &self.train.factor_types[t];
+            let c = ft.classes;
+            let scores = match &self.models[t] {
+                Some(m) => {
+                    let pooled = &self.pooled[t];
+                    let features =
+                        Features::new(&pooled.features, pooled.labels.len(), ft.dim).map_err(|e| oracle_err(ft, e))?;
+                    let mut s = vec![0.0; pooled.labels.len() * c];
+                    m.score(features, &mut s).map_err(|e| oracle_err(ft, e))?;
+                    Some(s)
+                }
+                None => None,
+            };
+            for (k, state) in states.iter_mut().enumerate() {
+                let rows = scores.as_ref().map(|s| &s[pooled_rows(self, t, k, c)]);
+                self.refresh_theta(k, t, rows, &mut state.theta);
+            }
+        }
+        self.states = states;
+        Ok(())
+    }
+}
+
+fn pooled_rows(trainer: &Trainer<'_>, t: usize, k: usize, c: usize) -> std::ops::Range<usize> {
+    let rows = &trainer.pooled[t].rows;
+    rows[k] * c..rows[k + 1] * c
+}
+
+/// Magic bytes of checkpoint files (last byte: format version).
+pub const CHECKPOINT_MAGIC: &[u8; 8] = b"SLCHKPT\x01";
+
+#[derive(Debug, Serialize, Deserialize)]
+struct CheckpointBody {
+    seed: u64,
+    examples: usize,
+    factor_types: Vec<String>,
+    completed: usize,
+    models: Vec<Option<(String, Vec<u8>)>>,
+    messages: Vec<Vec<f64>>,
+    history: Vec<Record>,
+    elapsed_seconds: f64,
+}
+
+/// Pools the regions of type `t` of every example (features, true configurations).
+fn pool(data: &Dataset, t: usize) -> Result<Pooled, LearnError> {
+    let mut features = Vec::new();
+    let mut labels = Vec::new();
+    let mut rows = vec![0];
+    let mut regions = Vec::with_capacity(data.len());
+    for (k, ex) in data.examples.iter().enumerate() {
+        let truth = data.labels(k)?;
+        let regs: Vec<usize> = data.regions_of_type(k, t).collect();
+        features.extend_from_slice(&ex.features[t].values);
+        labels.extend(regs.iter().map(|&r| ex.graph.config_of(r, truth)));
+        rows.push(labels.len());
+        regions.push(regs);
+    }
+    if labels.is_empty() {
+        return Err(LearnError::Config(format!(
+            "factor type `{}` has no regions in the training set",
+            data.factor_types[t].name
+        )));
+    }
+    Ok(Pooled { features, labels, rows, regions })
+}
+
+/// Seed of the oracle call at step `step` of learning iteration `iteration`
+/// (SplitMix64 finaliser over the three).
+pub fn mix_seed(seed: u64, iteration: usize, step: usize) -> u64 {
+    let mut z = seed
+        ^ (iteration as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ (step as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}

@@ -1,0 +1,382 @@
+//! Algorithm 1: invariants of the objective, piecewise start, joint training,
+//! tied vs untied, every oracle class, model files, checkpoints, bad input.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use factor_graph::RegionGraphBuilder;
+use oracles::{Features, FitContext, ModelRegistry, Oracle, Problem, fit_monotone};
+use structlearn::oracle_config::{builtin_oracle, oracle_from_json};
+use structlearn::{
+    Callback, CheckpointConfig, Dataset, Evaluate, Example, FactorTypeInfo, FeatureBlock, LearnError, PredictOptions,
+    Step, StructuredModel, TrainConfig, TrainEvent, Trainer,
+};
+
+fn oracles(unary: &str, pairwise: &str) -> Vec<(String, Box<dyn Oracle>)> {
+    let spec = |kind: &str| match kind {
+        "boosting" => serde_json::json!({"kind": "boosting", "rounds": 3}),
+        "mlp" => serde_json::json!({"kind": "mlp", "epochs": 2, "hidden": 8}),
+        k => serde_json::json!({ "kind": k }),
+    };
+    vec![
+        ("unary".into(), oracle_from_json(&spec(unary)).unwrap()),
+        ("pairwise".into(), oracle_from_json(&spec(pairwise)).unwrap()),
+    ]
+}
+
+fn quick(iterations: usize) -> TrainConfig {
+    TrainConfig {
+        learning_iterations: iterations,
+        message_passing_iterations: 10,
+        evaluate: Evaluate::Never,
+        predict: PredictOptions { iterations: 50, tolerance: Some(1e-5) },
+        ..TrainConfig::default()
+    }
+}
+
+#[test]
+fn objective_is_nonnegative_and_monotone_for_exact_oracles() {
+    let data = common::denoising(3, 8, 8, 1);
+    for (u, p) in [("zero", "zero"), ("constant", "constant"), ("linear", "linear"), ("linear", "constant")] {
+        let mut trainer = Trainer::new(&data, oracles(u, p), quick(4)).unwrap();
+        let r0 = trainer.objective().unwrap();
+        let outcome = trainer.train().unwrap();
+        let mut prev = r0;
+        for rec in &outcome.history {
+            assert!(rec.objective >= -1e-9, "{u}/{p}: R = {} < 0", rec.objective);
+            assert!(
+                rec.objective <= prev + 1e-9 * prev.abs().max(1.0),
+                "{u}/{p}: R rose from {prev} to {}",
+                rec.objective
+            );
+            prev = rec.objective;
+        }
+        if u != "zero" {
+            assert!(prev < r0 * 0.9, "{u}/{p}: R barely moved: {r0} -> {prev}");
+        }
+    }
+}
+
+#[test]
+fn first_fits_with_zero_messages_are_piecewise_training() {
+    let data = common::denoising(3, 6, 7, 2);
+    let mut config = quick(1);
+    config.schedule =
+        Some(vec![Step::Fit { factor_type: "unary".into() }, Step::Fit { factor_type: "pairwise".into() }]);
+    let eps = config.epsilon;
+    let mut trainer = Trainer::new(&data, oracles("linear", "linear"), config.clone()).unwrap();
+    let outcome = trainer.train().unwrap();
+    // Each factor type fitted alone: unary with the margin bias Δ/ε, pairwise with bias 0.
+    for (t, name) in ["unary", "pairwise"].iter().enumerate() {
+        let c = data.factor_types[t].classes;
+        let mut features = Vec::new();
+        let mut labels = Vec::new();
+        let mut bias = Vec::new();
+        for (k, ex) in data.examples.iter().enumerate() {
+            let truth = ex.labels.as_ref().unwrap();
+            features.extend_from_slice(&ex.features[t].values);
+            for r in data.regions_of_type(k, t) {
+                let y = ex.graph.config_of(r, truth);
+                labels.push(y);
+                for cls in 0..c {
+                    bias.push(if t == 0 && cls != y { 1.0 / eps } else { 0.0 });
+                }
+            }
+        }
+        let f = Features::new(&features, labels.len(), 2).unwrap();
+        let problem = Problem::new(f, &labels, &bias, c, None).unwrap();
+        let oracle = builtin_oracle("linear").unwrap();
+        let alone = fit_monotone(oracle.as_ref(), &problem, None, FitContext { seed: 0 }).unwrap();
+        let mut a = vec![0.0; labels.len() * c];
+        let mut b = vec![0.0; labels.len() * c];
+        alone.model.score(f, &mut a).unwrap();
+        outcome.model.models[t].score(f, &mut b).unwrap();
+        let diff = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+        assert!(diff < 1e-9, "{name}: piecewise fit differs by {diff}");
+        // R after both fits is ε (L_unary + L_pairwise) (SPEC §4 identity).
+        assert!(outcome.history[t].oracle_loss.unwrap() > 0.0);
+    }
+    let total: f64 = outcome.history.iter().map(|r| r.oracle_loss.unwrap()).sum::<f64>() * eps;
+    let r = outcome.history[1].objective;
+    assert!((r - total).abs() < 1e-8 * r.abs(), "R = {r} but ε Σ L_t = {total}");
+}
+
+#[test]
+fn joint_training_beats_the_piecewise_start() {
+    let train = common::denoising(6, 12, 12, 3);
+    let test = common::denoising(6, 12, 12, 4);
+    let predict = PredictOptions { iterations: 100, tolerance: Some(1e-6) };
+    let mut piecewise = quick(1);
+    piecewise.schedule =
+        Some(vec![Step::Fit { factor_type: "unary".into() }, Step::Fit { factor_type: "pairwise".into() }]);
+    piecewise.predict = predict;
+    let pw = Trainer::new(&train, oracles("linear", "linear"), piecewise).unwrap().train().unwrap().model;
+    let mut joint = quick(8);
+    joint.message_passing_iterations = 25;
+    joint.predict = predict;
+    let jt = Trainer::new(&train, oracles("linear", "linear"), joint).unwrap().train().unwrap().model;
+    let e_pw = pw.error_rate(&test, &predict).unwrap();
+    let e_jt = jt.error_rate(&test, &predict).unwrap();
+    assert!(e_jt < e_pw - 0.01, "joint {e_jt} does not beat piecewise {e_pw}");
+}
+
+/// A 3-variable chain whose positions need opposite unary functions: variable
+/// 0 and 2 have `y = [φ > ½]`, variable 1 has `y = [φ < ½]`.
+fn position_dependent(tied: bool, count: usize) -> Dataset {
+    let mut b = RegionGraphBuilder::new(vec![2; 3]).unwrap();
+    let names: Vec<String> = if tied { vec!["unary".into(); 3] } else { (0..3).map(|i| format!("unary{i}")).collect() };
+    let mut types = Vec::new();
+    for n in &names {
+        if b.factor_type(n).is_none() {
+            types.push(FactorTypeInfo::new(n, 2));
+            b.add_factor_type(n).unwrap();
+        }
+    }
+    let pair = b.add_factor_type("pairwise").unwrap();
+    types.push(FactorTypeInfo::new("pairwise", 1));
+    for (i, n) in names.iter().enumerate() {
+        let t = b.factor_type(n).unwrap();
+        b.add_region(&[i], t).unwrap();
+    }
+    for i in 0..2 {
+        let r = b.add_region(&[i, i + 1], pair).unwrap();
+        b.add_edge(r, i).unwrap();
+        b.add_edge(r, i + 1).unwrap();
+    }
+    let graph = Arc::new(b.build().unwrap());
+    let examples = (0..count)
+        .map(|k| {
+            let phi: Vec<f64> = (0..3).map(|i| ((k * 7 + i * 3) % 10) as f64 / 10.0 + 0.05).collect();
+            let labels: Vec<usize> = phi.iter().enumerate().map(|(i, &p)| usize::from((p > 0.5) != (i == 1))).collect();
+            let mut features: Vec<FeatureBlock> = Vec::new();
+            if tied {
+                features.push(FeatureBlock { dim: 2, values: phi.iter().flat_map(|&p| [p, 1.0]).collect() });
+            } else {
+                for &p in &phi {
+                    features.push(FeatureBlock { dim: 2, values: vec![p, 1.0] });
+                }
+            }
+            features.push(FeatureBlock { dim: 1, values: vec![1.0, 1.0] });
+            Example { name: format!("chain{k}"), graph: graph.clone(), labels: Some(labels), features }
+        })
+        .collect();
+    Dataset::new(types, examples).unwrap()
+}
+
+#[test]
+fn untied_parameters_win_where_positions_differ() {
+    let mut errors = Vec::new();
+    for tied in [true, false] {
+        let data = position_dependent(tied, 40);
+        let mut os: Vec<(String, Box<dyn Oracle>)> = data
+            .factor_types
+            .iter()
+            .filter(|f| f.name != "pairwise")
+            .map(|f| (f.name.clone(), builtin_oracle("linear").unwrap()))
+            .collect();
+        os.push(("pairwise".into(), builtin_oracle("constant").unwrap()));
+        let outcome = Trainer::new(&data, os, quick(3)).unwrap().train().unwrap();
+        errors.push(outcome.model.error_rate(&data, &PredictOptions::default()).unwrap());
+    }
+    assert!(errors[1] < 0.05, "untied error {}", errors[1]);
+    assert!(errors[0] > 0.2, "tied error {} should be poor", errors[0]);
+}
+
+#[test]
+fn every_oracle_class_trains_end_to_end() {
+    let data = common::denoising(2, 6, 6, 5);
+    for kind in structlearn::oracle_config::BUILTIN_KINDS {
+        let mut config = quick(2);
+        config.evaluate = Evaluate::EveryIteration;
+        let mut trainer = Trainer::new(&data, oracles(kind, kind), config).unwrap();
+        let r0 = trainer.objective().unwrap();
+        let outcome = trainer.train().unwrap();
+        let last = outcome.history.last().unwrap();
+        assert!(last.objective.is_finite() && last.objective >= -1e-9, "{kind}: R = {}", last.objective);
+        let err = last.train_error.unwrap();
+        assert!((0.0..=1.0).contains(&err));
+        if kind != "zero" {
+            assert!(last.objective < 0.9 * r0, "{kind}: R went from {r0} to {}", last.objective);
+        }
+        assert_eq!(outcome.model.models[0].kind(), kind);
+    }
+}
+
+#[test]
+fn save_load_predict_is_identical() {
+    let data = common::denoising(2, 6, 6, 6);
+    let outcome = Trainer::new(&data, oracles("boosting", "mlp"), quick(2)).unwrap().train().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.slm");
+    outcome.model.save(&path).unwrap();
+    let loaded = StructuredModel::load(&path, &ModelRegistry::with_builtin()).unwrap();
+    let opts = PredictOptions::default();
+    let a = outcome.model.predict(&data, &opts).unwrap();
+    let b = loaded.predict(&data, &opts).unwrap();
+    for (x, y) in a.iter().zip(&b) {
+        assert_eq!(x.labels, y.labels);
+        assert_eq!(x.beliefs, y.beliefs);
+    }
+    let header = StructuredModel::read_header(&path).unwrap();
+    assert_eq!(header.factor_types[0].kind, "boosting");
+    assert_eq!(header.factor_types[1].kind, "mlp");
+    let json = outcome.model.to_json();
+    assert_eq!(json["factor_types"][1]["kind"], "mlp");
+}
+
+#[test]
+fn model_files_reject_corruption_truncation_and_other_versions() {
+    let data = common::denoising(1, 4, 4, 7);
+    let model = Trainer::new(&data, oracles("linear", "constant"), quick(1)).unwrap().train().unwrap().model;
+    let bytes = model.to_bytes().unwrap();
+    let reg = ModelRegistry::with_builtin();
+    let src = std::path::Path::new("mem");
+    assert!(StructuredModel::from_bytes(&bytes, &reg, src).is_ok());
+    let mut flipped = bytes.clone();
+    flipped[bytes.len() / 2] ^= 0x40;
+    let mut other_version = bytes.clone();
+    other_version[7] = 2;
+    for (what, b) in [
+        ("truncated", &bytes[..bytes.len() - 5]),
+        ("flipped", &flipped[..]),
+        ("version", &other_version[..]),
+        ("empty", &[][..]),
+        ("foreign", b"PNG\x89 not a model at all, just bytes".as_slice()),
+    ] {
+        let err = StructuredModel::from_bytes(b, &reg, src).unwrap_err();
+        assert!(matches!(err, LearnError::BadFile { .. }), "{what}: {err}");
+    }
+    // A registry without the kind gives a typed error naming the kind.
+    let err = StructuredModel::from_bytes(&bytes, &ModelRegistry::new(), src).unwrap_err();
+    assert!(err.to_string().contains("linear"), "{err}");
+    let err = StructuredModel::load(std::path::Path::new("/nonexistent/m.slm"), &reg).unwrap_err();
+    assert!(matches!(err, LearnError::Io { .. }));
+}
+
+#[test]
+fn resume_after_interruption_equals_uninterrupted_run() {
+    let data = common::denoising(3, 6, 6, 8);
+    let dir = tempfile::tempdir().unwrap();
+    let config = |path: &str| TrainConfig {
+        checkpoint: Some(CheckpointConfig { path: dir.path().join(path), every: 1 }),
+        seed: 42,
+        ..quick(4)
+    };
+    let full = Trainer::new(&data, oracles("boosting", "mlp"), config("a.ckpt")).unwrap().train().unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut first = Trainer::new(&data, oracles("boosting", "mlp"), config("b.ckpt")).unwrap();
+    first.set_stop_flag(stop.clone());
+    let flag = stop.clone();
+    first.add_observer(Box::new(Callback(move |e: &TrainEvent<'_>| {
+        if let TrainEvent::IterationFinished { iteration: 2, .. } = e {
+            flag.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    })));
+    let err = first.train().unwrap_err();
+    assert!(matches!(err, LearnError::Interrupted { completed: 2 }), "{err}");
+    drop(first);
+
+    let mut second = Trainer::new(&data, oracles("boosting", "mlp"), config("b.ckpt")).unwrap();
+    second.resume_from(&dir.path().join("b.ckpt"), &ModelRegistry::with_builtin()).unwrap();
+    assert_eq!(second.completed_iterations(), 2);
+    let resumed = second.train().unwrap();
+    assert_eq!(resumed.model.to_bytes().unwrap(), full.model.to_bytes().unwrap());
+    let objectives = |h: &[structlearn::Record]| h.iter().map(|r| r.objective).collect::<Vec<_>>();
+    assert_eq!(objectives(&resumed.history), objectives(&full.history));
+
+    // A checkpoint of another seed is refused.
+    let mut other =
+        Trainer::new(&data, oracles("boosting", "mlp"), TrainConfig { seed: 7, ..config("c.ckpt") }).unwrap();
+    assert!(other.resume_from(&dir.path().join("b.ckpt"), &ModelRegistry::with_builtin()).is_err());
+}
+
+#[test]
+fn bad_input_gives_typed_errors_naming_example_and_region() {
+    let good = common::denoising(2, 4, 4, 9);
+    let types = good.factor_types.clone();
+    let ex = good.examples[1].clone();
+
+    // Empty training set.
+    let empty = Dataset::new(types.clone(), vec![]).unwrap();
+    assert!(matches!(Trainer::new(&empty, oracles("linear", "linear"), quick(1)), Err(LearnError::EmptyDataset)));
+
+    // Label out of range.
+    let mut bad = ex.clone();
+    bad.labels.as_mut().unwrap()[3] = 2;
+    let err = Dataset::new(types.clone(), vec![good.examples[0].clone(), bad]).unwrap_err();
+    assert!(matches!(err, LearnError::LabelOutOfRange { example: 1, variable: 3, label: 2, .. }), "{err}");
+
+    // Feature dimension differs within a type.
+    let mut bad = ex.clone();
+    bad.features[0] = FeatureBlock { dim: 3, values: vec![0.0; 16 * 3] };
+    let err = Dataset::new(types.clone(), vec![bad]).unwrap_err();
+    assert!(matches!(err, LearnError::FeatureDim { example: 0, .. }), "{err}");
+
+    // Wrong number of feature rows.
+    let mut bad = ex.clone();
+    bad.features[1].values.pop();
+    assert!(matches!(Dataset::new(types.clone(), vec![bad]), Err(LearnError::FeatureLength { .. })));
+
+    // NaN feature names the region.
+    let mut bad = ex.clone();
+    bad.features[1].values[2] = f64::NAN;
+    let err = Dataset::new(types.clone(), vec![bad]).unwrap_err();
+    assert!(matches!(err, LearnError::NonFiniteFeature { example: 0, region: 17, col: 0, .. }), "{err}");
+
+    // Regions whose factor type the model does not declare.
+    let other = Arc::new(
+        factor_graph::factors_with_singletons(
+            vec![2, 2],
+            &[factor_graph::Scope { variables: vec![0, 1], factor_type: "edge".into() }],
+        )
+        .unwrap(),
+    );
+    let mut bad = ex.clone();
+    bad.graph = other;
+    let err = Dataset::new(types.clone(), vec![bad]).unwrap_err();
+    assert!(matches!(err, LearnError::UnknownFactorType { example: 0, region: 2, .. }), "{err}");
+
+    // Missing oracle, unknown oracle type, unknown kind.
+    let one = vec![("unary".to_string(), builtin_oracle("linear").unwrap())];
+    assert!(matches!(Trainer::new(&good, one, quick(1)), Err(LearnError::Config(_))));
+    assert!(builtin_oracle("forest").is_err());
+    let mut os = oracles("linear", "linear");
+    os.push(("pixels".into(), builtin_oracle("zero").unwrap()));
+    assert!(matches!(Trainer::new(&good, os, quick(1)), Err(LearnError::Config(_))));
+
+    // A model trained on one type set refuses data of another.
+    let model = Trainer::new(&good, oracles("linear", "linear"), quick(1)).unwrap().train().unwrap().model;
+    let chain = position_dependent(false, 2);
+    assert!(matches!(model.error_rate(&chain, &PredictOptions::default()), Err(LearnError::ModelMismatch(_))));
+}
+
+#[test]
+fn dataset_files_round_trip_and_reject_garbage() {
+    let data = common::denoising(2, 4, 5, 10);
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["d.json", "d.sld"] {
+        let path = dir.path().join(name);
+        data.save(&path).unwrap();
+        let back = Dataset::load(&path).unwrap();
+        assert_eq!(back.len(), 2);
+        assert_eq!(back.factor_types, data.factor_types);
+        assert!(Arc::ptr_eq(&back.examples[0].graph, &back.examples[1].graph), "graphs should be shared");
+        for (a, b) in back.examples.iter().zip(&data.examples) {
+            assert_eq!(a.labels, b.labels);
+            assert_eq!(a.features, b.features);
+            assert_eq!(a.graph.spec(), b.graph.spec());
+        }
+    }
+    let path = dir.path().join("d.sld");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.truncate(bytes.len() - 3);
+    std::fs::write(&path, &bytes).unwrap();
+    assert!(matches!(Dataset::load(&path), Err(LearnError::BadFile { .. })));
+    std::fs::write(dir.path().join("x.json"), "{\"format\": \"structlearn-dataset\", \"version\": 9}").unwrap();
+    assert!(matches!(Dataset::load(&dir.path().join("x.json")), Err(LearnError::BadFile { .. })));
+    assert!(matches!(Dataset::load(&dir.path().join("missing.json")), Err(LearnError::Io { .. })));
+}
