@@ -1,1 +1,16 @@
-//! placeholder
+//! Data sets for the experiments (SPEC §6): generators and image helpers that
+//! produce [`structlearn::Dataset`]s over [`factor_graph::grid`] region graphs.
+//!
+//! * [`denoising`]: the seeded synthetic binary denoising data of NIPS §8 (SPEC §6.1);
+//! * [`image`]: per-pixel arrays, label maps and palettes, per-pixel and per-pair
+//!   feature blocks in grid region order, PNG/JPEG reading and atomic PNG writing.
+//!
+//! Errors are [`DatasetError`] values; no function panics on bad input.
+
+pub mod denoising;
+mod error;
+pub mod image;
+
+pub use crate::denoising::{DenoisingConfig, DenoisingData, DenoisingImage};
+pub use crate::error::DatasetError;
+pub use crate::image::{GridGraphs, LabelPalette, Raster, pair_features, pixel_features};
