@@ -3,12 +3,15 @@
 
 Dev tool, not run in CI. Needs `pip install lightgbm numpy`.
 
-The problem is biased multiclass logistic regression (SPEC §4): rows with
-features [v, 1.0], v ~ U(0, 1); label floor(C·v) with probability 0.75, else
-uniform; a per-row, per-class bias b ~ U(-2, 2) passed to LightGBM as
-`init_score`. This is the distribution of `denoising_like` in
-`benches/oracles.rs` (drawn here with NumPy, so the rows differ but the shape
-and distribution are the same; `--load DIR` reads rows written by `--dump`).
+The problem is biased multiclass logistic regression (SPEC §4), drawn like
+`denoising_like` in `benches/oracles.rs` (the `boosting` group's first shape is
+160,000 rows, 2 classes, margin 10): features [u, 1.0] with u ~ U(0, 1); label
+floor(C · clamp(u + U(-0.15, 0.15), 0, 1)); bias b_k(y) = margin · [y != y_k] +
+U(-2, 2), passed to LightGBM as `init_score`. NumPy draws its own rows, so the
+data are the same distribution, not the same rows; `--load DIR` reads rows
+written by `--dump` (x.f64 rows × dim, labels.u32, bias.f64 rows × classes,
+little-endian, row-major, and shape.txt "rows dim classes"), so any problem
+dumped in that format can be compared.
 
 LightGBM is run as close to the chapter's boosting (§1.9.4) as its options allow:
 200 rounds, learning rate 0.25, bagging of 10,000 rows per round
@@ -17,14 +20,12 @@ LightGBM is run as close to the chapter's boosting (§1.9.4) as its options allo
 per round (31 leaves by default) with Newton leaf values; the oracle grows one
 multi-output tree per round and re-fits its leaves by L-BFGS.
 
-Prints the wall and CPU time of `lightgbm.train` and the full-data training loss
+Prints the wall and CPU time of `lightgbm.train` (the Dataset, i.e. LightGBM's
+binning, is built before the clock starts) and the full-data training loss
 L = Σ_k [logsumexp(s_k + b_k) − s_k(y_k) − b_k(y_k)] (and per row).
 
-    python3 scripts/compare_lightgbm.py [--rows 160000] [--classes 2] [--rounds 200]
-        [--threads 1] [--seed 0] [--dump DIR | --load DIR]
-
-`--dump DIR` writes x.f64 (rows × 2), labels.u32, bias.f64 (rows × classes),
-little-endian, row-major, with shape.txt "rows dim classes".
+    python3 scripts/compare_lightgbm.py [--rows 160000] [--classes 2] [--margin 10]
+        [--rounds 200] [--threads 1] [--seed 0] [--lambda-l2 0] [--curve] [--dump DIR | --load DIR]
 """
 
 import argparse
@@ -34,14 +35,14 @@ import time
 import numpy as np
 
 
-def denoising_like(rows, classes, seed):
+def denoising_like(rows, classes, margin, seed):
     rng = np.random.default_rng(seed)
-    v = rng.random(rows)
-    informative = np.minimum((v * classes).astype(np.int64), classes - 1)
-    noisy = rng.random(rows) >= 0.75
-    labels = np.where(noisy, rng.integers(0, classes, rows), informative)
-    x = np.column_stack([v, np.ones(rows)])
-    bias = rng.uniform(-2.0, 2.0, (rows, classes))
+    u = rng.random(rows)
+    noisy = np.clip(u + rng.uniform(-0.15, 0.15, rows), 0.0, 1.0 - 1e-12)
+    labels = (noisy * classes).astype(np.int64)
+    x = np.column_stack([u, np.ones(rows)])
+    wrong = np.arange(classes)[None, :] != labels[:, None]
+    bias = margin * wrong + rng.uniform(-2.0, 2.0, (rows, classes))
     return x, labels, bias
 
 
@@ -56,10 +57,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=160_000)
     ap.add_argument("--classes", type=int, default=2)
+    ap.add_argument("--margin", type=float, default=10.0, help="bias added to the wrong labels (Δ/ε)")
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--subsample", type=int, default=10_000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--lambda-l2", type=float, default=0.0, help="LightGBM's leaf ridge (its default 0)")
     ap.add_argument("--curve", action="store_true", help="also print the loss after 1, 5, 10, 20, 50, 100, ... rounds")
     ap.add_argument("--dump", help="write the generated rows to this directory")
     ap.add_argument("--load", help="read rows written by --dump (or by the Rust side) from this directory")
@@ -73,7 +76,7 @@ def main():
         labels = np.fromfile(os.path.join(args.load, "labels.u32"), dtype="<u4").astype(np.int64)
         bias = np.fromfile(os.path.join(args.load, "bias.f64"), dtype="<f8").reshape(rows, classes)
     else:
-        x, labels, bias = denoising_like(args.rows, args.classes, args.seed)
+        x, labels, bias = denoising_like(args.rows, args.classes, args.margin, args.seed)
         rows, classes = args.rows, args.classes
     if args.dump:
         os.makedirs(args.dump, exist_ok=True)
@@ -91,6 +94,7 @@ def main():
         "bagging_freq": 1,
         "bagging_seed": args.seed,
         "min_data_in_leaf": max(1, round(0.01 * min(args.subsample, rows))),
+        "lambda_l2": args.lambda_l2,
         "num_threads": args.threads,
         "verbosity": -1,
         "deterministic": True,

@@ -206,10 +206,10 @@ fn infer(path: &Path, eps: f64, iterations: usize, tolerance: Option<f64>, outpu
     if !(eps > 0.0 && eps.is_finite()) {
         bail!("--eps must be > 0 and finite (got {eps})");
     }
-    if let Some(t) = tolerance {
-        if !(t > 0.0) {
-            bail!("--tolerance must be > 0 (got {t})");
-        }
+    if let Some(t) = tolerance
+        && (t.is_nan() || t <= 0.0)
+    {
+        bail!("--tolerance must be > 0 (got {t})");
     }
     let uai = UaiModel::read(path)?;
     let m = uai.to_region_graph()?;
@@ -312,11 +312,11 @@ fn train(a: TrainArgs) -> Result<()> {
     if let Some(v) = &validation {
         trainer = trainer.with_validation(v);
     }
-    if a.resume {
-        if let Some(c) = a.checkpoint.as_deref().filter(|c| c.exists()) {
-            trainer.resume_from(c, &ModelRegistry::with_builtin())?;
-            eprintln!("resumed after learning iteration {}", trainer.completed_iterations());
-        }
+    if a.resume
+        && let Some(c) = a.checkpoint.as_deref().filter(|c| c.exists())
+    {
+        trainer.resume_from(c, &ModelRegistry::with_builtin())?;
+        eprintln!("resumed after learning iteration {}", trainer.completed_iterations());
     }
     trainer.add_observer(Box::new(ProgressObserver::new("train")));
     if let Some(c) = &a.curve {

@@ -239,15 +239,15 @@ impl<'a> Trainer<'a> {
         if config.learning_iterations == 0 {
             return Err(LearnError::Config("learning_iterations must be at least 1".into()));
         }
-        if let Some(c) = &config.checkpoint {
-            if c.every == 0 {
-                return Err(LearnError::Config("checkpoint.every must be at least 1".into()));
-            }
+        if let Some(c) = &config.checkpoint
+            && c.every == 0
+        {
+            return Err(LearnError::Config("checkpoint.every must be at least 1".into()));
         }
-        if let Some(tol) = config.predict.tolerance {
-            if !(tol > 0.0) {
-                return Err(LearnError::Config(format!("predict.tolerance is {tol}; it must be > 0")));
-            }
+        if let Some(tol) = config.predict.tolerance
+            && (tol.is_nan() || tol <= 0.0)
+        {
+            return Err(LearnError::Config(format!("predict.tolerance is {tol}; it must be > 0")));
         }
         let steps = config.steps(train);
         if steps.is_empty() {
@@ -567,13 +567,13 @@ impl<'a> Trainer<'a> {
             self.completed = iteration;
             let model = self.model()?;
             self.emit(&TrainEvent::IterationFinished { iteration, model: &model })?;
-            if let Some(c) = self.config.checkpoint.clone() {
-                if iteration % c.every == 0 || iteration == total {
-                    self.elapsed_before += start.elapsed().as_secs_f64();
-                    self.save_checkpoint(&c.path)?;
-                    self.elapsed_before -= start.elapsed().as_secs_f64();
-                    self.emit(&TrainEvent::Checkpointed { iteration, path: &c.path })?;
-                }
+            if let Some(c) = self.config.checkpoint.clone()
+                && (iteration.is_multiple_of(c.every) || iteration == total)
+            {
+                self.elapsed_before += start.elapsed().as_secs_f64();
+                self.save_checkpoint(&c.path)?;
+                self.elapsed_before -= start.elapsed().as_secs_f64();
+                self.emit(&TrainEvent::Checkpointed { iteration, path: &c.path })?;
             }
         }
         self.emit(&TrainEvent::Finished)?;

@@ -108,7 +108,7 @@ impl BinEdges {
 /// Exact for finite `x` and finite or `+∞` thresholds that are not `−0.0`
 /// (`t − x` is zero only when `t = x`, and keeps its sign on overflow).
 #[inline]
-fn less(t: f64, x: f64) -> usize {
+pub(super) fn less(t: f64, x: f64) -> usize {
     ((t - x).to_bits() >> 63) as usize
 }
 

@@ -115,7 +115,7 @@ impl<T: Value> Descent<T> {
 
     /// The leaf reached with feature values `x(feature)`.
     #[inline]
-    fn walk(&self, x: impl Fn(usize) -> T) -> usize {
+    pub(super) fn walk(&self, x: impl Fn(usize) -> T) -> usize {
         let mut n = 0;
         for _ in 0..self.depth {
             let s = &self.steps[n];

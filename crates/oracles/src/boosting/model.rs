@@ -4,14 +4,18 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::KIND;
-use super::bins::BinEdges;
+use super::bins::{BinEdges, less};
 use super::descent::Descent;
 use super::tree::GrownTree;
 use crate::{Features, Model, OracleError, check_model_shape, check_score_buffer, encode};
 
-/// Rows per parallel task when scoring; every task walks all trees over its rows,
-/// so a tree stays in cache while it is applied to them.
+/// Most rows per parallel task when scoring. A task walks all trees over its
+/// rows, so its features stay in the L1 cache (about [`SCORE_CHUNK_BYTES`]) while
+/// every tree is applied to them.
 const SCORE_CHUNK_ROWS: usize = 256;
+
+/// Feature bytes per scoring task (fewer rows for wide features).
+const SCORE_CHUNK_BYTES: usize = 16 * 1024;
 
 /// A fitted boosting ensemble `g(φ, y) = Σ_t ν·t(φ)_y` (ch. §1.9.4): a sum of
 /// multi-output regression trees whose leaves hold `C`-vectors already multiplied
@@ -103,6 +107,53 @@ impl BoostingModel {
         d
     }
 
+    /// The ensemble as a step function of one feature, when every split of every
+    /// tree is on that feature (as with `[value, 1]` features): scoring a row is
+    /// then one search over the merged thresholds instead of one descent per tree.
+    /// `None` if the trees split on different features.
+    fn step_function(&self) -> Option<StepFunction> {
+        let feature = self.feature.first().map_or(0, |&f| f as usize);
+        if self.feature.iter().any(|&f| f as usize != feature) {
+            return None;
+        }
+        let c = self.classes;
+        // −0.0 splits like +0.0 and would break `less`.
+        let normal = |t: f64| if t == 0.0 { 0.0 } else { t };
+        let mut thresholds: Vec<f64> = self.threshold.iter().map(|&t| normal(t)).collect();
+        thresholds.sort_unstable_by(f64::total_cmp);
+        thresholds.dedup();
+        let intervals = thresholds.len() + 1;
+        // A value in interval i (i thresholds below it): thresholds[i], or +∞ in the last.
+        let representative = |i: usize| thresholds.get(i).copied().unwrap_or(f64::INFINITY);
+        let mut values = vec![0.0; intervals * c];
+        let mut own = Vec::new();
+        for t in 0..self.trees() {
+            let descent = self.descent(t);
+            let (n0, n1) = (self.node_offsets[t] as usize, self.node_offsets[t + 1] as usize);
+            own.clear();
+            own.extend(self.threshold[n0..n1].iter().map(|&t| normal(t)));
+            own.sort_unstable_by(f64::total_cmp);
+            let leaves = &self.leaf_values[self.leaf_offsets[t] as usize * c..self.leaf_offsets[t + 1] as usize * c];
+            // Tree t is constant between its own thresholds; walk it once per own interval.
+            let mut j = 0;
+            let mut leaf = descent.walk(|_| own.first().copied().unwrap_or(f64::INFINITY));
+            for (i, v) in values.chunks_mut(c).enumerate() {
+                let x = representative(i);
+                if j < own.len() && own[j] < x {
+                    while j < own.len() && own[j] < x {
+                        j += 1;
+                    }
+                    let x_own = own.get(j).copied().unwrap_or(f64::INFINITY);
+                    leaf = descent.walk(|_| x_own);
+                }
+                v.iter_mut().zip(&leaves[leaf * c..(leaf + 1) * c]).for_each(|(v, l)| *v += l);
+            }
+        }
+        let width = intervals.next_power_of_two() - 1;
+        thresholds.resize(width, f64::INFINITY);
+        Some(StepFunction { feature, thresholds, values })
+    }
+
     /// Checks the storage invariants (type docs); a model read from bytes that
     /// breaks them is a decoding error.
     pub(super) fn check(&self) -> Result<(), OracleError> {
@@ -153,6 +204,30 @@ impl BoostingModel {
     }
 }
 
+/// A one-feature ensemble as a step function ([`BoostingModel::step_function`]).
+#[derive(Debug)]
+struct StepFunction {
+    feature: usize,
+    /// Sorted distinct thresholds, padded with `+∞` to `2^k − 1` entries.
+    thresholds: Vec<f64>,
+    /// The ensemble's `C` scores on each interval (`i` thresholds below the value).
+    values: Vec<f64>,
+}
+
+impl StepFunction {
+    /// The interval of `x`: how many thresholds are below it.
+    #[inline]
+    fn interval(&self, x: f64) -> usize {
+        let mut step = self.thresholds.len().div_ceil(2);
+        let mut i = 0;
+        while step > 0 {
+            i += step * less(self.thresholds[i + step - 1], x);
+            step /= 2;
+        }
+        i
+    }
+}
+
 impl Model for BoostingModel {
     fn kind(&self) -> &str {
         KIND
@@ -170,10 +245,21 @@ impl Model for BoostingModel {
         check_model_shape(self, features.dim(), self.classes)?;
         check_score_buffer(features, self.classes, out)?;
         let c = self.classes;
+        if let Some(step) = self.step_function() {
+            out.par_chunks_mut(SCORE_CHUNK_ROWS * c).enumerate().for_each(|(chunk, o)| {
+                let start = chunk * SCORE_CHUNK_ROWS;
+                for (k, o) in o.chunks_mut(c).enumerate() {
+                    let i = if self.dim == 0 { 0 } else { step.interval(features.row(start + k)[step.feature]) };
+                    o.copy_from_slice(&step.values[i * c..(i + 1) * c]);
+                }
+            });
+            return Ok(());
+        }
         let descents: Vec<Descent<f64>> = (0..self.trees()).map(|t| self.descent(t)).collect();
-        out.par_chunks_mut(SCORE_CHUNK_ROWS * c).enumerate().for_each(|(chunk, o)| {
+        let chunk_rows = (SCORE_CHUNK_BYTES / (8 * self.dim.max(1))).clamp(8, SCORE_CHUNK_ROWS);
+        out.par_chunks_mut(chunk_rows * c).enumerate().for_each(|(chunk, o)| {
             o.fill(0.0);
-            let start = chunk * SCORE_CHUNK_ROWS;
+            let start = chunk * chunk_rows;
             let rows = o.len() / c;
             let x = features.slice_rows(start, start + rows);
             let mut leaf = [0u32; SCORE_CHUNK_ROWS];

@@ -364,7 +364,12 @@ impl TreeBuilder {
             }
             self.left_sum.fill(0.0);
             for j in 0..bins - 1 {
-                self.left_sum.iter_mut().zip(&block[j * stride..(j + 1) * stride]).for_each(|(l, h)| *l += h);
+                let h = &block[j * stride..(j + 1) * stride];
+                // An empty bin leaves the partition of the previous threshold.
+                if h[c + 1] == 0.0 {
+                    continue;
+                }
+                self.left_sum.iter_mut().zip(h).for_each(|(l, h)| *l += h);
                 let left_count = self.left_sum[c + 1];
                 if left_count < min_child {
                     continue;
@@ -377,10 +382,12 @@ impl TreeBuilder {
                 if left_weight <= 0.0 || right_weight <= 0.0 {
                     continue;
                 }
-                let left_term = squared_norm(&self.left_sum[..c]) / left_weight;
-                let right_term =
-                    total[..c].iter().zip(&self.left_sum[..c]).map(|(t, l)| (t - l) * (t - l)).sum::<f64>()
-                        / right_weight;
+                let (mut left_sq, mut right_sq) = (0.0, 0.0);
+                for (t, l) in total[..c].iter().zip(&self.left_sum[..c]) {
+                    left_sq += l * l;
+                    right_sq += (t - l) * (t - l);
+                }
+                let (left_term, right_term) = (left_sq / left_weight, right_sq / right_weight);
                 let gain = left_term + right_term - parent_term;
                 // Rounding leaves a gain of ±ε·terms when no split helps.
                 if gain > 1e-12 * (left_term + right_term) && best.is_none_or(|b| gain > b.gain) {
