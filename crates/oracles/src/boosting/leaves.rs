@@ -14,13 +14,23 @@
 //! With `q_k = softmax(z_k)` and `ℓ_k = log Σ_y exp z_k(y) − z_k(y_k)` computed
 //! once per round,
 //! `log Σ_y exp(z_k(y) + v_y) − z_k(y_k) − v_{y_k} = ℓ_k + log Σ_y q_k(y) e^{v_y} − v_{y_k}`,
-//! so an evaluation costs `C` exponentials per leaf and one logarithm per row.
+//! so an evaluation costs `C` exponentials per leaf and, for unit-weight rows, a
+//! logarithm only every few dozen rows (of a running product of the sums).
+
+use rayon::prelude::*;
 
 use crate::optim::{LbfgsOptions, lbfgs_minimize};
 use crate::{OracleError, Problem};
 
+/// Least rows per parallel task in [`LeafData::gather`].
+const GATHER_MIN_ROWS: usize = 512;
+
 /// Below this `Σ_y q_k(y) e^{v_y − max v}` a row is evaluated from `z_k` directly.
 const TINY_SUM: f64 = 1e-280;
+
+/// The running product of row sums is turned into a logarithm below this, so that
+/// times a sum above [`TINY_SUM`] it stays a normal number.
+const PRODUCT_FLUSH: f64 = 1e-20;
 
 /// The subsample rows of one round, as the leaf re-fit sees them.
 #[derive(Debug)]
@@ -54,30 +64,48 @@ impl LeafData {
     /// Returns the subsample's loss.
     pub(super) fn gather(&mut self, problem: &Problem<'_>, scores: &[f64], sub: &[usize], stats: &mut [f64]) -> f64 {
         let c = self.classes;
-        let mut total = 0.0;
-        for (r, &k) in sub.iter().enumerate() {
-            let (label, w) = (problem.labels()[k], problem.weight(k));
-            let z = &mut self.z[r * c..(r + 1) * c];
-            z.iter_mut().zip(&scores[k * c..(k + 1) * c]).zip(problem.bias_row(k)).for_each(|((z, s), b)| *z = s + b);
-            let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let q = &mut self.q[r * c..(r + 1) * c];
-            let mut sum = 0.0;
-            for (q, z) in q.iter_mut().zip(z.iter()) {
-                *q = (z - max).exp();
-                sum += *q;
-            }
-            q.iter_mut().for_each(|q| *q /= sum);
-            self.loss[r] = max + sum.ln() - z[label];
-            self.labels[r] = label;
-            self.weights[r] = w;
-            total += w * self.loss[r];
-            let st = &mut stats[r * (c + 2)..(r + 1) * (c + 2)];
-            st[..c].iter_mut().zip(q.iter()).for_each(|(g, q)| *g = w * q);
-            st[label] -= w;
-            st[c] = w;
-            st[c + 1] = 1.0;
-        }
-        total
+        (
+            self.z.par_chunks_mut(c),
+            self.q.par_chunks_mut(c),
+            self.loss.par_iter_mut(),
+            self.labels.par_iter_mut(),
+            self.weights.par_iter_mut(),
+            stats.par_chunks_mut(c + 2),
+            sub.par_iter(),
+        )
+            .into_par_iter()
+            .with_min_len(GATHER_MIN_ROWS)
+            .for_each(|(z, q, loss, label, weight, st, &k)| {
+                *label = problem.labels()[k];
+                *weight = problem.weight(k);
+                let s = &scores[k * c..(k + 1) * c];
+                z.iter_mut().zip(s).zip(problem.bias_row(k)).for_each(|((z, s), b)| *z = s + b);
+                let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let mut sum = 0.0;
+                for (q, z) in q.iter_mut().zip(z.iter()) {
+                    *q = (z - max).exp();
+                    sum += *q;
+                }
+                q.iter_mut().for_each(|q| *q /= sum);
+                *loss = max + sum.ln() - z[*label];
+                st[..c].iter_mut().zip(q.iter()).for_each(|(g, q)| *g = *weight * q);
+                st[*label] -= *weight;
+                st[c] = *weight;
+                st[c + 1] = 1.0;
+            });
+        // Summed in row order, so the result does not depend on the thread count.
+        self.loss.iter().zip(&self.weights).map(|(l, w)| w * l).sum()
+    }
+
+    /// The loss of the subsample rows `sub` at the training `scores` (as after
+    /// [`LeafData::gather`]); uses the loss buffer as scratch.
+    pub(super) fn loss_at(&mut self, problem: &Problem<'_>, scores: &[f64], sub: &[usize]) -> f64 {
+        let c = self.classes;
+        self.loss.par_iter_mut().zip(sub.par_iter()).with_min_len(GATHER_MIN_ROWS).for_each(|(loss, &k)| {
+            let s = &scores[k * c..(k + 1) * c];
+            *loss = crate::row_loss(s, problem.bias_row(k), problem.labels()[k], problem.weight(k), None);
+        });
+        self.loss.iter().sum()
     }
 
     /// The leaf objective (module docs) at `v` and its gradient into `grad`;
@@ -89,6 +117,9 @@ impl LeafData {
         grad.fill(0.0);
         let mut loss = 0.0;
         let mut weight = 0.0;
+        // Σ ln(sum) over unit-weight rows as the log of a running product (each
+        // `sum ≤ 1`, so it only shrinks): one logarithm per many rows.
+        let mut product = 1.0;
         for &r in rows {
             let r = r as usize;
             let w = self.weights[r];
@@ -99,7 +130,16 @@ impl LeafData {
             let q = &self.q[r * c..(r + 1) * c];
             let sum: f64 = q.iter().zip(ev.iter()).map(|(q, e)| q * e).sum();
             if sum > TINY_SUM {
-                loss += w * (self.loss[r] + vmax + sum.ln() - v[label]);
+                if w == 1.0 {
+                    loss += self.loss[r] + vmax - v[label];
+                    product *= sum;
+                    if product < PRODUCT_FLUSH {
+                        loss += product.ln();
+                        product = 1.0;
+                    }
+                } else {
+                    loss += w * (self.loss[r] + vmax + sum.ln() - v[label]);
+                }
                 let scale = w / sum;
                 grad.iter_mut().zip(q.iter().zip(ev.iter())).for_each(|(g, (q, e))| *g += scale * q * e);
             } else {
@@ -108,6 +148,7 @@ impl LeafData {
             grad[label] -= w;
             weight += w;
         }
+        loss += product.ln();
         if weight == 0.0 {
             return 0.0;
         }

@@ -275,18 +275,7 @@ impl BoostingOracle {
             );
             model.push_tree(tree, &edges, &values);
 
-            let subsample_loss_after: f64 = sub
-                .iter()
-                .map(|&k| {
-                    crate::row_loss(
-                        &scores[k * c..(k + 1) * c],
-                        problem.bias_row(k),
-                        problem.labels()[k],
-                        problem.weight(k),
-                        None,
-                    )
-                })
-                .sum();
+            let subsample_loss_after = data.loss_at(problem, &scores, &sub);
             observer(&RoundReport {
                 round,
                 trees: model.trees(),
