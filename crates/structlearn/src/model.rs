@@ -181,18 +181,12 @@ impl StructuredModel {
         Ok(theta)
     }
 
-    /// `ε` per factor type of example `k`'s *graph* (the graph's own type order).
-    pub(crate) fn graph_epsilon(&self, data: &Dataset, k: usize) -> Vec<f64> {
-        let g = &data.examples[k].graph;
-        g.factor_types().iter().map(|name| data.factor_type_index(name).map_or(1.0, |t| self.epsilon[t])).collect()
-    }
-
     /// Predicts example `k` (SPEC §4): `θ = ε g`, messages from 0, message
     /// passing until `opts`' tolerance or budget, decode.
     pub fn predict_example(&self, data: &Dataset, k: usize, opts: &PredictOptions) -> Result<Prediction, LearnError> {
         let graph = &data.examples[k].graph;
         let theta = self.energies(data, k)?;
-        let eps = self.graph_epsilon(data, k);
+        let eps = graph_epsilon(data, k, &self.epsilon);
         let problem = InferenceProblem::new(graph, &theta, &eps)
             .map_err(|source| LearnError::Inference { example: k, source })?;
         let mut messages = Messages::zeros(graph);
@@ -329,6 +323,13 @@ impl StructuredModel {
             .collect();
         serde_json::json!({ "format": "structlearn-model", "format_version": MODEL_FORMAT_VERSION, "factor_types": types })
     }
+}
+
+/// `ε` per factor type of example `k`'s *graph*, in the graph's own type order,
+/// from `epsilon` given per factor type of the data set (matched by name).
+pub(crate) fn graph_epsilon(data: &Dataset, k: usize, epsilon: &[f64]) -> Vec<f64> {
+    let g = &data.examples[k].graph;
+    g.factor_types().iter().map(|name| data.factor_type_index(name).map_or(1.0, |t| epsilon[t])).collect()
 }
 
 pub(crate) fn oracle_err(ft: &FactorTypeInfo, source: oracles::OracleError) -> LearnError {

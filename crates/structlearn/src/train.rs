@@ -34,7 +34,7 @@ use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace, mess
 
 use crate::discrepancy::{Discrepancy, Hamming};
 use crate::files::{unwrap_binary, wrap_binary, write_atomic};
-use crate::model::oracle_err;
+use crate::model::{graph_epsilon, oracle_err};
 use crate::observer::{Observer, Record, TrainEvent};
 use crate::{Dataset, LearnError, PredictOptions, StructuredModel};
 
@@ -373,16 +373,6 @@ impl<'a> Trainer<'a> {
         StructuredModel::new(self.train.factor_types.clone(), self.epsilon.clone(), models)
     }
 
-    /// `ε` per factor type of example `k`'s graph.
-    fn graph_epsilon(&self, k: usize) -> Vec<f64> {
-        self.train.examples[k]
-            .graph
-            .factor_types()
-            .iter()
-            .map(|name| self.train.factor_type_index(name).map_or(1.0, |t| self.epsilon[t]))
-            .collect()
-    }
-
     /// The training objective `R = Σ_k [A(λ^k, θ^k) − Σ_α θ^k_α(y^k_α)]` (SPEC §4).
     pub fn objective(&self) -> Result<f64, LearnError> {
         let parts: Vec<f64> = (0..self.train.len())
@@ -391,7 +381,7 @@ impl<'a> Trainer<'a> {
                 let ex = &self.train.examples[k];
                 let graph = &ex.graph;
                 let state = &self.states[k];
-                let eps = self.graph_epsilon(k);
+                let eps = graph_epsilon(self.train, k, &self.epsilon);
                 let problem = InferenceProblem::new(graph, &state.theta, &eps)
                     .map_err(|source| LearnError::Inference { example: k, source })?;
                 let truth = self.train.labels(k)?;
@@ -456,7 +446,7 @@ impl<'a> Trainer<'a> {
     /// Runs `iterations` message-passing iterations on every training example.
     fn message_passing_step(&mut self, iterations: usize) -> Result<f64, LearnError> {
         let train = self.train;
-        let eps: Vec<Vec<f64>> = (0..train.len()).map(|k| self.graph_epsilon(k)).collect();
+        let eps: Vec<Vec<f64>> = (0..train.len()).map(|k| graph_epsilon(self.train, k, &self.epsilon)).collect();
         let violations: Vec<f64> = self
             .states
             .par_iter_mut()
