@@ -283,7 +283,7 @@ impl<'a> Trainer<'a> {
             history: Vec::new(),
             elapsed_before: 0.0,
         };
-        trainer.states = trainer.initial_states()?;
+        trainer.initial_states()?;
         Ok(trainer)
     }
 
@@ -296,7 +296,7 @@ impl<'a> Trainer<'a> {
     /// Replaces the Hamming discrepancy. Must be called before training starts.
     pub fn with_discrepancy(mut self, discrepancy: Box<dyn Discrepancy>) -> Result<Self, LearnError> {
         self.discrepancy = discrepancy;
-        self.states = self.initial_states()?;
+        self.initial_states()?;
         Ok(self)
     }
 
@@ -326,19 +326,46 @@ impl<'a> Trainer<'a> {
         &self.epsilon
     }
 
-    fn initial_states(&self) -> Result<Vec<ExampleState>, LearnError> {
-        (0..self.train.len())
-            .into_par_iter()
-            .map(|k| {
-                let graph = &self.train.examples[k].graph;
-                let mut state =
-                    ExampleState { messages: Messages::zeros(graph), theta: vec![0.0; graph.total_configs()] };
-                for t in 0..self.train.factor_types.len() {
-                    self.refresh_theta(k, t, None, &mut state.theta);
-                }
-                Ok(state)
-            })
-            .collect()
+    /// Zero messages, and `θ = Δ` (every `g = 0` before its first fit).
+    fn initial_states(&mut self) -> Result<(), LearnError> {
+        self.states = self
+            .train
+            .examples
+            .iter()
+            .map(|ex| ExampleState { messages: Messages::zeros(&ex.graph), theta: vec![0.0; ex.graph.total_configs()] })
+            .collect();
+        self.refresh_all_types()
+    }
+
+    /// Recomputes `θ` of every factor type from the current models.
+    fn refresh_all_types(&mut self) -> Result<(), LearnError> {
+        (0..self.train.factor_types.len()).try_for_each(|t| self.refresh_type(t))
+    }
+
+    /// Scores the pooled rows of type `t` with its current model (zero if not
+    /// fitted yet) and sets `θ = ε_t g + Δ` on those regions of every example.
+    fn refresh_type(&mut self, t: usize) -> Result<(), LearnError> {
+        let ft = &self.train.factor_types[t];
+        let c = ft.classes;
+        let scores = match &self.models[t] {
+            Some(m) => {
+                let pooled = &self.pooled[t];
+                let features =
+                    Features::new(&pooled.features, pooled.labels.len(), ft.dim).map_err(|e| oracle_err(ft, e))?;
+                let mut s = vec![0.0; pooled.labels.len() * c];
+                m.score(features, &mut s).map_err(|e| oracle_err(ft, e))?;
+                Some(s)
+            }
+            None => None,
+        };
+        let mut states = std::mem::take(&mut self.states);
+        let this = &*self;
+        states.par_iter_mut().enumerate().for_each(|(k, state)| {
+            let rows = scores.as_ref().map(|s| &s[pooled_rows(this, t, k, c)]);
+            this.refresh_theta(k, t, rows, &mut state.theta);
+        });
+        self.states = states;
+        Ok(())
     }
 
     /// `θ = ε_t g + Δ` on the regions of type `t` of example `k`; `scores` are
@@ -430,16 +457,8 @@ impl<'a> Trainer<'a> {
         let problem = Problem::new(features, &pooled.labels, &bias, c, None).map_err(|e| oracle_err(ft, e))?;
         let fit = fit_monotone(self.oracles[t].as_ref(), &problem, self.models[t].as_deref(), FitContext { seed })
             .map_err(|e| oracle_err(ft, e))?;
-        let mut scores = vec![0.0; n * c];
-        fit.model.score(features, &mut scores).map_err(|e| oracle_err(ft, e))?;
         self.models[t] = Some(fit.model);
-        let mut states = std::mem::take(&mut self.states);
-        let this = &*self;
-        states.par_iter_mut().enumerate().for_each(|(k, state)| {
-            let rows = &scores[pooled_rows(this, t, k, c)];
-            this.refresh_theta(k, t, Some(rows), &mut state.theta);
-        });
-        self.states = states;
+        self.refresh_type(t)?;
         Ok((fit.loss, fit.rejected))
     }
 
@@ -643,28 +662,9 @@ impl<'a> Trainer<'a> {
         self.completed = cp.completed;
         self.history = cp.history;
         self.elapsed_before = cp.elapsed_seconds;
-        // θ is a function of the models: recompute it exactly as the fits did.
-        for t in 0..self.train.factor_types.len() {
-            let ft = &self.train.factor_types[t];
-            let c = ft.classes;
-            let scores = match &self.models[t] {
-                Some(m) => {
-                    let pooled = &self.pooled[t];
-                    let features =
-                        Features::new(&pooled.features, pooled.labels.len(), ft.dim).map_err(|e| oracle_err(ft, e))?;
-                    let mut s = vec![0.0; pooled.labels.len() * c];
-                    m.score(features, &mut s).map_err(|e| oracle_err(ft, e))?;
-                    Some(s)
-                }
-                None => None,
-            };
-            for (k, state) in states.iter_mut().enumerate() {
-                let rows = scores.as_ref().map(|s| &s[pooled_rows(self, t, k, c)]);
-                self.refresh_theta(k, t, rows, &mut state.theta);
-            }
-        }
         self.states = states;
-        Ok(())
+        // θ is a function of the models: recompute it exactly as the fits did.
+        self.refresh_all_types()
     }
 }
 
