@@ -129,7 +129,7 @@ mod star;
 pub use batch::run_batch;
 pub use error::InferenceError;
 pub use messages::Messages;
-pub use problem::{InferenceProblem, RunOptions, RunReport, Workspace};
+pub use problem::{InferenceProblem, RunOptions, RunReport, TOLERANCE_CHECK_EVERY, Workspace};
 
 use factor_graph::RegionGraph;
 

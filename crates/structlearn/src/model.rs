@@ -184,18 +184,37 @@ impl StructuredModel {
     /// Predicts example `k` (SPEC §4): `θ = ε g`, messages from 0, message
     /// passing until `opts`' tolerance or budget, decode.
     pub fn predict_example(&self, data: &Dataset, k: usize, opts: &PredictOptions) -> Result<Prediction, LearnError> {
+        let mut messages = Messages::zeros(&data.examples[k].graph);
+        self.predict_example_from(data, k, opts, &mut messages)
+    }
+
+    /// Like [`StructuredModel::predict_example`], but message passing starts
+    /// from `messages` (which must fit example `k`'s graph) and leaves its
+    /// final messages there.
+    ///
+    /// The smoothed beliefs at the optimum of `A(λ, θ)` are unique (the entropy
+    /// is strictly concave), so warm starts change where message passing
+    /// starts, not where it converges: a trainer re-predicting after every
+    /// learning iteration can keep each example's messages and spend a small
+    /// budget per evaluation, accumulating iterations as the model settles.
+    pub fn predict_example_from(
+        &self,
+        data: &Dataset,
+        k: usize,
+        opts: &PredictOptions,
+        messages: &mut Messages,
+    ) -> Result<Prediction, LearnError> {
         let graph = &data.examples[k].graph;
         let theta = self.energies(data, k)?;
         let eps = graph_epsilon(data, k, &self.epsilon);
         let problem = InferenceProblem::new(graph, &theta, &eps)
             .map_err(|source| LearnError::Inference { example: k, source })?;
-        let mut messages = Messages::zeros(graph);
         let mut ws = Workspace::new(graph);
         let run = RunOptions { iterations: opts.iterations, tolerance: opts.tolerance, order: None };
         let report =
-            problem.run(&mut messages, &run, &mut ws).map_err(|source| LearnError::Inference { example: k, source })?;
+            problem.run(messages, &run, &mut ws).map_err(|source| LearnError::Inference { example: k, source })?;
         let mut beliefs = vec![0.0; graph.total_configs()];
-        problem.beliefs(&messages, &mut beliefs);
+        problem.beliefs(messages, &mut beliefs);
         let labels = decode(graph, &beliefs).map_err(|source| LearnError::Inference { example: k, source })?;
         Ok(Prediction { labels, beliefs, report })
     }
@@ -207,14 +226,34 @@ impl StructuredModel {
     }
 
     /// Fraction of misclassified variables, pooled over all examples
-    /// ("univariate error", SPEC §4). Every example needs labels.
+    /// ("univariate error", SPEC §4), predicting from zero messages. Every
+    /// example needs labels.
     pub fn error_rate(&self, data: &Dataset, opts: &PredictOptions) -> Result<f64, LearnError> {
         self.check_dataset(data)?;
-        let counts: Vec<(usize, usize)> = (0..data.len())
-            .into_par_iter()
-            .map(|k| {
+        let mut messages: Vec<Messages> = data.examples.iter().map(|e| Messages::zeros(&e.graph)).collect();
+        self.error_rate_from(data, opts, &mut messages)
+    }
+
+    /// [`StructuredModel::error_rate`] with message passing started from
+    /// `messages[k]` for example `k` (see
+    /// [`StructuredModel::predict_example_from`]); the final messages are left there.
+    pub fn error_rate_from(
+        &self,
+        data: &Dataset,
+        opts: &PredictOptions,
+        messages: &mut [Messages],
+    ) -> Result<f64, LearnError> {
+        self.check_dataset(data)?;
+        if messages.len() != data.len() {
+            return Err(LearnError::Config(format!("{} message sets for {} examples", messages.len(), data.len())));
+        }
+        let counts: Vec<(usize, usize)> = messages
+            .par_iter_mut()
+            .enumerate()
+            .with_max_len(1)
+            .map(|(k, m)| {
                 let truth = data.labels(k)?;
-                let p = self.predict_example(data, k, opts)?;
+                let p = self.predict_example_from(data, k, opts, m)?;
                 Ok((p.labels.iter().zip(truth).filter(|(a, b)| a != b).count(), truth.len()))
             })
             .collect::<Result<_, LearnError>>()?;
