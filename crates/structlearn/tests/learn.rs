@@ -380,3 +380,49 @@ fn dataset_files_round_trip_and_reject_garbage() {
     assert!(matches!(Dataset::load(&dir.path().join("x.json")), Err(LearnError::BadFile { .. })));
     assert!(matches!(Dataset::load(&dir.path().join("missing.json")), Err(LearnError::Io { .. })));
 }
+
+/// Warm starts move where message passing starts, not where it converges:
+/// a converged prediction from another model's messages equals the one from
+/// zero, and a trainer with warm-started evaluation records the same errors
+/// as a cold one once its per-evaluation budget converges.
+#[test]
+fn warm_started_prediction_converges_to_the_cold_prediction() {
+    let data = common::denoising(3, 6, 7, 21);
+    let converged = PredictOptions { iterations: 20_000, tolerance: Some(1e-11) };
+    let first = Trainer::new(&data, oracles("linear", "linear"), quick(1)).unwrap().train().unwrap().model;
+    let model = Trainer::new(&data, oracles("linear", "linear"), quick(3)).unwrap().train().unwrap().model;
+
+    let mut messages: Vec<smoothed_inference::Messages> =
+        data.examples.iter().map(|e| smoothed_inference::Messages::zeros(&e.graph)).collect();
+    first.error_rate_from(&data, &converged, &mut messages).unwrap();
+    assert!(messages.iter().any(|m| m.as_slice().iter().any(|&v| v != 0.0)), "warm messages must be non-trivial");
+    for (k, m) in messages.iter_mut().enumerate() {
+        let warm = model.predict_example_from(&data, k, &converged, m).unwrap();
+        let cold = model.predict_example(&data, k, &converged).unwrap();
+        assert!(warm.report.converged && cold.report.converged);
+        assert_eq!(warm.labels, cold.labels);
+        let gap = warm.beliefs.iter().zip(&cold.beliefs).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        assert!(gap < 1e-8, "example {k}: beliefs differ by {gap}");
+        assert!((warm.report.dual_value - cold.report.dual_value).abs() < 1e-9 * cold.report.dual_value.abs().max(1.0));
+    }
+    // Messages of another graph are an error, not a panic.
+    let other = factor_graph::grid(2, 2, 2).unwrap();
+    let mut wrong = smoothed_inference::Messages::zeros(&other);
+    assert!(model.predict_example_from(&data, 0, &converged, &mut wrong).is_err());
+    assert!(model.error_rate_from(&data, &converged, &mut messages[..1]).is_err());
+
+    let curve = |warm: bool| {
+        let config = TrainConfig {
+            evaluate: Evaluate::EveryIteration,
+            predict: converged,
+            warm_start_evaluation: warm,
+            ..quick(3)
+        };
+        let outcome =
+            Trainer::new(&data, oracles("linear", "linear"), config).unwrap().with_validation(&data).train().unwrap();
+        outcome.history.iter().filter_map(|r| Some((r.train_error?, r.validation_error?))).collect::<Vec<_>>()
+    };
+    let (warm, cold) = (curve(true), curve(false));
+    assert_eq!(warm.len(), 3);
+    assert_eq!(warm, cold);
+}
