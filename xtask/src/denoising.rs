@@ -165,6 +165,9 @@ pub fn reproduce(opts: &Options) -> Result<()> {
     let cells = selected_cells(&opts.cells)?;
     let seeds: Vec<u64> = (0..opts.seeds as u64).map(|s| opts.first_seed + s).collect();
 
+    if opts.resume {
+        check_same_preset(&out, &p)?;
+    }
     let mut done: Vec<CellResult> = if opts.resume { read_previous(&out)? } else { Vec::new() };
     done.retain(|r| seeds.contains(&r.seed) && cells.contains(&(r.unary.clone(), r.pairwise.clone())));
     let todo: Vec<(u64, String, String)> = seeds
@@ -193,6 +196,9 @@ pub fn reproduce(opts: &Options) -> Result<()> {
     // The commit is taken before training: later commits made while a long
     // run is going on must not be credited with its results.
     let commit = current_commit();
+    // Written again at the end; until then it marks the folder as unfinished
+    // and lets `--resume` check that it continues with the same preset.
+    write_run_info(&out, &p, opts, commit.as_deref(), 0.0, true)?;
     let wall = Instant::now();
     let multi = MultiProgress::new();
     let overall = multi.add(ProgressBar::new((seeds.len() * cells.len()) as u64));
@@ -554,6 +560,27 @@ fn energies(model: &StructuredModel, t: usize, xs: &[f64]) -> Result<Vec<Vec<f64
     Ok(out.chunks(c).map(|r| r.iter().map(|g| eps * g).collect()).collect())
 }
 
+/// With `--resume`, refuses to mix cells trained under another preset (image
+/// size, learning iterations, prediction budget, oracle budgets) into one table.
+fn check_same_preset(out: &Path, p: &Preset) -> Result<()> {
+    let path = out.join("run.json");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(());
+    };
+    let info: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
+    let now = serde_json::to_value(p)?;
+    if info.get("preset") != Some(&now) {
+        bail!(
+            "--resume: {} was written with preset {}, this run's is {}; resume with the same options or use another --out",
+            path.display(),
+            info.get("preset").map_or("(none)".to_string(), |v| v.to_string()),
+            now
+        );
+    }
+    Ok(())
+}
+
 /// The short commit hash of `HEAD`, with `-dirty` if tracked files differ from it.
 fn current_commit() -> Option<String> {
     let run = |args: &[&str]| std::process::Command::new("git").args(args).output().ok().filter(|o| o.status.success());
@@ -580,7 +607,56 @@ fn write_run_info(
         "wall_clock_seconds": seconds,
         "threads": rayon::current_num_threads(),
         "interrupted": interrupted,
+        // false while the run is going on, and after an interruption or error.
+        "finished": !interrupted,
     });
     write_atomic(&out.join("run.json"), serde_json::to_string_pretty(&info)?.as_bytes())?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts() -> Options {
+        Options {
+            scale: Scale::Quick,
+            out: None,
+            seeds: 1,
+            first_seed: 0,
+            cells: Vec::new(),
+            iterations: None,
+            resume: true,
+            save_data: false,
+            predict_iterations: None,
+        }
+    }
+
+    #[test]
+    fn resume_refuses_another_preset_and_accepts_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let quick = preset(Scale::Quick);
+        // No run.json yet: nothing to compare with.
+        check_same_preset(dir.path(), &quick).unwrap();
+        write_run_info(dir.path(), &quick, &opts(), Some("abc"), 0.0, true).unwrap();
+        check_same_preset(dir.path(), &quick).unwrap();
+        let longer = Preset { learning_iterations: quick.learning_iterations + 1, ..quick.clone() };
+        let err = check_same_preset(dir.path(), &longer).unwrap_err().to_string();
+        assert!(err.contains("--resume") && err.contains("learning_iterations"), "{err}");
+        assert!(check_same_preset(dir.path(), &preset(Scale::Full)).is_err());
+        let info: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("run.json")).unwrap()).unwrap();
+        assert_eq!(info["finished"], false);
+        assert_eq!(info["commit"], "abc");
+        std::fs::write(dir.path().join("run.json"), "not json").unwrap();
+        assert!(check_same_preset(dir.path(), &quick).is_err());
+    }
+
+    #[test]
+    fn cell_filters_are_checked() {
+        assert_eq!(selected_cells(&[]).unwrap().len(), 25);
+        assert_eq!(selected_cells(&["linear/mlp".into()]).unwrap(), vec![("linear".into(), "mlp".into())]);
+        assert!(selected_cells(&["linear".into()]).is_err());
+        assert!(selected_cells(&["linear/svm".into()]).is_err());
+    }
 }
