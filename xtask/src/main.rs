@@ -30,7 +30,7 @@ enum Command {
         /// The paper's full scale (see README).
         #[arg(long)]
         full: bool,
-        /// Output folder (default: target/reproduce/<experiment>[-quick|-full]).
+        /// Output folder (default: target/reproduce/EXPERIMENT[-quick|-full]).
         #[arg(long)]
         out: Option<PathBuf>,
         /// Repeat with this many seeds and report mean ± std.

@@ -62,8 +62,8 @@
 //!
 //! # Performance
 //!
-//! The kernels process rows in blocks of [`BLOCK`] and hidden units (and
-//! classes) in tiles of [`TILE`], so each weight loaded serves several rows and
+//! The kernels process rows in blocks of `BLOCK` (4) and hidden units (and
+//! classes) in tiles of `TILE` (4), so each weight loaded serves several rows and
 //! the accumulators stay in registers. They work on a *packed* copy of the
 //! parameters (tiles contiguous, hidden units padded with zeros to whole
 //! tiles), converted from and to the model's layout once per call. There is no
