@@ -104,8 +104,8 @@ pub struct TrainConfig {
     /// [`StructuredModel::predict_example_from`]) instead of from zero. The
     /// converged prediction is the same; on strongly coupled models, where
     /// message passing needs hundreds of iterations, a small `predict` budget
-    /// per evaluation then accumulates over learning iterations. Evaluation
-    /// messages are not checkpointed: a resumed run starts them from zero.
+    /// per evaluation then accumulates over learning iterations. Checkpoints
+    /// carry the evaluation messages, so a resumed run records the same errors.
     pub warm_start_evaluation: bool,
     /// Optional checkpointing.
     pub checkpoint: Option<CheckpointConfig>,
@@ -636,13 +636,17 @@ impl<'a> Trainer<'a> {
             messages: self.states.iter().map(|s| s.messages.as_slice().to_vec()).collect(),
             history: self.history.clone(),
             elapsed_seconds: self.elapsed_before,
+            train_eval_messages: self.train_eval_messages.iter().map(|m| m.as_slice().to_vec()).collect(),
+            validation_eval_messages: self.validation_eval_messages.iter().map(|m| m.as_slice().to_vec()).collect(),
         };
         let bytes = postcard::to_stdvec(&body).map_err(|e| LearnError::bad_file(path, e.to_string()))?;
         write_atomic(path, &wrap_binary(CHECKPOINT_MAGIC, &bytes))
     }
 
     /// Restores a checkpoint written by [`Trainer::save_checkpoint`] for the
-    /// same training set and seed; `train` then continues from it.
+    /// same training set and seed; `train` then continues from it. Attach the
+    /// validation set ([`Trainer::with_validation`]) first, so that its
+    /// evaluation messages are restored too.
     pub fn resume_from(&mut self, path: &Path, registry: &ModelRegistry) -> Result<(), LearnError> {
         let bytes = std::fs::read(path).map_err(|e| LearnError::io(path, e))?;
         let body = unwrap_binary(path, &bytes, CHECKPOINT_MAGIC)?;
@@ -685,6 +689,37 @@ impl<'a> Trainer<'a> {
                 .map_err(|e| LearnError::bad_file(path, format!("messages of example {k}: {e}")))?;
             states.push(ExampleState { messages, theta: vec![0.0; graph.total_configs()] });
         }
+        let restore = |data: &Dataset, saved: Vec<Vec<f64>>, what: &str| -> Result<Vec<Messages>, LearnError> {
+            if saved.is_empty() {
+                return Ok(data.examples.iter().map(|e| Messages::zeros(&e.graph)).collect());
+            }
+            if saved.len() != data.len() {
+                return Err(LearnError::bad_file(
+                    path,
+                    format!(
+                        "checkpoint has evaluation messages for {} {what} examples, this run has {}",
+                        saved.len(),
+                        data.len()
+                    ),
+                ));
+            }
+            saved
+                .into_iter()
+                .enumerate()
+                .map(|(k, lambda)| {
+                    Messages::from_vec(&data.examples[k].graph, lambda).map_err(|e| {
+                        LearnError::bad_file(path, format!("evaluation messages of {what} example {k}: {e}"))
+                    })
+                })
+                .collect()
+        };
+        let train_eval = restore(self.train, cp.train_eval_messages, "training")?;
+        let validation_eval = match self.validation {
+            Some(v) => restore(v, cp.validation_eval_messages, "validation")?,
+            None => Vec::new(),
+        };
+        self.train_eval_messages = train_eval;
+        self.validation_eval_messages = validation_eval;
         self.models = models;
         self.completed = cp.completed;
         self.history = cp.history;
@@ -701,7 +736,7 @@ fn pooled_rows(trainer: &Trainer<'_>, t: usize, k: usize, c: usize) -> std::ops:
 }
 
 /// Magic bytes of checkpoint files (last byte: format version).
-pub const CHECKPOINT_MAGIC: &[u8; 8] = b"SLCHKPT\x01";
+pub const CHECKPOINT_MAGIC: &[u8; 8] = b"SLCHKPT\x02";
 
 #[derive(Debug, Serialize, Deserialize)]
 struct CheckpointBody {
@@ -713,6 +748,10 @@ struct CheckpointBody {
     messages: Vec<Vec<f64>>,
     history: Vec<Record>,
     elapsed_seconds: f64,
+    /// Warm-started evaluation messages per training example (empty: none).
+    train_eval_messages: Vec<Vec<f64>>,
+    /// The same for the validation set attached when the checkpoint was written.
+    validation_eval_messages: Vec<Vec<f64>>,
 }
 
 /// Pools the regions of type `t` of every example (features, true configurations).
