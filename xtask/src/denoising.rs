@@ -473,8 +473,9 @@ fn write_outputs(
             "\nShare s of label-1 pixels in the test set: {}. Two rows and one column measure this \
              share, not learning. Zero and constant unaries see no input, so those models predict one \
              label everywhere and score s or 1 − s. Without pairwise terms (Zero column) only the 1/9 \
-             of each class with φ < 0.1 or φ > 0.9 carries evidence, so a unary-only model errs on \
-             8/9 of the class its learned prior disfavours: 8/9·s or 8/9·(1 − s). The paper's \
+             of each class with φ < 0.1 or φ > 0.9 carries evidence, so a unary-only model trained on \
+             clearly unbalanced data errs on 8/9 of the class the imbalance disfavours: 8/9·s or \
+             8/9·(1 − s) (in between when the training set is nearly balanced). The paper's \
              0.502–0.511 and 0.444–0.445 are these values for a test set with s ≈ 0.5.",
             list.join("; ")
         );
