@@ -50,42 +50,7 @@ enum Command {
         output: Option<PathBuf>,
     },
     /// Trains a model with Algorithm 1 on a data set file.
-    Train {
-        /// Training data set (.json or binary .sld).
-        #[arg(long)]
-        data: PathBuf,
-        /// Where to write the model file.
-        #[arg(long)]
-        model: PathBuf,
-        /// Oracle per factor type, as TYPE=KIND (zero, constant, linear, boosting, mlp);
-        /// repeatable. Overrides the configuration file.
-        #[arg(long = "oracle", value_name = "TYPE=KIND")]
-        oracles: Vec<String>,
-        /// JSON configuration: {"train": {TrainConfig fields}, "oracles": {"TYPE": {"kind": ..., params}}}.
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Validation/test data set: its error is reported every learning iteration.
-        #[arg(long)]
-        validation: Option<PathBuf>,
-        /// Number of learning iterations (overrides the configuration).
-        #[arg(long)]
-        iterations: Option<usize>,
-        /// Entropy weight ε (overrides the configuration).
-        #[arg(long)]
-        eps: Option<f64>,
-        /// Seed (overrides the configuration).
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Write the learning curve (one row per step) to this CSV file.
-        #[arg(long)]
-        curve: Option<PathBuf>,
-        /// Checkpoint file, written after every learning iteration.
-        #[arg(long)]
-        checkpoint: Option<PathBuf>,
-        /// Resume from the checkpoint file if it exists.
-        #[arg(long, requires = "checkpoint")]
-        resume: bool,
-    },
+    Train(TrainArgs),
     /// Predicts labels and writes them (and optionally beliefs) as JSON.
     Predict {
         /// Model file.
@@ -136,34 +101,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Infer { model, eps, iterations, tolerance, polish, output } => {
             infer(&model, eps, iterations, tolerance, polish, output.as_deref())
         }
-        Command::Train {
-            data,
-            model,
-            oracles,
-            config,
-            validation,
-            iterations,
-            eps,
-            seed,
-            curve,
-            checkpoint,
-            resume,
-        } => {
-            let args = TrainArgs {
-                data,
-                model,
-                oracles,
-                config,
-                validation,
-                iterations,
-                eps,
-                seed,
-                curve,
-                checkpoint,
-                resume,
-            };
-            train(args)
-        }
+        Command::Train(args) => train(args),
         Command::Predict { model, data, output, iterations, tolerance, beliefs } => {
             let model = StructuredModel::load(&model, &ModelRegistry::with_builtin())?;
             let data = Dataset::load(&data)?;
@@ -311,17 +249,42 @@ fn polish_dual(
     })
 }
 
+/// Arguments of `structlearn train`.
+#[derive(clap::Args)]
 struct TrainArgs {
+    /// Training data set (.json or binary .sld).
+    #[arg(long)]
     data: PathBuf,
+    /// Where to write the model file.
+    #[arg(long)]
     model: PathBuf,
+    /// Oracle per factor type, as TYPE=KIND (zero, constant, linear, boosting, mlp);
+    /// repeatable. Overrides the configuration file.
+    #[arg(long = "oracle", value_name = "TYPE=KIND")]
     oracles: Vec<String>,
+    /// JSON configuration: {"train": {TrainConfig fields}, "oracles": {"TYPE": {"kind": ..., params}}}.
+    #[arg(long)]
     config: Option<PathBuf>,
+    /// Validation/test data set: its error is reported every learning iteration.
+    #[arg(long)]
     validation: Option<PathBuf>,
+    /// Number of learning iterations (overrides the configuration).
+    #[arg(long)]
     iterations: Option<usize>,
+    /// Entropy weight ε (overrides the configuration).
+    #[arg(long)]
     eps: Option<f64>,
+    /// Seed (overrides the configuration).
+    #[arg(long)]
     seed: Option<u64>,
+    /// Write the learning curve (one row per step) to this CSV file.
+    #[arg(long)]
     curve: Option<PathBuf>,
+    /// Checkpoint file, written after every learning iteration.
+    #[arg(long)]
     checkpoint: Option<PathBuf>,
+    /// Resume from the checkpoint file if it exists.
+    #[arg(long, requires = "checkpoint")]
     resume: bool,
 }
 
