@@ -229,9 +229,7 @@ impl StructuredModel {
     /// ("univariate error", SPEC §4), predicting from zero messages. Every
     /// example needs labels.
     pub fn error_rate(&self, data: &Dataset, opts: &PredictOptions) -> Result<f64, LearnError> {
-        self.check_dataset(data)?;
-        let mut messages: Vec<Messages> = data.examples.iter().map(|e| Messages::zeros(&e.graph)).collect();
-        self.error_rate_from(data, opts, &mut messages)
+        self.error_rate_from(data, opts, &mut zero_messages(data))
     }
 
     /// [`StructuredModel::error_rate`] with message passing started from
@@ -362,6 +360,11 @@ impl StructuredModel {
             .collect();
         serde_json::json!({ "format": "structlearn-model", "format_version": MODEL_FORMAT_VERSION, "factor_types": types })
     }
+}
+
+/// Zero messages for every example of `data` (message passing's start, SPEC §4).
+pub(crate) fn zero_messages(data: &Dataset) -> Vec<Messages> {
+    data.examples.iter().map(|e| Messages::zeros(&e.graph)).collect()
 }
 
 /// `ε` per factor type of example `k`'s *graph*, in the graph's own type order,

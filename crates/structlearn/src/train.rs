@@ -34,7 +34,7 @@ use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace, mess
 
 use crate::discrepancy::{Discrepancy, Hamming};
 use crate::files::{unwrap_binary, wrap_binary, write_atomic};
-use crate::model::{graph_epsilon, oracle_err};
+use crate::model::{graph_epsilon, oracle_err, zero_messages};
 use crate::observer::{Observer, Record, TrainEvent};
 use crate::{Dataset, LearnError, PredictOptions, StructuredModel};
 
@@ -295,7 +295,7 @@ impl<'a> Trainer<'a> {
             completed: 0,
             history: Vec::new(),
             elapsed_before: 0.0,
-            train_eval_messages: train.examples.iter().map(|e| Messages::zeros(&e.graph)).collect(),
+            train_eval_messages: zero_messages(train),
             validation_eval_messages: Vec::new(),
         };
         trainer.initial_states()?;
@@ -305,7 +305,7 @@ impl<'a> Trainer<'a> {
     /// Also reports prediction error on this (validation or test) set.
     pub fn with_validation(mut self, validation: &'a Dataset) -> Self {
         self.validation = Some(validation);
-        self.validation_eval_messages = validation.examples.iter().map(|e| Messages::zeros(&e.graph)).collect();
+        self.validation_eval_messages = zero_messages(validation);
         self
     }
 
@@ -691,7 +691,7 @@ impl<'a> Trainer<'a> {
         }
         let restore = |data: &Dataset, saved: Vec<Vec<f64>>, what: &str| -> Result<Vec<Messages>, LearnError> {
             if saved.is_empty() {
-                return Ok(data.examples.iter().map(|e| Messages::zeros(&e.graph)).collect());
+                return Ok(zero_messages(data));
             }
             if saved.len() != data.len() {
                 return Err(LearnError::bad_file(
