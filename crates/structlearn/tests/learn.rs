@@ -255,6 +255,18 @@ fn model_files_reject_corruption_truncation_and_other_versions() {
     assert!(matches!(err, LearnError::Io { .. }));
 }
 
+/// Sets `trainer`'s stop flag once learning iteration `iteration` has finished.
+fn stop_after(trainer: &mut Trainer<'_>, iteration: usize) {
+    let stop = Arc::new(AtomicBool::new(false));
+    trainer.set_stop_flag(stop.clone());
+    trainer.add_observer(Box::new(Callback(move |e: &TrainEvent<'_>| {
+        if matches!(e, TrainEvent::IterationFinished { iteration: i, .. } if *i == iteration) {
+            stop.store(true, Ordering::SeqCst);
+        }
+        Ok(())
+    })));
+}
+
 #[test]
 fn resume_after_interruption_equals_uninterrupted_run() {
     let data = common::denoising(3, 6, 6, 8);
@@ -266,16 +278,8 @@ fn resume_after_interruption_equals_uninterrupted_run() {
     };
     let full = Trainer::new(&data, oracles("boosting", "mlp"), config("a.ckpt")).unwrap().train().unwrap();
 
-    let stop = Arc::new(AtomicBool::new(false));
     let mut first = Trainer::new(&data, oracles("boosting", "mlp"), config("b.ckpt")).unwrap();
-    first.set_stop_flag(stop.clone());
-    let flag = stop.clone();
-    first.add_observer(Box::new(Callback(move |e: &TrainEvent<'_>| {
-        if let TrainEvent::IterationFinished { iteration: 2, .. } = e {
-            flag.store(true, Ordering::SeqCst);
-        }
-        Ok(())
-    })));
+    stop_after(&mut first, 2);
     let err = first.train().unwrap_err();
     assert!(matches!(err, LearnError::Interrupted { completed: 2 }), "{err}");
     drop(first);
@@ -300,17 +304,9 @@ fn resume_after_interruption_equals_uninterrupted_run() {
         .with_validation(&data)
         .train()
         .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
     let mut first =
         Trainer::new(&data, oracles("linear", "linear"), evaluated("e.ckpt")).unwrap().with_validation(&data);
-    first.set_stop_flag(stop.clone());
-    let flag = stop.clone();
-    first.add_observer(Box::new(Callback(move |e: &TrainEvent<'_>| {
-        if let TrainEvent::IterationFinished { iteration: 2, .. } = e {
-            flag.store(true, Ordering::SeqCst);
-        }
-        Ok(())
-    })));
+    stop_after(&mut first, 2);
     assert!(first.train().is_err());
     drop(first);
     let mut second =
