@@ -550,7 +550,7 @@ def main():
     args = ap.parse_args()
     if not os.path.exists(args.binary):
         print(f"binary {args.binary} not found; build it with\n  CARGO_TARGET_DIR=/work/target-cvx cargo build "
-              "--release -p structlearn", file=sys.stderr)
+              "--release -p structlearn-cli", file=sys.stderr)
         return 2
     workdir = args.keep or tempfile.mkdtemp(prefix="check_infer_")
     os.makedirs(workdir, exist_ok=True)

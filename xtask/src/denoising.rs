@@ -20,7 +20,8 @@ use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use oracles::{Features, ModelRegistry, Oracle};
 use structlearn::files::write_atomic;
 use structlearn::oracle_config::oracle_from_json;
-use structlearn::{Evaluate, LearnError, PredictOptions, ProgressObserver, StructuredModel, TrainConfig, Trainer};
+use structlearn::{Evaluate, LearnError, PredictOptions, StructuredModel, TrainConfig, Trainer};
+use structlearn_cli::ProgressObserver;
 
 use crate::plots::{self, CurveData, PlotImage};
 

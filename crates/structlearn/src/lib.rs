@@ -21,5 +21,5 @@ pub use data::{Dataset, DatasetFile, Example, ExampleRecord, FactorTypeInfo, Fea
 pub use discrepancy::{Discrepancy, Hamming, NoDiscrepancy};
 pub use error::LearnError;
 pub use model::{ModelHeader, ModelTypeHeader, PredictOptions, Prediction, StructuredModel};
-pub use observer::{Callback, CsvCurveWriter, JsonLinesWriter, Observer, ProgressObserver, Record, TrainEvent};
+pub use observer::{Callback, CsvCurveWriter, JsonLinesWriter, Observer, Record, TrainEvent};
 pub use train::{CheckpointConfig, Evaluate, Step, TrainConfig, TrainOutcome, Trainer, mix_seed};

@@ -13,9 +13,9 @@ use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace};
 use structlearn::files::write_atomic;
 use structlearn::oracle_config::oracle_from_json;
 use structlearn::{
-    CheckpointConfig, CsvCurveWriter, Dataset, LearnError, PredictOptions, ProgressObserver, StructuredModel,
-    TrainConfig, Trainer,
+    CheckpointConfig, CsvCurveWriter, Dataset, LearnError, PredictOptions, StructuredModel, TrainConfig, Trainer,
 };
+use structlearn_cli::ProgressObserver;
 
 #[derive(Parser)]
 #[command(name = "structlearn", version, about = "Structured learning with any function class (Domke 2013)")]
