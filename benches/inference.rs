@@ -12,7 +12,7 @@
 //! * `batch/*`: 16 binary 100×100 examples × 25 iterations through `run_batch`
 //!   on rayon pools of 1 and 2 threads.
 //!
-//! Potentials are random but shaped like the denoising experiment (SPEC §6.1):
+//! Potentials are random but shaped like the denoising experiment (docs/MATH.md §6.1):
 //! unary scores in [−1, 1], pairwise scores favouring equal labels; ε = 0.1.
 
 use std::hint::black_box;

@@ -1,5 +1,5 @@
 //! Oracle benchmarks: time per cold-started fit of a biased logistic regression
-//! problem (SPEC §4, Eq. 11/13) for each function class.
+//! problem (docs/MATH.md §4, Eq. 11/13) for each function class.
 //!
 //! Layout: [`Shape::generate`] builds the seeded synthetic problems every group
 //! shares and [`bench_shape`] times one oracle on one shape; each oracle then has
@@ -155,7 +155,7 @@ fn denoising_like(shape: Shape, margin: f64) -> Synthetic {
     Synthetic { features, labels, bias, shape }
 }
 
-/// The MLP oracle (minibatch SGD with momentum, SPEC §5) with its defaults: 100
+/// The MLP oracle (minibatch SGD with momentum, docs/MATH.md §5) with its defaults: 100
 /// hidden units, minibatch 100, one epoch per fit, step 0.25 on the unary-like
 /// binary problem and 0.05 on the pairwise-like 4-class one ([`denoising_like`]),
 /// and step 0.25 on the Stanford-Background-sized unary problem of

@@ -5,7 +5,7 @@ Dev tool, not run in CI.  It generates random small UAI MARKOV models, runs the
 Rust CLI on each, solves the same convex program with cvxpy (CLARABEL,
 exponential cones) and compares the value and every belief.
 
-The program (SPEC.md §2–3, module docs of crates/factor-graph/src/uai.rs):
+The program (docs/MATH.md §2–3, module docs of crates/factor-graph/src/uai.rs):
 
     A(θ) = max_{μ ∈ M}  Σ_α θ_α·μ_α + ε Σ_α H(μ_α)      (+ Σ ln of empty-scope factors)
 

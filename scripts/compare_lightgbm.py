@@ -3,7 +3,7 @@
 
 Dev tool, not run in CI. Needs `pip install lightgbm numpy`.
 
-The problem is biased multiclass logistic regression (SPEC §4), drawn like
+The problem is biased multiclass logistic regression (docs/MATH.md §4), drawn like
 `denoising_like` in `benches/oracles.rs` (the `boosting` group's first shape is
 160,000 rows, 2 classes, margin 10): features [u, 1.0] with u ~ U(0, 1); label
 floor(C · clamp(u + U(-0.15, 0.15), 0, 1)); bias b_k(y) = margin · [y != y_k] +

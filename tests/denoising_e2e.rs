@@ -1,4 +1,4 @@
-//! A tiny version of the denoising experiment (SPEC §6.1) end to end: the
+//! A tiny version of the denoising experiment (docs/MATH.md §6.1) end to end: the
 //! `datasets` generator, Algorithm 1 with the paper's schedule, prediction on
 //! held-out images; joint training must beat its piecewise start.
 

@@ -1,5 +1,5 @@
 //! `cargo xtask reproduce denoising`: NIPS 2013 Table 1 (left) and Figs. 1–3
-//! on the synthetic binary denoising data (SPEC §6.1).
+//! on the synthetic binary denoising data (docs/MATH.md §6.1).
 //!
 //! All 25 combinations of unary × pairwise function class are trained with
 //! Algorithm 1 (`ε = 0.1`; each learning iteration: unary fit, 25

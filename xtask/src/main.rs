@@ -60,7 +60,7 @@ enum Command {
 /// Experiments `reproduce` knows.
 #[derive(Clone, Copy, ValueEnum)]
 enum Experiment {
-    /// Synthetic binary denoising (NIPS 2013 Table 1 left, Figs. 1–3; SPEC §6.1).
+    /// Synthetic binary denoising (NIPS 2013 Table 1 left, Figs. 1–3; docs/MATH.md §6.1).
     Denoising,
 }
 

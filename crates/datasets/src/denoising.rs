@@ -1,4 +1,4 @@
-//! The synthetic binary denoising data set of NIPS §8 (SPEC §6.1).
+//! The synthetic binary denoising data set of NIPS §8 (docs/MATH.md §6.1).
 //!
 //! One image is made as follows:
 //! 1. every pixel `u_i ~ U[0, 1]`;

@@ -1,7 +1,7 @@
-//! Data sets for the experiments (SPEC §6): generators and image helpers that
+//! Data sets for the experiments (docs/MATH.md §6): generators and image helpers that
 //! produce [`structlearn::Dataset`]s over [`factor_graph::grid`] region graphs.
 //!
-//! * [`denoising`]: the seeded synthetic binary denoising data of NIPS §8 (SPEC §6.1);
+//! * [`denoising`]: the seeded synthetic binary denoising data of NIPS §8 (docs/MATH.md §6.1);
 //! * [`image`]: per-pixel arrays, label maps and palettes, per-pixel and per-pair
 //!   feature blocks in grid region order, PNG/JPEG reading and atomic PNG writing.
 //!

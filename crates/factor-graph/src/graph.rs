@@ -1,4 +1,4 @@
-//! The region graph (SPEC §1; chapter Fig. 1.2).
+//! The region graph (docs/MATH.md §1; chapter Fig. 1.2).
 //!
 //! # Configuration indexing
 //!

@@ -1,6 +1,6 @@
 //! What a structured model is: variables, regions, the parent → child region
 //! graph, factor types for parameter tying, grid builders and UAI model I/O
-//! (SPEC §1). Depends on nothing else of the project.
+//! (docs/MATH.md §1). Depends on nothing else of the project.
 //!
 //! The one configuration-indexing convention of the project (last variable
 //! fastest) and the flat storage layout are documented in [`graph`].

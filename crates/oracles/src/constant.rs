@@ -1,4 +1,4 @@
-//! The constant function class `g(φ, y) = t_y` (SPEC §5): a table over the
+//! The constant function class `g(φ, y) = t_y` (docs/MATH.md §5): a table over the
 //! classes that ignores the features — the linear class on a single constant
 //! feature, fitted the same way (L-BFGS on the biased logistic loss, Eq. 11/13,
 //! warm-started from the previous table).

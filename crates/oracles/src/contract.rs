@@ -1,5 +1,5 @@
 //! The oracle contract: what any function class must provide to become a
-//! structured energy (SPEC §4–5).
+//! structured energy (docs/MATH.md §4–5).
 //!
 //! * An [`Oracle`] holds validated hyper-parameters and *fits* a [`Problem`],
 //!   warm-started from the previous [`Model`] of its own kind (or from nothing).
@@ -141,7 +141,7 @@ pub struct MonotoneFit {
 }
 
 /// Fits with `oracle` and keeps the result only if it does not increase the
-/// loss over `warm` (SPEC §4: "an oracle step never increases R when the oracle
+/// loss over `warm` (docs/MATH.md §4: "an oracle step never increases R when the oracle
 /// is warm-started from its previous function and only accepts improvements").
 pub fn fit_monotone(
     oracle: &dyn Oracle,

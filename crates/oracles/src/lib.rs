@@ -1,5 +1,5 @@
 //! Oracles: fit a multiclass logistic loss with a fixed per-example bias,
-//! warm-started, for any function class (Domke 2013, Theorem 4; SPEC §4–5).
+//! warm-started, for any function class (Domke 2013, Theorem 4; docs/MATH.md §4–5).
 //!
 //! The contract lives in [`contract`] ([`Oracle`], [`Model`], [`ModelRegistry`]);
 //! the problem and its loss in [`problem`]. Built-in classes: [`zero`],

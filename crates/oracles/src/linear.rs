@@ -1,10 +1,10 @@
-//! The linear function class `g(φ, y) = (W φ)_y` (SPEC §5), `W ∈ R^{C×d}`,
+//! The linear function class `g(φ, y) = (W φ)_y` (docs/MATH.md §5), `W ∈ R^{C×d}`,
 //! fitted by batch L-BFGS on the biased logistic loss (Eq. 11/13, see
 //! [`crate::problem`]), warm-started from the previous `W`.
 //!
 //! No intercept is added: the features are used as given. Problems that want a
 //! per-class offset include a constant feature (the experiments append a 1 to
-//! every feature vector, SPEC §6), so the model never adds parameters the caller
+//! every feature vector, docs/MATH.md §6), so the model never adds parameters the caller
 //! did not ask for.
 //!
 //! The oracle minimises

@@ -1,4 +1,4 @@
-//! The multi-layer perceptron function class (ch. §1.9.5; NIPS §8; SPEC §5):
+//! The multi-layer perceptron function class (ch. §1.9.5; NIPS §8; docs/MATH.md §5):
 //!
 //! ```text
 //! g(φ, y) = (W tanh(V φ))_y

@@ -1,6 +1,6 @@
 //! L-BFGS with a strong-Wolfe line search: the batch minimiser behind the
 //! constant and linear oracles ("batch L-BFGS on the biased logistic loss",
-//! SPEC §5) and the boosting oracle's leaf re-fit.
+//! docs/MATH.md §5) and the boosting oracle's leaf re-fit.
 //!
 //! # Algorithm
 //!

@@ -1,4 +1,4 @@
-//! The biased multiclass logistic regression problem (SPEC §4, Eq. 11/13).
+//! The biased multiclass logistic regression problem (docs/MATH.md §4, Eq. 11/13).
 //!
 //! For rows `k = 1..n` with features `φ_k ∈ R^d`, labels `y_k ∈ 0..C`, a fixed
 //! per-row, per-class bias `b_k(y)` and optional weights `w_k ≥ 0`, an oracle

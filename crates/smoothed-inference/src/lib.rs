@@ -1,4 +1,4 @@
-//! Entropy-smoothed, LP-relaxed inference on region graphs (SPEC §3; Domke
+//! Entropy-smoothed, LP-relaxed inference on region graphs (docs/MATH.md §3; Domke
 //! 2013, Eq. 8–10; chapter Thm 1.2–1.3): messages, beliefs, the dual
 //! `A(λ, θ)`, star updates, message-passing runs and decoding.
 //!
@@ -135,8 +135,8 @@ use factor_graph::RegionGraph;
 
 /// The message part of the reparameterised potentials:
 /// `out(y_α) = Σ_{β child of α} λ_α(y_β) − Σ_{γ parent of α} λ_γ(y_α)`, flat per
-/// configuration, so that `θ̃ = θ + out` (SPEC §3). Divided by `ε` it is the
-/// message part of the logistic-regression bias of Eq. 14 (SPEC §4).
+/// configuration, so that `θ̃ = θ + out` (docs/MATH.md §3). Divided by `ε` it is the
+/// message part of the logistic-regression bias of Eq. 14 (docs/MATH.md §4).
 ///
 /// # Panics
 /// If `messages` do not fit the graph or `out.len() != graph.total_configs()`.
@@ -158,7 +158,7 @@ pub fn message_offsets(graph: &RegionGraph, messages: &Messages, out: &mut [f64]
     }
 }
 
-/// Decoding (SPEC §3): `ŷ_i = argmax_{y_i} μ_i(y_i)` from the singleton beliefs
+/// Decoding (docs/MATH.md §3): `ŷ_i = argmax_{y_i} μ_i(y_i)` from the singleton beliefs
 /// (flat per configuration, e.g. from [`InferenceProblem::beliefs`]); ties go
 /// to the smallest label.
 ///

@@ -7,7 +7,7 @@ use crate::InferenceError;
 
 /// Messages `λ_α(y_β)` of every parent → child edge `α → β`, flat: edge `e`
 /// owns `graph.message_range(e)`, indexed by the child's configuration
-/// (SPEC §3; the Lagrange multipliers of ch. Thm 1.2, Eq. 1.13).
+/// (docs/MATH.md §3; the Lagrange multipliers of ch. Thm 1.2, Eq. 1.13).
 ///
 /// A message vector belongs to one example; it is the only state that message
 /// passing keeps between calls (the learner keeps it across learning

@@ -1,5 +1,5 @@
 //! One example's inference problem (`θ`, entropy weights, region graph), the
-//! reusable [`Workspace`], and the operations of SPEC §3 on them.
+//! reusable [`Workspace`], and the operations of docs/MATH.md §3 on them.
 
 use factor_graph::RegionGraph;
 use serde::{Deserialize, Serialize};
@@ -62,7 +62,7 @@ pub(crate) struct EdgePlan {
 }
 
 /// The smoothed inference problem of one example: `A(θ) = min_λ A(λ, θ)` with
-/// per-factor-type entropy weights (ch. Thm 1.2, Eq. 1.15; SPEC §3).
+/// per-factor-type entropy weights (ch. Thm 1.2, Eq. 1.15; docs/MATH.md §3).
 ///
 /// Borrows the graph and the potentials `θ` (flat, `graph.config_range(α)` per
 /// region, `−∞` allowed for hard constraints); the entropy weights are one `ε_t`
@@ -136,7 +136,7 @@ pub struct RunOptions {
 
 impl Default for RunOptions {
     /// 25 iterations, no tolerance, default order: one message-passing phase of
-    /// Algorithm 1 (SPEC §4).
+    /// Algorithm 1 (docs/MATH.md §4).
     fn default() -> Self {
         Self { iterations: 25, tolerance: None, order: None }
     }
@@ -239,7 +239,7 @@ impl<'a> InferenceProblem<'a> {
     }
 
     /// [`InferenceProblem::new`] with the same weight `ε` for every factor type
-    /// (the paper's single `ε`, SPEC §3).
+    /// (the paper's single `ε`, docs/MATH.md §3).
     pub fn uniform(graph: &'a RegionGraph, theta: &'a [f64], epsilon: f64) -> Result<Self, InferenceError> {
         Self::new(graph, theta, &vec![epsilon; graph.factor_types().len()])
     }
@@ -391,7 +391,7 @@ impl<'a> InferenceProblem<'a> {
 
     /// The reparameterised potentials
     /// `θ̃_α(y_α) = θ(y_α) + Σ_{β child of α} λ_α(y_β) − Σ_{γ parent of α} λ_γ(y_α)`
-    /// (SPEC §3; the exponent of ch. Eq. 1.14), flat per configuration.
+    /// (docs/MATH.md §3; the exponent of ch. Eq. 1.14), flat per configuration.
     ///
     /// # Panics
     /// If `messages` do not fit the graph or `out.len() != graph.total_configs()`.
@@ -414,7 +414,7 @@ impl<'a> InferenceProblem<'a> {
     }
 
     /// The largest marginalisation violation `max |μ_{αβ}(y_β) − μ_β(y_β)|` over
-    /// all edges and child configurations (SPEC §3 convergence measure); 0 at the
+    /// all edges and child configurations (docs/MATH.md §3 convergence measure); 0 at the
     /// optimum of the dual.
     ///
     /// # Panics

@@ -44,7 +44,7 @@ fn trees() -> Vec<RegionGraph> {
     ]
 }
 
-/// Theorem 1 (SPEC §2): at convergence on a tree the LP relaxation is tight, so
+/// Theorem 1 (docs/MATH.md §2): at convergence on a tree the LP relaxation is tight, so
 /// `max_y θ(y) ≤ A ≤ max_y θ(y) + Σ_α ε_α log|Y_α|`, with the maximum by
 /// enumeration; also with hard constraints.
 #[test]
@@ -144,7 +144,7 @@ fn zero_table_entries_stay_finite_and_converge() {
     }
 }
 
-/// A 5-variable constraint region (Punyakanok et al., SPEC §6.5) whose
+/// A 5-variable constraint region (Punyakanok et al., docs/MATH.md §6.5) whose
 /// forbidden labelings are −∞: half of the 32 labelings, chosen so that
 /// variable 0 can never be 1 (the clamp must engage: a child value becomes
 /// impossible). Every star update keeps messages finite and A non-increasing;

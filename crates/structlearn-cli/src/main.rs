@@ -204,7 +204,7 @@ fn infer(
 }
 
 /// Minimises the smooth convex dual `A(λ, θ)` over the messages by L-BFGS from
-/// the current messages (gradient `μ_{αβ} − μ_β`, SPEC §3). Block-coordinate star
+/// the current messages (gradient `μ_{αβ} − μ_β`, docs/MATH.md §3). Block-coordinate star
 /// updates can crawl along flat valleys on small, strongly coupled loops; a
 /// quasi-Newton method does not. The optimiser never returns a point with a
 /// larger `A`, and non-finite trial points are backtracked from.

@@ -1,5 +1,5 @@
 //! Data sets: examples with their own region graphs, labels and per-region
-//! features grouped by factor type (SPEC §1), and the data set file format.
+//! features grouped by factor type (docs/MATH.md §1), and the data set file format.
 //!
 //! A [`Dataset`] declares its factor types (name, feature dimension). Every
 //! example's graph names its factor types too; they are matched **by name**.

@@ -1,5 +1,5 @@
 //! The discrepancy `Δ(y^k, y) = Σ_α Δ_α(y^k_α, y_α)` of the loss-augmented
-//! parameters (SPEC §2, Eq. 5): `θ^k(y_α) = f_α(x^k, y_α) + Δ_α(y^k_α, y_α)`.
+//! parameters (docs/MATH.md §2, Eq. 5): `θ^k(y_α) = f_α(x^k, y_α) + Δ_α(y^k_α, y_α)`.
 
 use std::fmt::Debug;
 
@@ -13,7 +13,7 @@ pub trait Discrepancy: Send + Sync + Debug {
     fn region(&self, graph: &RegionGraph, region: usize, truth: &[usize], out: &mut [f64]);
 }
 
-/// Hamming distance placed on the singleton regions (SPEC §2):
+/// Hamming distance placed on the singleton regions (docs/MATH.md §2):
 /// `Δ_i(y^k_i, y_i) = [y_i ≠ y^k_i]`, zero on larger regions. Variables without
 /// a singleton region contribute nothing.
 #[derive(Debug, Clone, Copy, Default)]

@@ -1,5 +1,5 @@
 //! Structured learning with any function class (Domke 2013, Algorithm 1;
-//! SPEC §4).
+//! docs/MATH.md §4).
 //!
 //! * [`data`]: data sets of examples with region graphs, labels and features,
 //!   and their file format.

@@ -1,5 +1,5 @@
 //! A learned structured model: one fitted function per factor type, the
-//! entropy weights, prediction (SPEC §4 "Prediction on new data") and model files.
+//! entropy weights, prediction (docs/MATH.md §4 "Prediction on new data") and model files.
 //!
 //! # Model files
 //!
@@ -29,7 +29,7 @@ pub const MODEL_MAGIC: &[u8; 8] = b"SLMODEL\x01";
 /// Version of the model file format.
 pub const MODEL_FORMAT_VERSION: u32 = 1;
 
-/// How prediction runs message passing (SPEC §4: messages from 0, message
+/// How prediction runs message passing (docs/MATH.md §4: messages from 0, message
 /// passing to convergence or a fixed budget, decode).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PredictOptions {
@@ -81,7 +81,7 @@ pub struct ModelHeader {
     pub factor_types: Vec<ModelTypeHeader>,
 }
 
-/// A structured predictor `F(x, y) = Σ_α ε_t g_t(φ_α, y_α)` (SPEC §4: `f = ε g`).
+/// A structured predictor `F(x, y) = Σ_α ε_t g_t(φ_α, y_α)` (docs/MATH.md §4: `f = ε g`).
 #[derive(Debug, Clone)]
 pub struct StructuredModel {
     /// Factor types (name, dim, classes).
@@ -181,7 +181,7 @@ impl StructuredModel {
         Ok(theta)
     }
 
-    /// Predicts example `k` (SPEC §4): `θ = ε g`, messages from 0, message
+    /// Predicts example `k` (docs/MATH.md §4): `θ = ε g`, messages from 0, message
     /// passing until `opts`' tolerance or budget, decode.
     pub fn predict_example(&self, data: &Dataset, k: usize, opts: &PredictOptions) -> Result<Prediction, LearnError> {
         let mut messages = Messages::zeros(&data.examples[k].graph);
@@ -226,7 +226,7 @@ impl StructuredModel {
     }
 
     /// Fraction of misclassified variables, pooled over all examples
-    /// ("univariate error", SPEC §4), predicting from zero messages. Every
+    /// ("univariate error", docs/MATH.md §4), predicting from zero messages. Every
     /// example needs labels.
     pub fn error_rate(&self, data: &Dataset, opts: &PredictOptions) -> Result<f64, LearnError> {
         self.error_rate_from(data, opts, &mut zero_messages(data))
@@ -362,7 +362,7 @@ impl StructuredModel {
     }
 }
 
-/// Zero messages for every example of `data` (message passing's start, SPEC §4).
+/// Zero messages for every example of `data` (message passing's start, docs/MATH.md §4).
 pub(crate) fn zero_messages(data: &Dataset) -> Vec<Messages> {
     data.examples.iter().map(|e| Messages::zeros(&e.graph)).collect()
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{LearnError, StructuredModel};
 
-/// What happened in one step of a learning iteration (SPEC §4).
+/// What happened in one step of a learning iteration (docs/MATH.md §4).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     /// Learning iteration, from 1.
@@ -19,7 +19,7 @@ pub struct Record {
     pub phase: String,
     /// The factor type fitted (fit steps).
     pub factor_type: Option<String>,
-    /// Training objective `R = Σ_k [A(λ^k, θ^k) − θ^k(y^k)]` after the step (SPEC §4).
+    /// Training objective `R = Σ_k [A(λ^k, θ^k) − θ^k(y^k)]` after the step (docs/MATH.md §4).
     pub objective: f64,
     /// The oracle's loss `L_t` (logit units) after the fit.
     pub oracle_loss: Option<f64>,

@@ -1,4 +1,4 @@
-//! Algorithm 1 (SPEC §4; chapter §1.8–1.10): structured learning by iterated,
+//! Algorithm 1 (docs/MATH.md §4; chapter §1.8–1.10): structured learning by iterated,
 //! message-biased logistic regression, with shared-parameter pooling.
 //!
 //! Per training example `k` the learner keeps messages `λ^k` (persisting across
@@ -75,7 +75,7 @@ pub struct CheckpointConfig {
     pub every: usize,
 }
 
-/// Settings of Algorithm 1. `Default` is SPEC §4: `ε = 0.1`, each learning
+/// Settings of Algorithm 1. `Default` is docs/MATH.md §4: `ε = 0.1`, each learning
 /// iteration fits each factor type in order followed by 25 message-passing
 /// iterations, evaluation after every learning iteration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -83,7 +83,7 @@ pub struct CheckpointConfig {
 pub struct TrainConfig {
     /// Entropy weight `ε` of every factor type without an override.
     pub epsilon: f64,
-    /// Per-factor-type entropy weights `ε_t` (SPEC §6.4), by type name.
+    /// Per-factor-type entropy weights `ε_t` (docs/MATH.md §6.4), by type name.
     pub type_epsilon: Vec<(String, f64)>,
     /// Number of learning iterations.
     pub learning_iterations: usize,
@@ -416,7 +416,7 @@ impl<'a> Trainer<'a> {
         StructuredModel::new(self.train.factor_types.clone(), self.epsilon.clone(), models)
     }
 
-    /// The training objective `R = Σ_k [A(λ^k, θ^k) − Σ_α θ^k_α(y^k_α)]` (SPEC §4).
+    /// The training objective `R = Σ_k [A(λ^k, θ^k) − Σ_α θ^k_α(y^k_α)]` (docs/MATH.md §4).
     pub fn objective(&self) -> Result<f64, LearnError> {
         let parts: Vec<f64> = (0..self.train.len())
             .into_par_iter()

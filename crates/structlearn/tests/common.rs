@@ -10,7 +10,7 @@ use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
 
 /// `count` binary `h × w` images: labels are blobs (a box-blurred random field
 /// thresholded at its median), unary features `[noisy value, 1]`, pair features
-/// `[noisy disagreement, 1]`, as in SPEC §6.1 but smaller.
+/// `[noisy disagreement, 1]`, as in docs/MATH.md §6.1 but smaller.
 pub fn denoising(count: usize, h: usize, w: usize, seed: u64) -> Dataset {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let graph = Arc::new(grid(h, w, 2).unwrap());

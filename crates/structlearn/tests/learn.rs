@@ -95,7 +95,7 @@ fn first_fits_with_zero_messages_are_piecewise_training() {
         outcome.model.models[t].score(f, &mut b).unwrap();
         let diff = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
         assert!(diff < 1e-9, "{name}: piecewise fit differs by {diff}");
-        // R after both fits is ε (L_unary + L_pairwise) (SPEC §4 identity).
+        // R after both fits is ε (L_unary + L_pairwise) (docs/MATH.md §4 identity).
         assert!(outcome.history[t].oracle_loss.unwrap() > 0.0);
     }
     let total: f64 = outcome.history.iter().map(|r| r.oracle_loss.unwrap()).sum::<f64>() * eps;

@@ -1,5 +1,5 @@
 //! Quantile bins of the input features, computed once per fit call, so that a
-//! split search is a scan over at most 256 histogram bins (SPEC §5: split search
+//! split search is a scan over at most 256 histogram bins (docs/MATH.md §5: split search
 //! "by sorting … or histograms").
 //!
 //! Bin `b` of feature `f` holds the values `x` with exactly `b` thresholds below

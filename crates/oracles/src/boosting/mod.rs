@@ -1,4 +1,4 @@
-//! The boosting function class `g(φ, y) = Σ_t ν·t(φ)_y` (ch. §1.9.4; SPEC §5):
+//! The boosting function class `g(φ, y) = Σ_t ν·t(φ)_y` (ch. §1.9.4; docs/MATH.md §5):
 //! gradient boosting of multi-output regression trees on the biased multiclass
 //! logistic loss.
 //!
