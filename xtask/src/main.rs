@@ -2,7 +2,9 @@
 //! runs the papers' experiments and writes tables and figures.
 
 mod denoising;
+mod images;
 mod plots;
+mod runner;
 
 use std::path::PathBuf;
 
@@ -54,6 +56,15 @@ enum Command {
         /// Message-passing iterations of prediction (overrides the preset).
         #[arg(long)]
         predict_iterations: Option<usize>,
+        /// Folder holding the downloaded data sets (horses, stanford); default: $STRUCTLEARN_DATA_DIR.
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// Folder of the feature cache (horses, stanford; default target/reproduce/cache).
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+        /// Recompute the image features instead of using the cache.
+        #[arg(long)]
+        no_cache: bool,
     },
 }
 
@@ -62,6 +73,10 @@ enum Command {
 enum Experiment {
     /// Synthetic binary denoising (NIPS 2013 Table 1 left, Figs. 1–3; docs/MATH.md §6.1).
     Denoising,
+    /// Weizmann horses (NIPS 2013 Table 1 right; docs/MATH.md §6.2); needs the data.
+    Horses,
+    /// Stanford Background (chapter Table 1.1; docs/MATH.md §6.3); needs the data.
+    Stanford,
 }
 
 fn main() {
@@ -85,26 +100,35 @@ fn run() -> Result<()> {
             resume,
             save_data,
             predict_iterations,
+            data_dir,
+            cache_dir,
+            no_cache,
         } => {
             let scale = if quick {
-                denoising::Scale::Quick
+                runner::Scale::Quick
             } else if full {
-                denoising::Scale::Full
+                runner::Scale::Full
             } else {
-                denoising::Scale::Default
+                runner::Scale::Default
+            };
+            let opts = runner::Options {
+                scale,
+                out,
+                seeds,
+                first_seed: seed,
+                cells,
+                iterations,
+                resume,
+                save_data,
+                predict_iterations,
+                data_dir,
+                cache_dir,
+                no_cache,
             };
             match experiment.unwrap_or(Experiment::Denoising) {
-                Experiment::Denoising => denoising::reproduce(&denoising::Options {
-                    scale,
-                    out,
-                    seeds,
-                    first_seed: seed,
-                    cells,
-                    iterations,
-                    resume,
-                    save_data,
-                    predict_iterations,
-                }),
+                Experiment::Denoising => runner::reproduce(&denoising::Denoising::new(&opts), &opts),
+                Experiment::Horses => runner::reproduce(&images::Images::new(images::Which::Horses, &opts), &opts),
+                Experiment::Stanford => runner::reproduce(&images::Images::new(images::Which::Stanford, &opts), &opts),
             }
         }
     }

@@ -51,6 +51,8 @@ pub enum PlotImage {
     Gray(Raster<f64>),
     /// A label map painted with a palette ([`LabelPalette::binary`]: 0 black, 1 white).
     Labels(Raster<usize>, LabelPalette),
+    /// A colour image, e.g. a photograph.
+    Rgb(RgbImage),
 }
 
 impl PlotImage {
@@ -58,6 +60,7 @@ impl PlotImage {
         Ok(match self {
             PlotImage::Gray(r) => DynamicImage::ImageLuma8(datasets::image::raster_to_gray(r, 0.0, 1.0)?).to_rgb8(),
             PlotImage::Labels(labels, palette) => palette.to_image(labels)?,
+            PlotImage::Rgb(img) => img.clone(),
         })
     }
 }
@@ -305,6 +308,17 @@ fn function_panel(
 /// by a whole factor (nearest neighbour) to about 200 pixels and centred in
 /// their cell, each with a thin gray frame.
 pub fn plot_predictions(path: &Path, columns: &[String], images: &[Vec<PlotImage>]) -> Result<()> {
+    plot_predictions_with_legend(path, columns, images, &[])
+}
+
+/// [`plot_predictions`] with a row of colour swatches and class names below
+/// the images (nothing when `legend` is empty).
+pub fn plot_predictions_with_legend(
+    path: &Path,
+    columns: &[String],
+    images: &[Vec<PlotImage>],
+    legend: &[(String, [u8; 3])],
+) -> Result<()> {
     ensure!(!columns.is_empty() && !images.is_empty(), "a prediction grid needs at least one row and column");
     let rgb: Vec<Vec<RgbImage>> = images
         .iter()
@@ -318,8 +332,11 @@ pub fn plot_predictions(path: &Path, columns: &[String], images: &[Vec<PlotImage
     let max_h = rgb.iter().flatten().map(|i| i.height() as usize).max().unwrap_or(1);
     let scale = (200 / max_w.max(max_h)).max(1);
     let (cell_w, cell_h, gap, top) = (max_w * scale, max_h * scale, 10usize, 40usize);
-    let width = gap + columns.len() * (cell_w + gap);
-    let height = top + images.len() * (cell_h + gap);
+    let (swatch, entry_w) = (16usize, 130usize);
+    let width = (gap + columns.len() * (cell_w + gap)).max(gap + entry_w * legend.len().min(8));
+    let legend_rows = legend.len().div_ceil(8);
+    let legend_top = top + images.len() * (cell_h + gap);
+    let height = legend_top + legend_rows * (swatch + gap) + if legend.is_empty() { 0 } else { gap };
     let size = figure_size(width, height)?;
 
     let mut buf = vec![255u8; width * height * 3];
@@ -347,6 +364,15 @@ pub fn plot_predictions(path: &Path, columns: &[String], images: &[Vec<PlotImage
         for (c, name) in columns.iter().enumerate() {
             let x = gap + c * (cell_w + gap) + cell_w / 2;
             root.draw(&Text::new(name.as_str(), (x as i32, top as i32 / 2), centred(18.0)))?;
+        }
+        for (k, (name, [r, g, b])) in legend.iter().enumerate() {
+            let x = (gap + (k % 8) * entry_w) as i32;
+            let y = (legend_top + (k / 8) * (swatch + gap)) as i32;
+            let s = swatch as i32;
+            root.draw(&Rectangle::new([(x, y), (x + s, y + s)], RGBColor(*r, *g, *b).filled()))?;
+            root.draw(&Rectangle::new([(x, y), (x + s, y + s)], RGBColor(90, 90, 90).stroke_width(1)))?;
+            let style = text_style(14.0, Pos::new(HPos::Left, VPos::Center));
+            root.draw(&Text::new(name.as_str(), (x + s + 5, y + s / 2), style))?;
         }
         Ok(())
     })

@@ -246,6 +246,7 @@ fn generate_example(
         graph: graph.clone(),
         labels: Some(labels),
         features: vec![FeatureBlock { dim: 2, values: unary }, pairwise],
+        ignored: None,
     };
     Ok((example, image))
 }

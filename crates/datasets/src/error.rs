@@ -85,6 +85,29 @@ pub enum DatasetError {
         /// The encoder's message.
         reason: String,
     },
+    /// A data set's folder, or a file it must contain, is missing.
+    #[error(
+        "{dataset}: {missing} not found.\nExpected layout: {layout}\nGive the folder with --data-dir or the \
+         STRUCTLEARN_DATA_DIR environment variable. Download: {download}"
+    )]
+    MissingData {
+        /// The data set's name.
+        dataset: &'static str,
+        /// The folder or file that is missing (or a description of where it was looked for).
+        missing: String,
+        /// The layout the loader expects.
+        layout: &'static str,
+        /// Where to download the data.
+        download: &'static str,
+    },
+    /// A data file exists but its contents are wrong (size, range, syntax).
+    #[error("{path}: {reason}")]
+    Malformed {
+        /// The file.
+        path: String,
+        /// What is wrong, with the offending line or value.
+        reason: String,
+    },
     /// Building a region graph failed.
     #[error(transparent)]
     Graph(#[from] GraphError),

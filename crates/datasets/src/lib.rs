@@ -3,13 +3,21 @@
 //!
 //! * [`denoising`]: the seeded synthetic binary denoising data of NIPS §8 (docs/MATH.md §6.1);
 //! * [`image`]: per-pixel arrays, label maps and palettes, per-pixel and per-pair
-//!   feature blocks in grid region order, PNG/JPEG reading and atomic PNG writing.
+//!   feature blocks in grid region order, PNG/JPEG reading and atomic PNG writing;
+//! * [`horses`] and [`stanford`]: loaders of the Weizmann horses and Stanford
+//!   Background data sets (docs/MATH.md §6.2–6.3), which share [`scene`]
+//!   (reduction, examples with unknown labels, splits, the feature cache) and
+//!   [`features`] (RGB, position, HOG, Sobel; standardisation).
 //!
 //! Errors are [`DatasetError`] values; no function panics on bad input.
 
 pub mod denoising;
 mod error;
+pub mod features;
+pub mod horses;
 pub mod image;
+pub mod scene;
+pub mod stanford;
 
 pub use crate::denoising::{DenoisingConfig, DenoisingData, DenoisingImage};
 pub use crate::error::DatasetError;

@@ -10,11 +10,11 @@
 //! # File format
 //!
 //! * JSON (`.json`): [`DatasetFile`] with `"format": "structlearn-dataset"` and
-//!   `"version": 1`; graphs are listed once under `"graphs"` (as region-graph
+//!   `"version": 2`; graphs are listed once under `"graphs"` (as region-graph
 //!   specs: cardinalities, factor types, regions, edges) and examples refer to
 //!   them by index, so a thousand images of one size share one graph.
 //! * Binary (any other extension, conventionally `.sld`): the 8 bytes
-//!   `SLDATA\0\x01`, then the same [`DatasetFile`] encoded with postcard, then
+//!   `SLDATA\0\x02`, then the same [`DatasetFile`] encoded with postcard, then
 //!   an 8-byte FNV-1a checksum of the body.
 //!
 //! ```
@@ -29,6 +29,7 @@
 //!         FeatureBlock { dim: 2, values: vec![0.1, 1.0, 0.9, 1.0] },
 //!         FeatureBlock { dim: 1, values: vec![1.0] },
 //!     ],
+//!     ignored: None,
 //! };
 //! let types = vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)];
 //! let data = Dataset::new(types, vec![ex]).unwrap();
@@ -85,6 +86,21 @@ pub struct Example {
     pub labels: Option<Vec<usize>>,
     /// One block per factor type of the data set, in the data set's type order.
     pub features: Vec<FeatureBlock>,
+    /// Variables whose label is unknown (`Some(mask)`, `mask[i]` true for an
+    /// unknown `y_i`, e.g. pixels labelled −1 in Stanford Background): their
+    /// entry in `labels` is a placeholder that every error count skips
+    /// ([`crate::StructuredModel::error_rate`]). Prediction still infers them.
+    /// A training set must not have any: there they would enter the loss, so
+    /// [`crate::Trainer::new`] refuses them — train on the graph of the labelled
+    /// variables instead (the image loaders of the `datasets` crate do).
+    pub ignored: Option<Vec<bool>>,
+}
+
+impl Example {
+    /// Whether variable `i`'s label counts (is known).
+    pub fn is_labelled(&self, i: usize) -> bool {
+        self.ignored.as_ref().is_none_or(|m| !m[i])
+    }
 }
 
 /// A validated set of examples over a common list of factor types.
@@ -192,6 +208,15 @@ impl Dataset {
                     });
                 }
             }
+            if let Some(mask) = &ex.ignored
+                && mask.len() != g.num_variables()
+            {
+                return Err(LearnError::Config(format!(
+                    "example {k}: the ignored-variable mask has {} entries for {} variables",
+                    mask.len(),
+                    g.num_variables()
+                )));
+            }
             if let Some(labels) = &ex.labels {
                 if labels.len() != g.num_variables() {
                     return Err(LearnError::LabelCount { example: k, expected: g.num_variables(), got: labels.len() });
@@ -258,8 +283,14 @@ impl Dataset {
             serde_json::from_slice(&bytes)
                 .map_err(|e| LearnError::bad_file(path, format!("invalid JSON data set: {e}")))?
         } else {
-            let body = crate::files::unwrap_binary(path, &bytes, DATASET_MAGIC)?;
-            postcard::from_bytes(body).map_err(|e| LearnError::bad_file(path, format!("corrupt data set: {e}")))?
+            let corrupt = |e: postcard::Error| LearnError::bad_file(path, format!("corrupt data set: {e}"));
+            if bytes.get(..8) == Some(&DATASET_MAGIC_V1[..]) {
+                let body = crate::files::unwrap_binary(path, &bytes, DATASET_MAGIC_V1)?;
+                postcard::from_bytes::<DatasetFileV1>(body).map_err(corrupt)?.upgrade()
+            } else {
+                let body = crate::files::unwrap_binary(path, &bytes, DATASET_MAGIC)?;
+                postcard::from_bytes(body).map_err(corrupt)?
+            }
         };
         file.into_dataset().map_err(|e| match e {
             LearnError::BadFile { reason, .. } => LearnError::bad_file(path, reason),
@@ -285,10 +316,55 @@ fn is_json(path: &Path) -> bool {
 }
 
 /// Magic bytes of binary data set files (the last byte is the format version).
-pub const DATASET_MAGIC: &[u8; 8] = b"SLDATA\0\x01";
+pub const DATASET_MAGIC: &[u8; 8] = b"SLDATA\0\x02";
 
-/// Version of the data set file format.
-pub const DATASET_VERSION: u32 = 1;
+/// Magic bytes of version-1 binary data set files (no ignored-variable masks),
+/// which are still read.
+const DATASET_MAGIC_V1: &[u8; 8] = b"SLDATA\0\x01";
+
+/// Version of the data set file format (2 added [`ExampleRecord::ignored`];
+/// version 1 files are still read).
+pub const DATASET_VERSION: u32 = 2;
+
+/// A version-1 binary data set (examples without `ignored`).
+#[derive(Deserialize)]
+struct DatasetFileV1 {
+    format: String,
+    factor_types: Vec<FactorTypeInfo>,
+    graphs: Vec<RegionGraphSpec>,
+    examples: Vec<ExampleRecordV1>,
+}
+
+#[derive(Deserialize)]
+struct ExampleRecordV1 {
+    name: String,
+    graph: usize,
+    labels: Option<Vec<usize>>,
+    features: Vec<FeatureBlock>,
+}
+
+impl DatasetFileV1 {
+    fn upgrade(self) -> DatasetFile {
+        let examples = self
+            .examples
+            .into_iter()
+            .map(|r| ExampleRecord {
+                name: r.name,
+                graph: r.graph,
+                labels: r.labels,
+                features: r.features,
+                ignored: None,
+            })
+            .collect();
+        DatasetFile {
+            format: self.format,
+            version: DATASET_VERSION,
+            factor_types: self.factor_types,
+            graphs: self.graphs,
+            examples,
+        }
+    }
+}
 
 /// The serialised form of a [`Dataset`] (see module docs).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -316,6 +392,9 @@ pub struct ExampleRecord {
     pub labels: Option<Vec<usize>>,
     /// Feature blocks, one per factor type in [`DatasetFile::factor_types`] order.
     pub features: Vec<FeatureBlock>,
+    /// Unknown labels ([`Example::ignored`]); absent in JSON means none.
+    #[serde(default)]
+    pub ignored: Option<Vec<bool>>,
 }
 
 impl DatasetFile {
@@ -336,6 +415,7 @@ impl DatasetFile {
                     graph: g,
                     labels: ex.labels.clone(),
                     features: ex.features.clone(),
+                    ignored: ex.ignored.clone(),
                 }
             })
             .collect();
@@ -357,7 +437,7 @@ impl DatasetFile {
                 format!("format is `{}`, expected `structlearn-dataset`", self.format),
             ));
         }
-        if self.version != DATASET_VERSION {
+        if self.version != DATASET_VERSION && self.version != 1 {
             return Err(LearnError::bad_file(
                 src,
                 format!(
@@ -376,7 +456,7 @@ impl DatasetFile {
                 let graph = graphs.get(r.graph).cloned().ok_or_else(|| {
                     LearnError::bad_file(src, format!("example {k} refers to graph {} of {}", r.graph, graphs.len()))
                 })?;
-                Ok(Example { name: r.name, graph, labels: r.labels, features: r.features })
+                Ok(Example { name: r.name, graph, labels: r.labels, features: r.features, ignored: r.ignored })
             })
             .collect::<Result<Vec<_>, LearnError>>()?;
         let types = self.factor_types.into_iter().map(|f| FactorTypeInfo { classes: 0, ..f }).collect();

@@ -227,7 +227,8 @@ impl StructuredModel {
 
     /// Fraction of misclassified variables, pooled over all examples
     /// ("univariate error", docs/MATH.md §4), predicting from zero messages. Every
-    /// example needs labels.
+    /// example needs labels; variables marked in [`crate::Example::ignored`] are
+    /// left out of both counts.
     pub fn error_rate(&self, data: &Dataset, opts: &PredictOptions) -> Result<f64, LearnError> {
         self.error_rate_from(data, opts, &mut zero_messages(data))
     }
@@ -252,7 +253,7 @@ impl StructuredModel {
             .map(|(k, m)| {
                 let truth = data.labels(k)?;
                 let p = self.predict_example_from(data, k, opts, m)?;
-                Ok((p.labels.iter().zip(truth).filter(|(a, b)| a != b).count(), truth.len()))
+                Ok(count_errors(&data.examples[k], &p.labels, truth))
             })
             .collect::<Result<_, LearnError>>()?;
         let (wrong, total) = counts.iter().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
@@ -376,4 +377,14 @@ pub(crate) fn graph_epsilon(data: &Dataset, k: usize, epsilon: &[f64]) -> Vec<f6
 
 pub(crate) fn oracle_err(ft: &FactorTypeInfo, source: oracles::OracleError) -> LearnError {
     LearnError::Oracle { factor_type: ft.name.clone(), source }
+}
+
+/// `(wrong, counted)` labels of one prediction, skipping the example's ignored variables.
+pub(crate) fn count_errors(example: &crate::Example, predicted: &[usize], truth: &[usize]) -> (usize, usize) {
+    predicted
+        .iter()
+        .zip(truth)
+        .enumerate()
+        .filter(|&(i, _)| example.is_labelled(i))
+        .fold((0, 0), |(wrong, total), (_, (a, b))| (wrong + usize::from(a != b), total + 1))
 }

@@ -232,6 +232,13 @@ impl<'a> Trainer<'a> {
         }
         for k in 0..train.len() {
             train.labels(k)?;
+            if let Some(i) = train.examples[k].ignored.as_ref().and_then(|m| m.iter().position(|&x| x)) {
+                return Err(LearnError::Config(format!(
+                    "training example {k} (`{}`): the label of variable {i} is unknown (ignored); training needs \
+                     every label — build the example over its labelled variables only",
+                    train.examples[k].name
+                )));
+            }
         }
         let mut by_type: Vec<Option<Box<dyn Oracle>>> = (0..train.factor_types.len()).map(|_| None).collect();
         for (name, oracle) in oracles {

@@ -1,0 +1,113 @@
+//! The Weizmann Horse Database (Borenstein & Ullman, ECCV 2002/2004): 328
+//! side views of horses with figure/ground masks (docs/MATH.md §6.2;
+//! docs/DATASETS.md for the download and the layout).
+//!
+//! Layout read, as the original release ships it (the folder may also be
+//! called `weizmann_horse_db`, or be given directly):
+//!
+//! ```text
+//! DATA_DIR/weizmann_horse/rgb/horse001.jpg … horse328.jpg
+//! DATA_DIR/weizmann_horse/figure_ground/horse001.jpg …   (mask, horse = white)
+//! ```
+//!
+//! Each image becomes a binary label map (1 = horse) at the model's resolution:
+//! the mask is thresholded at 128 (it is a JPEG with artefacts) at its own
+//! size; in most images the mask is smaller than the colour image (same aspect
+//! ratio within 3 %), and the colour image is brought to the mask's grid. Both
+//! are then reduced so that the longer side has [`HorsesConfig::max_side`]
+//! pixels: colours by [`crate::scene::resize_rgb`] (area-weighted triangle
+//! filter), labels by majority vote ([`crate::scene::reduce_labels`]).
+
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::DatasetError;
+use crate::image::{Raster, load_gray, load_rgb};
+use crate::scene::{
+    SceneImage, find_dataset_dir, list_files, reduce_labels, reduced_size, resize_rgb, scale_for_max_side,
+};
+
+/// Name in messages.
+pub const NAME: &str = "Weizmann horses";
+
+/// Folder names searched under the data directory.
+pub const FOLDERS: [&str; 2] = ["weizmann_horse", "weizmann_horse_db"];
+
+/// The expected layout, for error messages.
+pub const LAYOUT: &str = "DATA_DIR/weizmann_horse/rgb/horseNNN.jpg and DATA_DIR/weizmann_horse/figure_ground/horseNNN.jpg \
+                          (folder also accepted as weizmann_horse_db, or given directly)";
+
+/// Where to get the data.
+pub const DOWNLOAD: &str = "the Weizmann Horse Database (weizmann_horse_db) from Eran Borenstein's page, \
+                            historically http://www.msri.org/people/members/eranb/";
+
+/// Label of the horse pixels (background is 0).
+pub const HORSE: u8 = 1;
+
+/// Mask threshold: a mask pixel `≥ 128` is horse.
+pub const MASK_THRESHOLD: u8 = 128;
+
+/// Settings of the horse loader.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HorsesConfig {
+    /// Longer side of every reduced image, in pixels.
+    pub max_side: usize,
+    /// Load only the first `limit` images (sorted by name); `None`: all.
+    pub limit: Option<usize>,
+}
+
+impl Default for HorsesConfig {
+    fn default() -> Self {
+        Self { max_side: 32, limit: None }
+    }
+}
+
+/// The data set folder: `dir` itself if it holds `rgb/` and `figure_ground/`,
+/// else `dir/weizmann_horse` or `dir/weizmann_horse_db`. `dir` defaults to
+/// `$STRUCTLEARN_DATA_DIR`.
+pub fn dataset_dir(dir: Option<&Path>) -> Result<PathBuf, DatasetError> {
+    find_dataset_dir(dir, &FOLDERS, &["rgb", "figure_ground"], NAME, LAYOUT, DOWNLOAD)
+}
+
+/// Loads every image with a mask, in name order, reduced to `cfg.max_side`, in
+/// parallel. Missing masks, undecodable JPEGs and empty folders are errors
+/// naming the file.
+pub fn load(dir: &Path, cfg: &HorsesConfig) -> Result<Vec<SceneImage>, DatasetError> {
+    if cfg.max_side < 2 {
+        return Err(DatasetError::config("max_side", format!("must be at least 2, got {}", cfg.max_side)));
+    }
+    let mut names = list_files(&dir.join("rgb"), ".jpg", NAME, LAYOUT, DOWNLOAD)?;
+    if let Some(limit) = cfg.limit {
+        names.truncate(limit);
+    }
+    for name in &names {
+        let mask = dir.join("figure_ground").join(name);
+        if !mask.is_file() {
+            return Err(DatasetError::MissingData {
+                dataset: NAME,
+                missing: format!("mask {}", mask.display()),
+                layout: LAYOUT,
+                download: DOWNLOAD,
+            });
+        }
+    }
+    names.par_iter().map(|name| load_one(dir, name, cfg.max_side)).collect()
+}
+
+fn load_one(dir: &Path, file: &str, max_side: usize) -> Result<SceneImage, DatasetError> {
+    let mask = load_gray(&dir.join("figure_ground").join(file))?;
+    let rgb = load_rgb(&dir.join("rgb").join(file))?;
+    let (mw, mh) = mask.dimensions();
+    let (mh, mw) = (mh as usize, mw as usize);
+    let labels = Raster::new(mh, mw, mask.as_raw().iter().map(|&v| Some(u8::from(v >= MASK_THRESHOLD))).collect())?;
+    let (h, w) = reduced_size(mh, mw, scale_for_max_side(mh, mw, max_side));
+    // Resizing the colour image to the mask's grid and then reducing it equals
+    // (up to the filter's rounding) reducing it straight to the target grid.
+    let small = resize_rgb(&rgb, h, w);
+    let labels = reduce_labels(&labels, h, w);
+    let name = file.trim_end_matches(".jpg").to_string();
+    Ok(SceneImage { name, height: h, width: w, rgb: small.into_raw(), labels: labels.into_data() })
+}

@@ -1,0 +1,447 @@
+//! `cargo xtask reproduce horses` (NIPS 2013 Table 1 right) and
+//! `cargo xtask reproduce stanford` (chapter Table 1.1) on the real image data
+//! sets (docs/MATH.md §6.2–6.3, docs/DATASETS.md), with the runner shared by every
+//! experiment ([`crate::runner`]).
+//!
+//! Images are loaded from `--data-dir` (or `STRUCTLEARN_DATA_DIR`), reduced,
+//! featurised and cached (`target/reproduce/cache` unless `--cache-dir`/`--no-cache`),
+//! split (written as `split-train.txt` / `split-test.txt` in the output folder),
+//! standardised with training statistics (written as `features.json`, which
+//! `structlearn predict-image` reads beside a model), and trained cell by cell.
+//! Besides the runner's outputs, `fig3_predictions.png` shows test images, their
+//! truth and the diagonal cells' predictions with a class-colour legend
+//! (`legend.md`), and `per_class.csv` the per-class accuracy and IoU.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use datasets::features::{FeatureConfig, Standardizer};
+use datasets::scene::{
+    SceneData, SceneImage, Use, build_examples, cache_key, cached, compute_features, fit_standardizers, random_split,
+};
+use datasets::{LabelPalette, horses, stanford};
+use oracles::{ModelRegistry, Oracle};
+use structlearn::files::write_atomic;
+use structlearn::oracle_config::oracle_from_json;
+use structlearn::{Dataset, LearnError, PredictOptions, StructuredModel};
+
+use crate::plots::{self, PlotImage};
+use crate::runner::{Budget, CellResult, Experiment, ExperimentData, Options, PaperTable, Scale, model_path};
+
+/// NIPS 2013 Table 1 (right), Weizmann horses: test errors, rows unary, columns pairwise.
+pub const PAPER_HORSES: PaperTable = [
+    [0.246, 0.246, 0.247, 0.244, 0.245],
+    [0.246, 0.246, 0.247, 0.244, 0.245],
+    [0.185, 0.185, 0.168, 0.154, 0.156],
+    [0.103, 0.098, 0.092, 0.084, 0.086],
+    [0.096, 0.094, 0.087, 0.080, 0.081],
+];
+
+/// Chapter Table 1.1, Stanford Background: test errors.
+pub const PAPER_STANFORD_TEST: PaperTable = [
+    [0.863, 0.673, 0.593, 0.483, 0.518],
+    [0.793, 0.673, 0.593, 0.485, 0.518],
+    [0.345, 0.329, 0.304, 0.296, 0.296],
+    [0.331, 0.304, 0.296, 0.287, 0.284],
+    [0.310, 0.281, 0.280, 0.271, 0.272],
+];
+
+/// Chapter Table 1.1, Stanford Background: training errors.
+pub const PAPER_STANFORD_TRAIN: PaperTable = [
+    [0.853, 0.641, 0.553, 0.470, 0.497],
+    [0.769, 0.640, 0.553, 0.470, 0.497],
+    [0.322, 0.304, 0.283, 0.272, 0.272],
+    [0.289, 0.259, 0.249, 0.239, 0.239],
+    [0.262, 0.226, 0.216, 0.210, 0.209],
+];
+
+/// Which data set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Which {
+    /// Weizmann horses.
+    Horses,
+    /// Stanford Background.
+    Stanford,
+}
+
+/// The settings of a run: data, resolution, split, learning and oracle budgets.
+#[derive(Debug, Clone, serde::Serialize)]
+struct Preset {
+    name: &'static str,
+    dataset: Which,
+    /// Horses: longer side of the reduced images.
+    max_side: Option<usize>,
+    /// Stanford: reduction factor.
+    scale: Option<f64>,
+    /// Images used (first in name order; `None`: all) before the split.
+    images: Option<usize>,
+    train: usize,
+    split_seed: u64,
+    features: FeatureConfig,
+    learning_iterations: usize,
+    predict: PredictOptions,
+    boosting_rounds: usize,
+    mlp_epochs: usize,
+    mlp_minibatch: usize,
+}
+
+fn preset(which: Which, scale: Scale) -> Preset {
+    let common = Preset {
+        name: "full",
+        dataset: which,
+        max_side: None,
+        scale: None,
+        images: None,
+        train: 0,
+        split_seed: 0,
+        features: FeatureConfig::default(),
+        learning_iterations: 25,
+        predict: PredictOptions { iterations: 10, tolerance: Some(1e-4) },
+        boosting_rounds: 10,
+        mlp_epochs: 1,
+        mlp_minibatch: 100,
+    };
+    let full = match which {
+        // 328 images: 200 train / 128 test; longer side 32 pixels, 15 learning
+        // iterations: all 25 cells in about an hour on one core (docs/results/horses).
+        Which::Horses => Preset { max_side: Some(32), train: 200, learning_iterations: 15, ..common },
+        // The chapter: 572 / 143 at 20 %, 25 learning iterations.
+        Which::Stanford => Preset { scale: Some(0.2), train: 572, ..common },
+    };
+    match scale {
+        Scale::Full => full,
+        Scale::Default => match which {
+            Which::Horses => Preset { name: "default", images: Some(120), train: 80, learning_iterations: 10, ..full },
+            Which::Stanford => {
+                Preset { name: "default", images: Some(150), train: 100, learning_iterations: 10, ..full }
+            }
+        },
+        Scale::Quick => Preset {
+            name: "quick",
+            images: Some(36),
+            train: 24,
+            learning_iterations: 3,
+            max_side: full.max_side.map(|_| 24),
+            ..full
+        },
+    }
+}
+
+/// A real-image experiment under a preset.
+pub struct Images {
+    p: Preset,
+    data_dir: Option<PathBuf>,
+    cache_dir: Option<PathBuf>,
+}
+
+impl Images {
+    /// The experiment on `which` at `opts.scale`, with the options' overrides.
+    pub fn new(which: Which, opts: &Options) -> Self {
+        let p = preset(which, opts.scale);
+        let predict =
+            PredictOptions { iterations: opts.predict_iterations.unwrap_or(p.predict.iterations), ..p.predict };
+        let p = Preset { learning_iterations: opts.iterations.unwrap_or(p.learning_iterations), predict, ..p };
+        let cache_dir = if opts.no_cache {
+            None
+        } else {
+            Some(opts.cache_dir.clone().unwrap_or_else(|| PathBuf::from("target/reproduce/cache")))
+        };
+        Self { p, data_dir: opts.data_dir.clone(), cache_dir }
+    }
+
+    fn classes(&self) -> usize {
+        match self.p.dataset {
+            Which::Horses => 2,
+            Which::Stanford => stanford::CLASSES.len(),
+        }
+    }
+
+    fn class_list(&self) -> Vec<String> {
+        match self.p.dataset {
+            Which::Horses => vec!["background".into(), "horse".into()],
+            Which::Stanford => stanford::CLASSES.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    /// Loads (or reads from the cache) every image of the preset with its features.
+    fn load(&self) -> Result<SceneData> {
+        let start = Instant::now();
+        let (root, dirs, prefix) = match self.p.dataset {
+            Which::Horses => (horses::dataset_dir(self.data_dir.as_deref())?, ["rgb", "figure_ground"], "horses"),
+            Which::Stanford => (stanford::dataset_dir(self.data_dir.as_deref())?, ["images", "labels"], "stanford"),
+        };
+        let settings = serde_json::json!({
+            "dataset": self.p.dataset, "max_side": self.p.max_side, "scale": self.p.scale,
+            "images": self.p.images, "features": self.p.features,
+        });
+        let key = cache_key(&root, &dirs, &settings)?;
+        let (data, hit) = cached(self.cache_dir.as_deref(), prefix, key, || {
+            let images = match self.p.dataset {
+                Which::Horses => horses::load(
+                    &root,
+                    &horses::HorsesConfig { max_side: self.p.max_side.unwrap_or(32), limit: self.p.images },
+                )?,
+                Which::Stanford => stanford::load(
+                    &root,
+                    &stanford::StanfordConfig { scale: self.p.scale.unwrap_or(0.2), limit: self.p.images },
+                )?,
+            };
+            let features = compute_features(&images, &self.p.features)?;
+            Ok(SceneData { images, features })
+        })?;
+        eprintln!(
+            "{} images {} in {:.1} s",
+            data.images.len(),
+            if hit { "read from the feature cache" } else { "loaded and featurised" },
+            start.elapsed().as_secs_f64()
+        );
+        Ok(data)
+    }
+}
+
+/// The data of one run: standardised training and test sets, the test images
+/// (for figures), the split and the standardisation.
+pub struct ImageData {
+    train: Dataset,
+    test: Dataset,
+    test_images: Vec<SceneImage>,
+    train_names: Vec<String>,
+    test_names: Vec<String>,
+    standardizers: [Standardizer; 2],
+}
+
+impl ExperimentData for ImageData {
+    fn train(&self) -> &Dataset {
+        &self.train
+    }
+
+    fn test(&self) -> &Dataset {
+        &self.test
+    }
+}
+
+/// What `features.json` holds: everything `structlearn predict-image` needs to
+/// turn a new image into the model's features.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct FeatureFile {
+    /// `horses` or `stanford`.
+    pub dataset: String,
+    /// Horses: longer side of reduced images.
+    pub max_side: Option<usize>,
+    /// Stanford: reduction factor.
+    pub scale: Option<f64>,
+    /// Feature settings.
+    pub features: FeatureConfig,
+    /// Unary and pair standardisation (training statistics).
+    pub standardizers: [Standardizer; 2],
+    /// Class names, label order.
+    pub classes: Vec<String>,
+    /// Class colours of the label PNGs, label order.
+    pub colors: Vec<[u8; 3]>,
+}
+
+/// Colours of the label maps: black background / white horse; Stanford classes
+/// in natural colours; unknown pixels (index = number of classes) mid gray.
+fn palette(which: Which) -> LabelPalette {
+    let colors = match which {
+        Which::Horses => vec![[0, 0, 0], [255, 255, 255], [128, 128, 128]],
+        Which::Stanford => vec![
+            [135, 206, 235], // sky
+            [34, 139, 34],   // tree
+            [90, 90, 90],    // road
+            [124, 252, 0],   // grass
+            [0, 0, 200],     // water
+            [178, 34, 34],   // building
+            [139, 90, 43],   // mountain
+            [255, 215, 0],   // foreground
+            [255, 255, 255], // unknown
+        ],
+    };
+    LabelPalette::new(colors).expect("the colours are distinct")
+}
+
+impl Experiment for Images {
+    type Data = ImageData;
+
+    fn name(&self) -> &'static str {
+        match self.p.dataset {
+            Which::Horses => "horses",
+            Which::Stanford => "stanford",
+        }
+    }
+
+    fn preset(&self) -> serde_json::Value {
+        serde_json::to_value(&self.p).unwrap_or_default()
+    }
+
+    fn budget(&self) -> Budget {
+        Budget { learning_iterations: self.p.learning_iterations, predict: self.p.predict }
+    }
+
+    fn describe(&self) -> String {
+        let p = &self.p;
+        let res = match (p.max_side, p.scale) {
+            (Some(m), _) => format!("longer side {m} px"),
+            (_, Some(s)) => format!("{:.0} % resolution", 100.0 * s),
+            _ => String::new(),
+        };
+        format!(
+            "{}: {} training images (seeded split {}), {res}, {} learning iterations",
+            p.name, p.train, p.split_seed, p.learning_iterations
+        )
+    }
+
+    fn data(&self, _seed: u64) -> Result<ImageData> {
+        let all = self.load()?;
+        let names: Vec<String> = all.images.iter().map(|i| i.name.clone()).collect();
+        let (train_names, test_names) = random_split(&names, self.p.train, self.p.split_seed)?;
+        let pick = |wanted: &[String]| {
+            let set: std::collections::HashSet<&String> = wanted.iter().collect();
+            let idx: Vec<usize> = (0..all.images.len()).filter(|&i| set.contains(&all.images[i].name)).collect();
+            (
+                idx.iter().map(|&i| all.images[i].clone()).collect::<Vec<_>>(),
+                idx.iter().map(|&i| all.features[i].clone()).collect::<Vec<_>>(),
+            )
+        };
+        let (train_images, train_features) = pick(&train_names);
+        let (test_images, test_features) = pick(&test_names);
+        let standardizers = fit_standardizers(&train_images, &train_features)?;
+        let classes = self.classes();
+        let train = build_examples(&train_images, &train_features, &standardizers, classes, Use::Train)?;
+        let test = build_examples(&test_images, &test_features, &standardizers, classes, Use::Evaluate)?;
+        Ok(ImageData { train, test, test_images, train_names, test_names, standardizers })
+    }
+
+    fn oracle(&self, kind: &str, pairwise: bool) -> Result<Box<dyn Oracle>, LearnError> {
+        let spec = match kind {
+            "boosting" => serde_json::json!({ "kind": kind, "rounds": self.p.boosting_rounds }),
+            "mlp" => serde_json::json!({
+                "kind": kind,
+                "step_size": if pairwise { 0.05 } else { 0.25 },
+                "epochs": self.p.mlp_epochs,
+                "minibatch": self.p.mlp_minibatch,
+            }),
+            _ => serde_json::json!({ "kind": kind }),
+        };
+        oracle_from_json(&spec)
+    }
+
+    fn paper_test(&self) -> &PaperTable {
+        match self.p.dataset {
+            Which::Horses => &PAPER_HORSES,
+            Which::Stanford => &PAPER_STANFORD_TEST,
+        }
+    }
+
+    fn paper_train(&self) -> Option<&PaperTable> {
+        match self.p.dataset {
+            Which::Horses => None,
+            Which::Stanford => Some(&PAPER_STANFORD_TRAIN),
+        }
+    }
+
+    fn caption(&self) -> String {
+        match self.p.dataset {
+            Which::Horses => "Test error (fraction of pixels), Weizmann horses, NIPS 2013 Table 1 right".into(),
+            Which::Stanford => "Pixel error (unknown pixels excluded), Stanford Background, chapter Table 1.1".into(),
+        }
+    }
+
+    fn table_note(&self, data: &BTreeMap<u64, ImageData>) -> String {
+        let Some(d) = data.values().next() else { return String::new() };
+        let share = |set: &Dataset| {
+            let mut counts = vec![0usize; self.classes()];
+            for (k, ex) in set.examples.iter().enumerate() {
+                for (i, &y) in set.labels(k).unwrap_or_default().iter().enumerate() {
+                    if ex.is_labelled(i) && y < counts.len() {
+                        counts[y] += 1;
+                    }
+                }
+            }
+            let total: usize = counts.iter().sum();
+            counts.iter().map(|&c| c as f64 / total.max(1) as f64).collect::<Vec<_>>()
+        };
+        let test = share(&d.test);
+        let majority = test.iter().copied().fold(0.0, f64::max);
+        format!(
+            "{} training and {} test images ({} and {} labelled pixels). Error of predicting the most \
+             frequent class everywhere on the test set: {:.3}. Class shares in the test set: {}.",
+            d.train.len(),
+            d.test.len(),
+            count_labelled(&d.train),
+            count_labelled(&d.test),
+            1.0 - majority,
+            self.class_list().iter().zip(&test).map(|(n, s)| format!("{n} {s:.3}")).collect::<Vec<_>>().join(", ")
+        )
+    }
+
+    fn class_names(&self) -> Option<Vec<String>> {
+        Some(self.class_list())
+    }
+
+    fn figures(&self, out: &Path, _done: &[CellResult], seed: u64, data: &ImageData) -> Result<()> {
+        let list = |names: &[String]| names.iter().map(|n| format!("{n}\n")).collect::<String>();
+        write_atomic(&out.join("split-train.txt"), list(&data.train_names).as_bytes())?;
+        write_atomic(&out.join("split-test.txt"), list(&data.test_names).as_bytes())?;
+        let pal = palette(self.p.dataset);
+        let features = FeatureFile {
+            dataset: self.name().into(),
+            max_side: self.p.max_side,
+            scale: self.p.scale,
+            features: self.p.features.clone(),
+            standardizers: data.standardizers.clone(),
+            classes: self.class_list(),
+            colors: pal.colors()[..self.classes()].to_vec(),
+        };
+        let models = out.join("models");
+        write_atomic(&models.join("features.json"), serde_json::to_string_pretty(&features)?.as_bytes())?;
+        // Unknown pixels (Stanford's −1) are painted with the colour after the classes'.
+        let mut entries = self.class_list();
+        if self.p.dataset == Which::Stanford {
+            entries.push("unknown".into());
+        }
+        let legend: Vec<(String, [u8; 3])> =
+            entries.into_iter().enumerate().map(|(l, n)| (n, pal.color(l).unwrap_or([0, 0, 0]))).collect();
+        let mut table = String::from("| label | class | colour (RGB) |\n|---|---|---|\n");
+        for (l, (name, c)) in legend.iter().enumerate() {
+            table += &format!("| {l} | {name} | {c:?} |\n");
+        }
+        write_atomic(&out.join("legend.md"), table.as_bytes())?;
+
+        // Fig. 3: test images, truth and the diagonal cells' predictions.
+        let registry = ModelRegistry::with_builtin();
+        let mut shown = Vec::new();
+        for c in ["linear", "boosting", "mlp"] {
+            let path = model_path(out, seed, c, c);
+            if path.exists() {
+                shown.push((c, StructuredModel::load(&path, &registry)?));
+            }
+        }
+        let mut columns = vec!["Input".to_string(), "Truth".to_string()];
+        columns.extend(shown.iter().map(|(c, _)| c.to_string()));
+        let opts = PredictOptions { iterations: self.p.predict.iterations * 10, ..self.p.predict };
+        let unknown = self.classes();
+        let mut rows = Vec::new();
+        for (k, img) in data.test_images.iter().enumerate().take(4) {
+            let rgb = img.rgb_image()?;
+            let mut row = vec![PlotImage::Rgb(rgb), PlotImage::Labels(img.label_raster(unknown)?, pal.clone())];
+            for (_, model) in &shown {
+                let pred = model.predict_example(&data.test, k, &opts)?;
+                row.push(PlotImage::Labels(datasets::Raster::new(img.height, img.width, pred.labels)?, pal.clone()));
+            }
+            rows.push(row);
+        }
+        if !rows.is_empty() {
+            plots::plot_predictions_with_legend(&out.join("fig3_predictions.png"), &columns, &rows, &legend)
+                .context("writing fig3_predictions.png")?;
+        }
+        Ok(())
+    }
+}
+
+fn count_labelled(set: &Dataset) -> usize {
+    set.examples.iter().map(|ex| (0..ex.graph.num_variables()).filter(|&i| ex.is_labelled(i)).count()).sum()
+}

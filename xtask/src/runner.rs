@@ -1,0 +1,747 @@
+//! The experiment runner shared by every `cargo xtask reproduce` experiment:
+//! the 5 × 5 grid of (unary class, pairwise class) cells trained with
+//! Algorithm 1 and evaluated after every learning iteration; cell selection,
+//! seeds, progress bars, Ctrl-C (finished cells are kept), `--resume`, and the
+//! outputs:
+//!
+//! * `results.csv` (mean over seeds), `results_by_seed.csv` (one line per cell
+//!   and seed, with seconds and the process's peak RSS after the cell);
+//! * `curves.csv` (train/test error, objective and elapsed seconds per learning
+//!   iteration) and `fig2_error_curves.png`;
+//! * `table.md`: ours beside the paper's values and the differences;
+//! * `per_class.csv` (experiments with named classes): per-class accuracy and
+//!   IoU, and mean IoU, of every cell on the test set;
+//! * `models/` (one model per cell) and `run.json` (command, commit, preset,
+//!   wall-clock, threads, peak RSS, whether it finished).
+//!
+//! An experiment supplies its data, its oracles, its paper table and any
+//! figures of its own through [`Experiment`].
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use oracles::Oracle;
+use structlearn::files::write_atomic;
+use structlearn::{Dataset, Evaluate, LearnError, PredictOptions, StructuredModel, TrainConfig, Trainer};
+use structlearn_cli::ProgressObserver;
+
+use crate::plots::{self, CurveData};
+
+/// The function classes, in the papers' order (rows and columns of the tables).
+pub const CLASSES: [&str; 5] = ["zero", "constant", "linear", "boosting", "mlp"];
+
+/// Display names of [`CLASSES`].
+pub const NAMES: [&str; 5] = ["Zero", "Const.", "Linear", "Boost.", "MLP"];
+
+/// A 5 × 5 table of the paper: rows unary class, columns pairwise class.
+pub type PaperTable = [[f64; 5]; 5];
+
+/// How big a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    /// A fast look.
+    Quick,
+    /// The README's main command.
+    Default,
+    /// The paper's scale.
+    Full,
+}
+
+impl Scale {
+    /// `""`, `"-quick"` or `"-full"`: the suffix of the default output folder.
+    fn suffix(self) -> &'static str {
+        match self {
+            Scale::Quick => "-quick",
+            Scale::Default => "",
+            Scale::Full => "-full",
+        }
+    }
+}
+
+/// Options common to every experiment (the `reproduce` command line).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Size of the run.
+    pub scale: Scale,
+    /// Output folder.
+    pub out: Option<PathBuf>,
+    /// Number of seeds.
+    pub seeds: usize,
+    /// First seed.
+    pub first_seed: u64,
+    /// Cells to run (`UNARY/PAIRWISE`); empty: all 25.
+    pub cells: Vec<String>,
+    /// Learning iterations, overriding the preset.
+    pub iterations: Option<usize>,
+    /// Skip cells already in the output folder.
+    pub resume: bool,
+    /// Write the data sets into the output folder.
+    pub save_data: bool,
+    /// Prediction's message-passing iterations, overriding the preset.
+    pub predict_iterations: Option<usize>,
+    /// Folder of the downloaded data sets (real-image experiments).
+    pub data_dir: Option<PathBuf>,
+    /// Folder of the feature cache (real-image experiments); `None`: the default.
+    pub cache_dir: Option<PathBuf>,
+    /// Disable the feature cache.
+    pub no_cache: bool,
+}
+
+/// The learning budget of a run (part of every preset).
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Budget {
+    /// Learning iterations of Algorithm 1.
+    pub learning_iterations: usize,
+    /// Prediction options of each evaluation (warm-started across iterations).
+    pub predict: PredictOptions,
+}
+
+/// The training and test sets of one seed, with anything an experiment keeps
+/// beside them (images for figures, statistics).
+pub trait ExperimentData {
+    /// The training set.
+    fn train(&self) -> &Dataset;
+    /// The test set.
+    fn test(&self) -> &Dataset;
+}
+
+/// What an experiment supplies to the runner.
+pub trait Experiment {
+    /// Its data for one seed.
+    type Data: ExperimentData;
+
+    /// Short name, used for the default output folder (`target/reproduce/NAME`).
+    fn name(&self) -> &'static str;
+    /// The preset's settings as JSON: written to `run.json`, and `--resume`
+    /// refuses a folder written under other settings.
+    fn preset(&self) -> serde_json::Value;
+    /// Learning iterations and prediction options.
+    fn budget(&self) -> Budget;
+    /// One line describing the run (data sizes, iterations).
+    fn describe(&self) -> String;
+    /// Loads or generates the data of `seed`.
+    fn data(&self, seed: u64) -> Result<Self::Data>;
+    /// The oracle of class `kind` for the unary (`pairwise = false`) or pairwise factors.
+    fn oracle(&self, kind: &str, pairwise: bool) -> Result<Box<dyn Oracle>, LearnError>;
+    /// The paper's test errors.
+    fn paper_test(&self) -> &PaperTable;
+    /// The paper's training errors, if it reports them.
+    fn paper_train(&self) -> Option<&PaperTable> {
+        None
+    }
+    /// The table's caption (what is compared).
+    fn caption(&self) -> String;
+    /// Text appended below the table (may use the data of the seeds run so far).
+    fn table_note(&self, _data: &BTreeMap<u64, Self::Data>) -> String {
+        String::new()
+    }
+    /// Class names for per-class accuracy and IoU on the test set; `None`: not reported.
+    fn class_names(&self) -> Option<Vec<String>> {
+        None
+    }
+    /// Writes the data sets of `seed` into `out` (`--save-data`).
+    fn save_data(&self, out: &Path, seed: u64, data: &Self::Data) -> Result<()> {
+        data.train().save(&out.join(format!("train-seed{seed}.sld")))?;
+        data.test().save(&out.join(format!("test-seed{seed}.sld")))?;
+        Ok(())
+    }
+    /// Writes the experiment's own figures and files (after the run, for the
+    /// first seed; `done` holds every finished cell).
+    fn figures(&self, out: &Path, done: &[CellResult], seed: u64, data: &Self::Data) -> Result<()>;
+}
+
+/// One trained cell.
+#[derive(Debug, Clone)]
+pub struct CellResult {
+    /// Seed.
+    pub seed: u64,
+    /// Unary function class.
+    pub unary: String,
+    /// Pairwise function class.
+    pub pairwise: String,
+    /// Final training error.
+    pub train_error: f64,
+    /// Final test error.
+    pub test_error: f64,
+    /// Wall-clock seconds of the cell (training and evaluation).
+    pub seconds: f64,
+    /// Peak resident set size of the process after the cell, MiB (0 if unknown).
+    pub peak_rss_mib: f64,
+    /// `(iteration, train error, test error, objective, elapsed seconds)`.
+    pub curve: Vec<(usize, f64, f64, f64, f64)>,
+}
+
+/// The model file of a cell.
+pub fn model_path(out: &Path, seed: u64, unary: &str, pairwise: &str) -> PathBuf {
+    out.join("models").join(format!("seed{seed}-{unary}-{pairwise}.slm"))
+}
+
+/// Runs the selected cells of an experiment and writes everything into the output folder.
+pub fn reproduce<E: Experiment>(exp: &E, opts: &Options) -> Result<()> {
+    if opts.seeds == 0 {
+        bail!("--seeds must be at least 1");
+    }
+    let budget = exp.budget();
+    let out = opts
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("target/reproduce/{}{}", exp.name(), opts.scale.suffix())));
+    std::fs::create_dir_all(out.join("models")).with_context(|| format!("creating {}", out.display()))?;
+    let cells = selected_cells(&opts.cells)?;
+    let seeds: Vec<u64> = (0..opts.seeds as u64).map(|s| opts.first_seed + s).collect();
+    let preset = exp.preset();
+
+    if opts.resume {
+        check_same_preset(&out, &preset)?;
+    }
+    let mut done: Vec<CellResult> = if opts.resume { read_previous(&out)? } else { Vec::new() };
+    done.retain(|r| seeds.contains(&r.seed) && cells.contains(&(r.unary.clone(), r.pairwise.clone())));
+    let todo: Vec<(u64, String, String)> = seeds
+        .iter()
+        .flat_map(|&s| cells.iter().map(move |(u, pw)| (s, u.clone(), pw.clone())))
+        .filter(|(s, u, pw)| !done.iter().any(|r| r.seed == *s && &r.unary == u && &r.pairwise == pw))
+        .collect();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)) {
+        eprintln!("warning: Ctrl-C will not stop cleanly: {e}");
+    }
+    eprintln!("{}: {}, {} cells × {} seeds → {}", exp.name(), exp.describe(), cells.len(), seeds.len(), out.display());
+    // The commit is taken before training: later commits made while a long
+    // run is going on must not be credited with its results.
+    let commit = current_commit();
+    // Written again at the end; until then it marks the folder as unfinished
+    // and lets `--resume` check that it continues with the same preset.
+    let info = RunInfo { preset: &preset, opts, commit: commit.as_deref() };
+    info.write(&out, &done, 0.0, true)?;
+    let wall = Instant::now();
+    let multi = MultiProgress::new();
+    let overall = multi.add(ProgressBar::new((seeds.len() * cells.len()) as u64));
+    overall.set_style(
+        ProgressStyle::with_template("cells [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    overall.set_position(done.len() as u64);
+    let mut data_by_seed: BTreeMap<u64, E::Data> = BTreeMap::new();
+    let mut interrupted = false;
+    for (seed, u, pw) in &todo {
+        if stop.load(Ordering::SeqCst) {
+            interrupted = true;
+            break;
+        }
+        if !data_by_seed.contains_key(seed) {
+            let data = exp.data(*seed)?;
+            if opts.save_data {
+                exp.save_data(&out, *seed, &data)?;
+            }
+            data_by_seed.insert(*seed, data);
+        }
+        let data = &data_by_seed[seed];
+        overall.set_message(format!("seed {seed} {u}/{pw}"));
+        let bar = multi.add(ProgressBar::new(0));
+        match run_cell(exp, &budget, data, *seed, u, pw, &stop, bar.clone(), &out) {
+            Ok(result) => {
+                done.push(result);
+                write_outputs(exp, &out, &done, &seeds, &cells, &data_by_seed)?;
+                info.write(&out, &done, wall.elapsed().as_secs_f64(), true)?;
+            }
+            Err(e) if matches!(e.downcast_ref::<LearnError>(), Some(LearnError::Interrupted { .. })) => {
+                interrupted = true;
+                multi.remove(&bar);
+                break;
+            }
+            Err(e) => return Err(e.context(format!("cell {u}/{pw}, seed {seed}"))),
+        }
+        multi.remove(&bar);
+        overall.inc(1);
+    }
+    overall.finish_and_clear();
+    let seconds = wall.elapsed().as_secs_f64();
+    let first = seeds[0];
+    if !data_by_seed.contains_key(&first) && !interrupted {
+        data_by_seed.insert(first, exp.data(first)?);
+    }
+    write_outputs(exp, &out, &done, &seeds, &cells, &data_by_seed)?;
+    if let Some(data) = data_by_seed.get(&first) {
+        if let Some(names) = exp.class_names() {
+            write_per_class(&out, &done, first, data, &names, &budget.predict)?;
+        }
+        exp.figures(&out, &done, first, data)?;
+    }
+    info.write(&out, &done, seconds, interrupted)?;
+    println!("{}", std::fs::read_to_string(out.join("table.md")).unwrap_or_default());
+    println!("wall-clock: {seconds:.1} s; outputs in {}", out.display());
+    if interrupted {
+        bail!("interrupted: finished cells are in {}; rerun with --resume to continue", out.display());
+    }
+    Ok(())
+}
+
+/// The cells of `--cell` filters (all 25 without filters).
+pub fn selected_cells(filters: &[String]) -> Result<Vec<(String, String)>> {
+    let all: Vec<(String, String)> =
+        CLASSES.iter().flat_map(|u| CLASSES.iter().map(move |p| (u.to_string(), p.to_string()))).collect();
+    if filters.is_empty() {
+        return Ok(all);
+    }
+    filters
+        .iter()
+        .map(|f| {
+            let (u, p) = f.split_once('/').with_context(|| format!("--cell `{f}` is not UNARY/PAIRWISE"))?;
+            if !CLASSES.contains(&u) || !CLASSES.contains(&p) {
+                bail!("--cell `{f}`: classes are {}", CLASSES.join(", "));
+            }
+            Ok((u.to_string(), p.to_string()))
+        })
+        .collect()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_cell<E: Experiment>(
+    exp: &E,
+    budget: &Budget,
+    data: &E::Data,
+    seed: u64,
+    unary: &str,
+    pairwise: &str,
+    stop: &Arc<AtomicBool>,
+    bar: ProgressBar,
+    out: &Path,
+) -> Result<CellResult> {
+    let start = Instant::now();
+    let oracles =
+        vec![("unary".to_string(), exp.oracle(unary, false)?), ("pairwise".to_string(), exp.oracle(pairwise, true)?)];
+    let config = TrainConfig {
+        epsilon: 0.1,
+        learning_iterations: budget.learning_iterations,
+        message_passing_iterations: 25,
+        seed,
+        predict: budget.predict,
+        evaluate: Evaluate::EveryIteration,
+        evaluate_train: true,
+        ..TrainConfig::default()
+    };
+    let mut trainer = Trainer::new(data.train(), oracles, config)?.with_validation(data.test());
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>20} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_prefix(format!("{unary}/{pairwise}"));
+    trainer.add_observer(Box::new(ProgressObserver::with_bar(bar)));
+    trainer.set_stop_flag(stop.clone());
+    let outcome = trainer.train()?;
+    let seconds = start.elapsed().as_secs_f64();
+    let curve: Vec<(usize, f64, f64, f64, f64)> = outcome
+        .history
+        .iter()
+        .filter_map(|r| Some((r.iteration, r.train_error?, r.validation_error?, r.objective, r.elapsed_seconds)))
+        .collect();
+    let &(_, train_error, test_error, _, _) = curve.last().context("no evaluation recorded")?;
+    outcome.model.save(&model_path(out, seed, unary, pairwise))?;
+    Ok(CellResult {
+        seed,
+        unary: unary.into(),
+        pairwise: pairwise.into(),
+        train_error,
+        test_error,
+        seconds,
+        peak_rss_mib: peak_rss_mib().unwrap_or(0.0),
+        curve,
+    })
+}
+
+/// The process's peak resident set size in MiB (`VmHWM` of `/proc/self/status`; Linux only).
+pub fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// Cells of an earlier (interrupted) run, from `results_by_seed.csv` and `curves.csv`.
+fn read_previous(out: &Path) -> Result<Vec<CellResult>> {
+    let Ok(text) = std::fs::read_to_string(out.join("results_by_seed.csv")) else {
+        return Ok(Vec::new());
+    };
+    let curves = std::fs::read_to_string(out.join("curves.csv")).unwrap_or_default();
+    let mut results = Vec::new();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        if f.len() != 6 && f.len() != 7 {
+            bail!("{}: malformed line `{line}`", out.join("results_by_seed.csv").display());
+        }
+        let seed: u64 = f[0].parse()?;
+        if !model_path(out, seed, f[1], f[2]).exists() {
+            continue;
+        }
+        let curve = curves
+            .lines()
+            .skip(1)
+            .filter_map(|l| {
+                let c: Vec<&str> = l.split(',').collect();
+                let elapsed = c.get(7).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN);
+                ((c.len() == 7 || c.len() == 8) && c[0] == f[0] && c[1] == f[1] && c[2] == f[2]).then(|| {
+                    Some((c[3].parse().ok()?, c[4].parse().ok()?, c[5].parse().ok()?, c[6].parse().ok()?, elapsed))
+                })?
+            })
+            .collect();
+        results.push(CellResult {
+            seed,
+            unary: f[1].into(),
+            pairwise: f[2].into(),
+            train_error: f[3].parse()?,
+            test_error: f[4].parse()?,
+            seconds: f[5].parse()?,
+            peak_rss_mib: f.get(6).and_then(|v| v.parse().ok()).unwrap_or(0.0),
+            curve,
+        });
+    }
+    Ok(results)
+}
+
+fn mean_std(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let m = v.iter().sum::<f64>() / n;
+    let var = if v.len() > 1 { v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0) } else { 0.0 };
+    (m, var.sqrt())
+}
+
+fn write_outputs<E: Experiment>(
+    exp: &E,
+    out: &Path,
+    done: &[CellResult],
+    seeds: &[u64],
+    cells: &[(String, String)],
+    data: &BTreeMap<u64, E::Data>,
+) -> Result<()> {
+    let mut by_seed = String::from("seed,unary,pairwise,train_error,test_error,seconds,peak_rss_mib\n");
+    let mut curves = String::from("seed,unary,pairwise,iteration,train_error,test_error,objective,elapsed_seconds\n");
+    for r in done {
+        let _ = writeln!(
+            by_seed,
+            "{},{},{},{},{},{:.3},{:.1}",
+            r.seed, r.unary, r.pairwise, r.train_error, r.test_error, r.seconds, r.peak_rss_mib
+        );
+        for (i, tr, te, obj, el) in &r.curve {
+            let _ = writeln!(curves, "{},{},{},{i},{tr},{te},{obj},{el:.3}", r.seed, r.unary, r.pairwise);
+        }
+    }
+    write_atomic(&out.join("results_by_seed.csv"), by_seed.as_bytes())?;
+    write_atomic(&out.join("curves.csv"), curves.as_bytes())?;
+
+    let mut results = String::from("unary,pairwise,train_error,test_error,seconds\n");
+    // (unary, pairwise) → ((train mean, std), (test mean, std), seeds)
+    let mut stats: BTreeMap<(usize, usize), ((f64, f64), (f64, f64), usize)> = BTreeMap::new();
+    for (u, p) in cells {
+        let rs: Vec<&CellResult> = done.iter().filter(|r| &r.unary == u && &r.pairwise == p).collect();
+        if rs.is_empty() {
+            continue;
+        }
+        let tr = mean_std(&rs.iter().map(|r| r.train_error).collect::<Vec<_>>());
+        let te = mean_std(&rs.iter().map(|r| r.test_error).collect::<Vec<_>>());
+        let secs = mean_std(&rs.iter().map(|r| r.seconds).collect::<Vec<_>>());
+        let _ = writeln!(results, "{u},{p},{:.6},{:.6},{:.3}", tr.0, te.0, secs.0);
+        let ui = CLASSES.iter().position(|c| c == u).unwrap_or(0);
+        let pi = CLASSES.iter().position(|c| c == p).unwrap_or(0);
+        stats.insert((ui, pi), (tr, te, rs.len()));
+    }
+    write_atomic(&out.join("results.csv"), results.as_bytes())?;
+
+    let mut table = String::new();
+    let spread = if seeds.len() > 1 { " mean ± std" } else { "" };
+    let _ = writeln!(
+        table,
+        "{} (rows: unary class, columns: pairwise class); each cell: ours{spread} (paper, difference). {} seed(s).\n",
+        exp.caption(),
+        seeds.len()
+    );
+    let fmt = |(m, s): (f64, f64), n: usize| if n > 1 { format!("{m:.3} ± {s:.3}") } else { format!("{m:.3}") };
+    let mut grid = |title: &str, paper: &PaperTable, pick: &dyn Fn(&((f64, f64), (f64, f64), usize)) -> (f64, f64)| {
+        if !title.is_empty() {
+            let _ = writeln!(table, "{title}\n");
+        }
+        let _ = writeln!(table, "| unary \\ pairwise | {} |", NAMES.join(" | "));
+        let _ = writeln!(table, "|---|{}", "---|".repeat(NAMES.len()));
+        for (ui, name) in NAMES.iter().enumerate() {
+            let _ = write!(table, "| {name} |");
+            for (pi, &paper) in paper[ui].iter().enumerate() {
+                match stats.get(&(ui, pi)) {
+                    Some(st) => {
+                        let ms = pick(st);
+                        let _ = write!(table, " {} ({paper:.3}, {:+.3}) |", fmt(ms, st.2), ms.0 - paper);
+                    }
+                    None => {
+                        let _ = write!(table, " – |");
+                    }
+                }
+            }
+            let _ = writeln!(table);
+        }
+        let _ = writeln!(table);
+    };
+    match exp.paper_train() {
+        Some(train) => {
+            grid("**Test error**", exp.paper_test(), &|s| s.1);
+            grid("**Training error**", train, &|s| s.0);
+        }
+        None => grid("", exp.paper_test(), &|s| s.1),
+    }
+    let note = exp.table_note(data);
+    if !note.is_empty() {
+        let _ = writeln!(table, "{note}");
+    }
+    write_atomic(&out.join("table.md"), table.trim_end().as_bytes())?;
+    plot_curves(out, done, seeds[0])?;
+    Ok(())
+}
+
+fn plot_curves(out: &Path, done: &[CellResult], seed: u64) -> Result<()> {
+    let names: Vec<String> = NAMES.iter().map(|s| s.to_string()).collect();
+    let cells: Vec<Vec<CurveData>> = CLASSES
+        .iter()
+        .map(|u| {
+            CLASSES
+                .iter()
+                .map(|pw| {
+                    done.iter()
+                        .find(|r| r.seed == seed && r.unary == *u && r.pairwise == *pw)
+                        .map(|r| CurveData {
+                            train: r.curve.iter().map(|c| (c.0 as f64, c.1)).collect(),
+                            test: r.curve.iter().map(|c| (c.0 as f64, c.2)).collect(),
+                        })
+                        .unwrap_or_default()
+                })
+                .collect()
+        })
+        .collect();
+    plots::plot_error_curves(&out.join("fig2_error_curves.png"), &names, &names, &cells)
+}
+
+/// Confusion counts `[truth][predicted]` of a model on a data set (ignored
+/// variables skipped), predicting from zero messages with `predict`.
+pub fn confusion(
+    model: &StructuredModel,
+    data: &Dataset,
+    classes: usize,
+    predict: &PredictOptions,
+) -> Result<Vec<Vec<u64>>> {
+    let predictions = model.predict(data, predict)?;
+    let mut m = vec![vec![0u64; classes]; classes];
+    for (k, p) in predictions.iter().enumerate() {
+        let ex = &data.examples[k];
+        let truth = data.labels(k)?;
+        for (i, (&y, &t)) in p.labels.iter().zip(truth).enumerate() {
+            if ex.is_labelled(i) && y < classes && t < classes {
+                m[t][y] += 1;
+            }
+        }
+    }
+    Ok(m)
+}
+
+/// Per-class accuracy (recall) and IoU of a confusion matrix, and the pixel error.
+pub fn class_scores(m: &[Vec<u64>]) -> (Vec<f64>, Vec<f64>, f64) {
+    let c = m.len();
+    let total: u64 = m.iter().flatten().sum();
+    let correct: u64 = (0..c).map(|i| m[i][i]).sum();
+    let acc = (0..c)
+        .map(|i| {
+            let n: u64 = m[i].iter().sum();
+            if n == 0 { f64::NAN } else { m[i][i] as f64 / n as f64 }
+        })
+        .collect();
+    let iou = (0..c)
+        .map(|i| {
+            let truth: u64 = m[i].iter().sum();
+            let predicted: u64 = m.iter().map(|r| r[i]).sum();
+            let union = truth + predicted - m[i][i];
+            if union == 0 { f64::NAN } else { m[i][i] as f64 / union as f64 }
+        })
+        .collect();
+    let error = if total == 0 { f64::NAN } else { 1.0 - correct as f64 / total as f64 };
+    (acc, iou, error)
+}
+
+fn mean_finite(v: &[f64]) -> f64 {
+    let f: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if f.is_empty() { f64::NAN } else { f.iter().sum::<f64>() / f.len() as f64 }
+}
+
+/// `per_class.csv`: per cell of `seed`, the test set's per-class accuracy and
+/// IoU, mean class accuracy, mean IoU and pixel error, from a fresh prediction
+/// (zero messages, `predict` budget ×10 to let strongly coupled models settle).
+fn write_per_class<D: ExperimentData>(
+    out: &Path,
+    done: &[CellResult],
+    seed: u64,
+    data: &D,
+    names: &[String],
+    predict: &PredictOptions,
+) -> Result<()> {
+    let registry = oracles::ModelRegistry::with_builtin();
+    let predict = PredictOptions { iterations: predict.iterations * 10, ..*predict };
+    let mut csv = String::from("unary,pairwise,metric");
+    for n in names {
+        let _ = write!(csv, ",{n}");
+    }
+    csv.push_str(",mean,pixel_error\n");
+    for r in done.iter().filter(|r| r.seed == seed) {
+        let path = model_path(out, seed, &r.unary, &r.pairwise);
+        let model = StructuredModel::load(&path, &registry)?;
+        let m = confusion(&model, data.test(), names.len(), &predict)?;
+        let (acc, iou, error) = class_scores(&m);
+        for (metric, values) in [("accuracy", &acc), ("iou", &iou)] {
+            let _ = write!(csv, "{},{},{metric}", r.unary, r.pairwise);
+            for v in values.iter() {
+                let _ = write!(csv, ",{v:.4}");
+            }
+            let _ = writeln!(csv, ",{:.4},{error:.4}", mean_finite(values));
+        }
+    }
+    write_atomic(&out.join("per_class.csv"), csv.as_bytes())?;
+    Ok(())
+}
+
+/// With `--resume`, refuses to mix cells trained under another preset (data,
+/// learning iterations, prediction budget, oracle budgets) into one table.
+pub fn check_same_preset(out: &Path, preset: &serde_json::Value) -> Result<()> {
+    let path = out.join("run.json");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(());
+    };
+    let info: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
+    if info.get("preset") != Some(preset) {
+        bail!(
+            "--resume: {} was written with preset {}, this run's is {}; resume with the same options or use another --out",
+            path.display(),
+            info.get("preset").map_or("(none)".to_string(), |v| v.to_string()),
+            preset
+        );
+    }
+    Ok(())
+}
+
+/// The short commit hash of `HEAD`, with `-dirty` if tracked files differ from it.
+fn current_commit() -> Option<String> {
+    let run = |args: &[&str]| std::process::Command::new("git").args(args).output().ok().filter(|o| o.status.success());
+    let hash = String::from_utf8_lossy(&run(&["rev-parse", "--short", "HEAD"])?.stdout).trim().to_string();
+    let dirty = run(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|o| !o.stdout.is_empty());
+    Some(if dirty { format!("{hash}-dirty") } else { hash })
+}
+
+/// The contents of `run.json`.
+#[derive(Clone, Copy)]
+pub struct RunInfo<'a> {
+    /// The preset's settings.
+    pub preset: &'a serde_json::Value,
+    /// The options.
+    pub opts: &'a Options,
+    /// The commit the run started from.
+    pub commit: Option<&'a str>,
+}
+
+impl RunInfo<'_> {
+    /// Writes `run.json` atomically with the finished cells' times and memory;
+    /// `finished` is false while running and after an interruption.
+    pub fn write(&self, out: &Path, done: &[CellResult], seconds: f64, interrupted: bool) -> Result<()> {
+        let cells: Vec<serde_json::Value> = done
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "seed": r.seed, "unary": r.unary, "pairwise": r.pairwise,
+                    "seconds": r.seconds, "peak_rss_mib": r.peak_rss_mib,
+                    "seconds_per_learning_iteration": r.seconds / r.curve.len().max(1) as f64,
+                })
+            })
+            .collect();
+        let info = serde_json::json!({
+            "command": std::env::args().collect::<Vec<_>>().join(" "),
+            "commit": self.commit,
+            "preset": self.preset,
+            "seeds": self.opts.seeds,
+            "first_seed": self.opts.first_seed,
+            "cells": self.opts.cells,
+            "wall_clock_seconds": seconds,
+            "threads": rayon::current_num_threads(),
+            "peak_rss_mib": peak_rss_mib(),
+            "cell_times": cells,
+            "interrupted": interrupted,
+            // false while the run is going on, and after an interruption or error.
+            "finished": !interrupted,
+        });
+        write_atomic(&out.join("run.json"), serde_json::to_string_pretty(&info)?.as_bytes())?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn opts() -> Options {
+        Options {
+            scale: Scale::Quick,
+            out: None,
+            seeds: 1,
+            first_seed: 0,
+            cells: Vec::new(),
+            iterations: None,
+            resume: true,
+            save_data: false,
+            predict_iterations: None,
+            data_dir: None,
+            cache_dir: None,
+            no_cache: false,
+        }
+    }
+
+    #[test]
+    fn resume_refuses_another_preset_and_accepts_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let quick = serde_json::json!({ "name": "quick", "learning_iterations": 5 });
+        // No run.json yet: nothing to compare with.
+        check_same_preset(dir.path(), &quick).unwrap();
+        let o = opts();
+        RunInfo { preset: &quick, opts: &o, commit: Some("abc") }.write(dir.path(), &[], 0.0, true).unwrap();
+        check_same_preset(dir.path(), &quick).unwrap();
+        let longer = serde_json::json!({ "name": "quick", "learning_iterations": 6 });
+        let err = check_same_preset(dir.path(), &longer).unwrap_err().to_string();
+        assert!(err.contains("--resume") && err.contains("learning_iterations"), "{err}");
+        let info: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("run.json")).unwrap()).unwrap();
+        assert_eq!(info["finished"], false);
+        assert_eq!(info["commit"], "abc");
+        std::fs::write(dir.path().join("run.json"), "not json").unwrap();
+        assert!(check_same_preset(dir.path(), &quick).is_err());
+    }
+
+    #[test]
+    fn cell_filters_are_checked() {
+        assert_eq!(selected_cells(&[]).unwrap().len(), 25);
+        assert_eq!(selected_cells(&["linear/mlp".into()]).unwrap(), vec![("linear".into(), "mlp".into())]);
+        assert!(selected_cells(&["linear".into()]).is_err());
+        assert!(selected_cells(&["linear/svm".into()]).is_err());
+    }
+
+    #[test]
+    fn class_scores_from_a_confusion_matrix() {
+        // truth 0: 3 right, 1 called 1; truth 1: 2 right; class 2 never seen nor predicted.
+        let m = vec![vec![3, 1, 0], vec![0, 2, 0], vec![0, 0, 0]];
+        let (acc, iou, err) = class_scores(&m);
+        assert_eq!(acc[0], 0.75);
+        assert_eq!(acc[1], 1.0);
+        assert!(acc[2].is_nan());
+        assert_eq!(iou[0], 0.75);
+        assert!((iou[1] - 2.0 / 3.0).abs() < 1e-15);
+        assert!((err - 1.0 / 6.0).abs() < 1e-15);
+        assert!((mean_finite(&iou) - (0.75 + 2.0 / 3.0) / 2.0).abs() < 1e-15);
+    }
+}
