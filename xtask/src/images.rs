@@ -19,7 +19,8 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use datasets::features::{FeatureConfig, Standardizer};
 use datasets::scene::{
-    SceneData, SceneImage, Use, build_examples, cache_key, cached, compute_features, fit_standardizers, random_split,
+    Pipeline, SceneData, SceneImage, Use, build_examples, cache_key, cached, compute_features, fit_standardizers,
+    random_split,
 };
 use datasets::{LabelPalette, horses, stanford};
 use oracles::{ModelRegistry, Oracle};
@@ -223,26 +224,6 @@ impl ExperimentData for ImageData {
     }
 }
 
-/// What `features.json` holds: everything `structlearn predict-image` needs to
-/// turn a new image into the model's features.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct FeatureFile {
-    /// `horses` or `stanford`.
-    pub dataset: String,
-    /// Horses: longer side of reduced images.
-    pub max_side: Option<usize>,
-    /// Stanford: reduction factor.
-    pub scale: Option<f64>,
-    /// Feature settings.
-    pub features: FeatureConfig,
-    /// Unary and pair standardisation (training statistics).
-    pub standardizers: [Standardizer; 2],
-    /// Class names, label order.
-    pub classes: Vec<String>,
-    /// Class colours of the label PNGs, label order.
-    pub colors: Vec<[u8; 3]>,
-}
-
 /// Colours of the label maps: black background / white horse; Stanford classes
 /// in natural colours; unknown pixels (index = number of classes) mid gray.
 fn palette(which: Which) -> LabelPalette {
@@ -387,7 +368,7 @@ impl Experiment for Images {
         write_atomic(&out.join("split-train.txt"), list(&data.train_names).as_bytes())?;
         write_atomic(&out.join("split-test.txt"), list(&data.test_names).as_bytes())?;
         let pal = palette(self.p.dataset);
-        let features = FeatureFile {
+        let pipeline = Pipeline {
             dataset: self.name().into(),
             max_side: self.p.max_side,
             scale: self.p.scale,
@@ -396,8 +377,7 @@ impl Experiment for Images {
             classes: self.class_list(),
             colors: pal.colors()[..self.classes()].to_vec(),
         };
-        let models = out.join("models");
-        write_atomic(&models.join("features.json"), serde_json::to_string_pretty(&features)?.as_bytes())?;
+        pipeline.save(&out.join("models").join("features.json"))?;
         // Unknown pixels (Stanford's −1) are painted with the colour after the classes'.
         let mut entries = self.class_list();
         if self.p.dataset == Which::Stanford {

@@ -436,3 +436,256 @@ where
     crate::image::write_atomic(&path, &structlearn::files::wrap_binary(CACHE_MAGIC, &body))?;
     Ok((data, false))
 }
+
+/// Everything needed to turn a new photograph into a trained model's input:
+/// the reduction, the feature settings, the training-set standardisation, and
+/// the class names and colours of the label map. `cargo xtask reproduce horses`
+/// / `stanford` save it as `models/features.json` beside the models;
+/// `structlearn predict-image` reads it there.
+///
+/// ```
+/// use datasets::scene::Pipeline;
+/// use datasets::features::{FeatureConfig, Standardizer, UNARY_DIM, PAIR_DIM};
+/// let identity = |d: usize| Standardizer { mean: vec![0.0; d], std: vec![1.0; d] };
+/// let p = Pipeline {
+///     dataset: "horses".into(),
+///     max_side: Some(8),
+///     scale: None,
+///     features: FeatureConfig::default(),
+///     standardizers: [identity(UNARY_DIM), identity(PAIR_DIM)],
+///     classes: vec!["background".into(), "horse".into()],
+///     colors: vec![[0, 0, 0], [255, 255, 255]],
+/// };
+/// let photo = image::RgbImage::new(40, 20);
+/// let (data, small) = p.dataset(&photo, "photo").unwrap();
+/// assert_eq!((small.width(), small.height()), (8, 4));
+/// assert_eq!(data.examples[0].graph.num_variables(), 32);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pipeline {
+    /// The data set the model was trained on (`horses`, `stanford`).
+    pub dataset: String,
+    /// Reduce so that the longer side has this many pixels (horses)…
+    pub max_side: Option<usize>,
+    /// …or by this factor (Stanford).
+    pub scale: Option<f64>,
+    /// Feature settings.
+    pub features: FeatureConfig,
+    /// Unary and pair standardisation (training statistics).
+    pub standardizers: [Standardizer; 2],
+    /// Class names, label order.
+    pub classes: Vec<String>,
+    /// Colour of every class in label maps, label order.
+    pub colors: Vec<[u8; 3]>,
+}
+
+impl Pipeline {
+    /// Reads a pipeline file (JSON); errors name the file.
+    pub fn load(path: &Path) -> Result<Self, DatasetError> {
+        let text = std::fs::read_to_string(path).map_err(|e| DatasetError::io(path, e))?;
+        let p: Self = serde_json::from_str(&text).map_err(|e| DatasetError::Malformed {
+            path: path.display().to_string(),
+            reason: format!("not a feature pipeline file: {e}"),
+        })?;
+        p.validate()
+            .map_err(|e| DatasetError::Malformed { path: path.display().to_string(), reason: e.to_string() })?;
+        Ok(p)
+    }
+
+    /// Writes the pipeline as JSON, atomically.
+    pub fn save(&self, path: &Path) -> Result<(), DatasetError> {
+        let text = serde_json::to_string_pretty(self).map_err(|e| DatasetError::config("pipeline", e.to_string()))?;
+        crate::image::write_atomic(path, text.as_bytes())
+    }
+
+    fn validate(&self) -> Result<(), DatasetError> {
+        self.features.validate()?;
+        if self.classes.len() < 2 || self.colors.len() != self.classes.len() {
+            return Err(DatasetError::config("classes", "at least two classes, one colour each"));
+        }
+        if self.standardizers[0].mean.len() != UNARY_DIM || self.standardizers[1].mean.len() != PAIR_DIM {
+            return Err(DatasetError::config("standardizers", "dimensions do not match the features"));
+        }
+        match (self.max_side, self.scale) {
+            (Some(m), None) if m >= 2 => Ok(()),
+            (None, Some(s)) if s.is_finite() && s > 0.0 && s <= 1.0 => Ok(()),
+            _ => Err(DatasetError::config("max_side/scale", "exactly one of max_side (≥ 2) or scale (0, 1] is needed")),
+        }
+    }
+
+    /// The size a `height × width` photograph is reduced to.
+    pub fn reduced_size(&self, height: usize, width: usize) -> (usize, usize) {
+        let scale = match (self.max_side, self.scale) {
+            (Some(m), _) => scale_for_max_side(height, width, m),
+            (_, Some(s)) => s,
+            _ => 1.0,
+        };
+        reduced_size(height, width, scale)
+    }
+
+    /// A one-example, unlabelled data set of `photo` (reduced, featurised,
+    /// standardised) for prediction, and the reduced image.
+    pub fn dataset(&self, photo: &RgbImage, name: &str) -> Result<(Dataset, RgbImage), DatasetError> {
+        self.validate()?;
+        let (w, h) = photo.dimensions();
+        let (h, w) = self.reduced_size(h as usize, w as usize);
+        let small = resize_rgb(photo, h, w);
+        let (mut unary, mut pair) = image_features(&small, &self.features)?;
+        self.standardizers[0].apply(&mut unary)?;
+        self.standardizers[1].apply(&mut pair)?;
+        let graph = Arc::new(factor_graph::grid(h, w, self.classes.len())?);
+        let example = Example { name: name.into(), graph, labels: None, features: vec![unary, pair], ignored: None };
+        Ok((Dataset::new(factor_types(), vec![example])?, small))
+    }
+
+    /// The label colours as a palette.
+    pub fn palette(&self) -> Result<crate::LabelPalette, DatasetError> {
+        crate::LabelPalette::new(self.colors.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(name: &str, h: usize, w: usize, labels: Vec<Option<u8>>) -> SceneImage {
+        let rgb = (0..h * w).flat_map(|i| [(i * 7 % 256) as u8, (i * 13 % 256) as u8, (i % 256) as u8]).collect();
+        SceneImage { name: name.into(), height: h, width: w, rgb, labels }
+    }
+
+    #[test]
+    fn label_reduction_takes_the_majority_and_unknown_loses_ties() {
+        let l = |v: i8| if v < 0 { None } else { Some(v as u8) };
+        // 2×4 → 1×2: left block {0, 0, 1, −1} → 0; right block {−1, −1, 2, 2} → tie → 2.
+        let src = Raster::new(2, 4, [0, 0, -1, -1, 1, -1, 2, 2].map(l).to_vec()).unwrap();
+        let out = reduce_labels(&src, 1, 2);
+        assert_eq!(out.data(), &[Some(0), Some(2)]);
+        // Strict majority of unknown stays unknown.
+        let src = Raster::new(1, 3, [-1, -1, 3].map(l).to_vec()).unwrap();
+        assert_eq!(reduce_labels(&src, 1, 1).data(), &[None]);
+        // Enlarging repeats pixels.
+        let src = Raster::new(1, 2, [4, 5].map(l).to_vec()).unwrap();
+        assert_eq!(reduce_labels(&src, 2, 4).data(), &[4, 4, 5, 5, 4, 4, 5, 5].map(|v| Some(v as u8)));
+        assert_eq!(reduced_size(240, 320, 0.2), (48, 64));
+        assert_eq!(reduced_size(3, 3, 0.1), (2, 2));
+        assert_eq!(scale_for_max_side(200, 400, 32), 0.08);
+    }
+
+    #[test]
+    fn subgrid_keeps_labelled_pixels_and_their_pairs() {
+        let layout = GridLayout { height: 2, width: 3 };
+        // Pixel 1 (row 0, col 1) unknown.
+        let keep = [true, false, true, true, true, true];
+        let (g, pixels, pairs) = labelled_subgrid(layout, &keep, 3).unwrap();
+        assert_eq!(pixels, vec![0, 2, 3, 4, 5]);
+        assert_eq!(g.num_variables(), 5);
+        // Horizontal pairs (0,1),(1,2),(3,4),(4,5) → keep (3,4),(4,5); vertical (0,3),(1,4),(2,5) → keep (0,3),(2,5).
+        let kept: Vec<(usize, usize)> = pairs.iter().map(|&p| layout.pair_pixels(p)).collect();
+        assert_eq!(kept, vec![(3, 4), (4, 5), (0, 3), (2, 5)]);
+        let vars: Vec<&[usize]> = (5..g.num_regions()).map(|r| g.region_variables(r)).collect();
+        assert_eq!(vars, vec![&[2, 3][..], &[3, 4], &[0, 2], &[1, 4]]);
+    }
+
+    #[test]
+    fn unknown_pixels_leave_training_graphs_and_are_ignored_in_evaluation() {
+        let mut labels = vec![Some(1u8); 12];
+        labels[5] = None;
+        let imgs = vec![image("a", 3, 4, labels), image("b", 3, 4, vec![Some(0); 12])];
+        let cfg = FeatureConfig::default();
+        let feats = compute_features(&imgs, &cfg).unwrap();
+        let std = fit_standardizers(&imgs, &feats).unwrap();
+        // Standardised training features have mean 0 in every non-constant column.
+        let train = build_examples(&imgs, &feats, &std, 2, Use::Train).unwrap();
+        assert_eq!(train.examples[0].graph.num_variables(), 11);
+        assert_eq!(train.examples[1].graph.num_variables(), 12);
+        assert!(train.examples.iter().all(|e| e.ignored.is_none()));
+        let n: usize = train.examples.iter().map(|e| e.features[0].values.len() / UNARY_DIM).sum();
+        for col in 1..UNARY_DIM {
+            let mean: f64 = train
+                .examples
+                .iter()
+                .flat_map(|e| e.features[0].values.chunks_exact(UNARY_DIM).map(move |r| r[col]))
+                .sum::<f64>()
+                / n as f64;
+            assert!(mean.abs() < 1e-9, "column {col}: mean {mean}");
+        }
+        let eval = build_examples(&imgs, &feats, &std, 2, Use::Evaluate).unwrap();
+        assert_eq!(eval.examples[0].graph.num_variables(), 12);
+        let mask = eval.examples[0].ignored.as_ref().unwrap();
+        assert_eq!(mask.iter().filter(|&&m| m).count(), 1);
+        assert!(mask[5] && !eval.examples[0].is_labelled(5) && eval.examples[0].is_labelled(4));
+        assert!(eval.examples[1].ignored.is_none());
+        // Both images share one full-grid graph in evaluation.
+        assert!(Arc::ptr_eq(&eval.examples[0].graph, &eval.examples[1].graph));
+    }
+
+    #[test]
+    fn splits_are_seeded_disjoint_and_complete() {
+        let names: Vec<String> = (0..50).map(|i| format!("img{i:03}")).collect();
+        let (a, b) = random_split(&names, 40, 0).unwrap();
+        assert_eq!((a.len(), b.len()), (40, 10));
+        let mut all = [a.clone(), b.clone()].concat();
+        all.sort();
+        assert_eq!(all, names);
+        let mut shuffled = names.clone();
+        shuffled.reverse();
+        assert_eq!(random_split(&shuffled, 40, 0).unwrap().0, a, "input order must not matter");
+        assert_ne!(random_split(&names, 40, 1).unwrap().0, a);
+        assert!(random_split(&names, 51, 0).is_err());
+    }
+
+    #[test]
+    fn cache_is_reused_keyed_and_recomputed_when_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = dir.path().join("data");
+        std::fs::create_dir_all(data_dir.join("imgs")).unwrap();
+        std::fs::write(data_dir.join("imgs/a.jpg"), b"one").unwrap();
+        let cache = dir.path().join("cache");
+        let imgs = vec![image("a", 2, 3, vec![Some(0); 6])];
+        let make =
+            || Ok(SceneData { features: compute_features(&imgs, &FeatureConfig::default())?, images: imgs.clone() });
+        let key = cache_key(&data_dir, &["imgs"], &1).unwrap();
+        let (first, hit) = cached(Some(&cache), "t", key, make).unwrap();
+        assert!(!hit);
+        let (second, hit) = cached(Some(&cache), "t", key, || panic!("must come from the cache")).unwrap();
+        assert!(hit);
+        assert_eq!(first, second);
+        // Other settings or other files give another key.
+        assert_ne!(cache_key(&data_dir, &["imgs"], &2).unwrap(), key);
+        std::fs::write(data_dir.join("imgs/b.jpg"), b"two").unwrap();
+        assert_ne!(cache_key(&data_dir, &["imgs"], &1).unwrap(), key);
+        // A corrupt cache file is recomputed, not trusted.
+        let file = std::fs::read_dir(&cache).unwrap().next().unwrap().unwrap().path();
+        std::fs::write(&file, b"garbage").unwrap();
+        let (third, hit) = cached(Some(&cache), "t", key, make).unwrap();
+        assert!(!hit);
+        assert_eq!(third, first);
+        assert!(cache_key(&data_dir, &["missing"], &1).is_err());
+    }
+
+    #[test]
+    fn missing_data_errors_name_the_layout_and_the_download() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = find_dataset_dir(Some(dir.path()), &["x", "y"], &["rgb"], "Demo", "LAYOUT", "URL").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("LAYOUT") && msg.contains("URL") && msg.contains("x (or y)"), "{msg}");
+        std::fs::create_dir_all(dir.path().join("y")).unwrap();
+        let msg = find_dataset_dir(Some(dir.path()), &["x", "y"], &["rgb"], "Demo", "L", "U").unwrap_err().to_string();
+        assert!(msg.contains("rgb"), "{msg}");
+        std::fs::create_dir_all(dir.path().join("y/rgb")).unwrap();
+        assert_eq!(
+            find_dataset_dir(Some(dir.path()), &["x", "y"], &["rgb"], "D", "L", "U").unwrap(),
+            dir.path().join("y")
+        );
+        let missing = dir.path().join("nope");
+        assert!(matches!(
+            find_dataset_dir(Some(&missing), &["x"], &["rgb"], "D", "L", "U"),
+            Err(DatasetError::MissingData { .. })
+        ));
+        assert!(matches!(
+            list_files(&dir.path().join("y/rgb"), ".jpg", "D", "L", "U"),
+            Err(DatasetError::MissingData { .. })
+        ));
+    }
+}

@@ -72,6 +72,10 @@ enum Command {
         #[arg(long)]
         beliefs: bool,
     },
+    /// Segments a photograph (JPEG or PNG) with a model trained by `cargo xtask
+    /// reproduce horses|stanford`: reduces and featurises it as in training and
+    /// writes the label map as a PNG in the classes' colours.
+    PredictImage(PredictImageArgs),
     /// Prints the error rate (fraction of misclassified variables) of a model on a labelled data set.
     Eval {
         /// Model file.
@@ -89,6 +93,76 @@ enum Command {
     },
 }
 
+#[derive(clap::Args)]
+struct PredictImageArgs {
+    /// Model file (e.g. target/reproduce/horses/models/seed0-mlp-mlp.slm).
+    #[arg(long)]
+    model: PathBuf,
+    /// The photograph.
+    #[arg(long)]
+    image: PathBuf,
+    /// Output label-map PNG.
+    #[arg(long)]
+    output: PathBuf,
+    /// Feature pipeline (reduction, features, standardisation, class colours);
+    /// default: features.json beside the model.
+    #[arg(long)]
+    pipeline: Option<PathBuf>,
+    /// Write the label map at the photograph's size (nearest neighbour) instead
+    /// of the model's reduced resolution.
+    #[arg(long)]
+    original_size: bool,
+    /// Message-passing iterations.
+    #[arg(long, default_value_t = 300)]
+    iterations: usize,
+    /// Stop once the largest violation is below this.
+    #[arg(long, default_value_t = 1e-4)]
+    tolerance: f64,
+}
+
+fn predict_image(args: PredictImageArgs) -> Result<()> {
+    let pipeline_path = match args.pipeline {
+        Some(p) => p,
+        None => args.model.with_file_name("features.json"),
+    };
+    let pipeline = datasets::scene::Pipeline::load(&pipeline_path)
+        .with_context(|| format!("reading the feature pipeline (give it with --pipeline)"))?;
+    let model = StructuredModel::load(&args.model, &ModelRegistry::with_builtin())?;
+    let photo = datasets::image::load_rgb(&args.image)?;
+    let name = args.image.file_stem().map_or("image".into(), |s| s.to_string_lossy().into_owned());
+    let (data, small) = pipeline.dataset(&photo, &name)?;
+    let opts = PredictOptions { iterations: args.iterations, tolerance: Some(args.tolerance) };
+    let prediction = model.predict_example(&data, 0, &opts)?;
+    let (h, w) = (small.height() as usize, small.width() as usize);
+    let mut labels = datasets::Raster::new(h, w, prediction.labels)?;
+    if args.original_size {
+        let (pw, ph) = photo.dimensions();
+        let (ph, pw) = (ph as usize, pw as usize);
+        let data = (0..ph * pw).map(|i| labels.data()[((i / pw) * h / ph) * w + (i % pw) * w / pw]).collect();
+        labels = datasets::Raster::new(ph, pw, data)?;
+    }
+    datasets::image::write_label_png(&args.output, &labels, &pipeline.palette()?)?;
+    let mut counts = vec![0usize; pipeline.classes.len()];
+    labels.data().iter().for_each(|&l| counts[l] += 1);
+    let shares: Vec<String> = pipeline
+        .classes
+        .iter()
+        .zip(&counts)
+        .map(|(c, &n)| format!("{c} {:.3}", n as f64 / labels.data().len() as f64))
+        .collect();
+    println!(
+        "{}: {}×{} label map ({}; {} message-passing iterations, violation {:.2e}) → {}",
+        args.image.display(),
+        labels.height(),
+        labels.width(),
+        shares.join(", "),
+        prediction.report.iterations,
+        prediction.report.max_violation,
+        args.output.display()
+    );
+    Ok(())
+}
+
 fn main() {
     if let Err(e) = run(Cli::parse()) {
         eprintln!("error: {e:#}");
@@ -102,6 +176,7 @@ fn run(cli: Cli) -> Result<()> {
             infer(&model, eps, iterations, tolerance, polish, output.as_deref())
         }
         Command::Train(args) => train(args),
+        Command::PredictImage(args) => predict_image(args),
         Command::Predict { model, data, output, iterations, tolerance, beliefs } => {
             let model = StructuredModel::load(&model, &ModelRegistry::with_builtin())?;
             let data = Dataset::load(&data)?;

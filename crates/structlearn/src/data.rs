@@ -330,6 +330,8 @@ pub const DATASET_VERSION: u32 = 2;
 #[derive(Deserialize)]
 struct DatasetFileV1 {
     format: String,
+    #[allow(dead_code)] // read for the field order; the magic bytes carry the version
+    version: u32,
     factor_types: Vec<FactorTypeInfo>,
     graphs: Vec<RegionGraphSpec>,
     examples: Vec<ExampleRecordV1>,
