@@ -2,7 +2,6 @@
 //! runs the papers' experiments and writes tables and figures.
 
 mod denoising;
-mod plots;
 
 use std::path::PathBuf;
 
@@ -54,6 +53,12 @@ enum Command {
         /// Message-passing iterations of prediction (overrides the preset).
         #[arg(long)]
         predict_iterations: Option<usize>,
+        /// Print nothing but the table and errors (no progress).
+        #[arg(long, short, conflicts_with = "verbose")]
+        quiet: bool,
+        /// Also print one line per step of every learning iteration.
+        #[arg(long, short)]
+        verbose: bool,
     },
 }
 
@@ -85,6 +90,8 @@ fn run() -> Result<()> {
             resume,
             save_data,
             predict_iterations,
+            quiet,
+            verbose,
         } => {
             let scale = if quick {
                 denoising::Scale::Quick
@@ -104,6 +111,7 @@ fn run() -> Result<()> {
                     resume,
                     save_data,
                     predict_iterations,
+                    verbosity: structlearn_cli::Verbosity::from_flags(quiet, verbose),
                 }),
             }
         }
