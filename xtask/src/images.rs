@@ -28,8 +28,8 @@ use structlearn::files::write_atomic;
 use structlearn::oracle_config::oracle_from_json;
 use structlearn::{Dataset, LearnError, PredictOptions, StructuredModel};
 
-use crate::plots::{self, PlotImage};
 use crate::runner::{Budget, CellResult, Experiment, ExperimentData, Options, PaperTable, Scale, model_path};
+use structlearn_cli::plots::{self, PlotImage};
 
 /// NIPS 2013 Table 1 (right), Weizmann horses: test errors, rows unary, columns pairwise.
 pub const PAPER_HORSES: PaperTable = [

@@ -3,7 +3,6 @@
 
 mod denoising;
 mod images;
-mod plots;
 mod runner;
 
 use std::path::PathBuf;
@@ -65,6 +64,12 @@ enum Command {
         /// Recompute the image features instead of using the cache.
         #[arg(long)]
         no_cache: bool,
+        /// Print nothing but the table and errors (no progress).
+        #[arg(long, short, conflicts_with = "verbose")]
+        quiet: bool,
+        /// Also print one line per step of every learning iteration.
+        #[arg(long, short)]
+        verbose: bool,
     },
 }
 
@@ -103,6 +108,8 @@ fn run() -> Result<()> {
             data_dir,
             cache_dir,
             no_cache,
+            quiet,
+            verbose,
         } => {
             let scale = if quick {
                 runner::Scale::Quick
@@ -124,6 +131,7 @@ fn run() -> Result<()> {
                 data_dir,
                 cache_dir,
                 no_cache,
+                verbosity: structlearn_cli::Verbosity::from_flags(quiet, verbose),
             };
             match experiment.unwrap_or(Experiment::Denoising) {
                 Experiment::Denoising => runner::reproduce(&denoising::Denoising::new(&opts), &opts),

@@ -25,13 +25,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use indicatif::MultiProgress;
 use oracles::Oracle;
 use structlearn::files::write_atomic;
 use structlearn::{Dataset, Evaluate, LearnError, PredictOptions, StructuredModel, TrainConfig, Trainer};
-use structlearn_cli::ProgressObserver;
-
-use crate::plots::{self, CurveData};
+use structlearn_cli::plots::{self, CurveData};
+use structlearn_cli::{ProgressMode, ProgressObserver, Verbosity, human_duration};
 
 /// The function classes, in the papers' order (rows and columns of the tables).
 pub const CLASSES: [&str; 5] = ["zero", "constant", "linear", "boosting", "mlp"];
@@ -91,6 +90,8 @@ pub struct Options {
     pub cache_dir: Option<PathBuf>,
     /// Disable the feature cache.
     pub no_cache: bool,
+    /// Progress on standard error (`--quiet`, `--verbose`).
+    pub verbosity: Verbosity,
 }
 
 /// The learning budget of a run (part of every preset).
@@ -213,22 +214,33 @@ pub fn reproduce<E: Experiment>(exp: &E, opts: &Options) -> Result<()> {
     if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)) {
         eprintln!("warning: Ctrl-C will not stop cleanly: {e}");
     }
-    eprintln!("{}: {}, {} cells × {} seeds → {}", exp.name(), exp.describe(), cells.len(), seeds.len(), out.display());
+    let mode = opts.verbosity.mode();
+    if opts.verbosity.normal() {
+        eprintln!(
+            "{}: {}, {} cells × {} seeds → {}",
+            exp.name(),
+            exp.describe(),
+            cells.len(),
+            seeds.len(),
+            out.display()
+        );
+    }
     // The commit is taken before training: later commits made while a long
     // run is going on must not be credited with its results.
     let commit = current_commit();
     // Written again at the end; until then it marks the folder as unfinished
     // and lets `--resume` check that it continues with the same preset.
+    // A resumed run adds its time to the earlier sessions' (a finished folder
+    // resumed with nothing left to do keeps its time).
+    let seconds_before = if opts.resume { previous_seconds(&out) } else { 0.0 };
     let info = RunInfo { preset: &preset, opts, commit: commit.as_deref() };
-    info.write(&out, &done, 0.0, true)?;
+    info.write(&out, &done, seconds_before, true)?;
     let wall = Instant::now();
     let multi = MultiProgress::new();
-    let overall = multi.add(ProgressBar::new((seeds.len() * cells.len()) as u64));
-    overall.set_style(
-        ProgressStyle::with_template("cells [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let total_cells = seeds.len() * cells.len();
+    let overall = multi.add(mode.bar(total_cells as u64, "cells [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}"));
     overall.set_position(done.len() as u64);
+    let done_before = done.len();
     let mut data_by_seed: BTreeMap<u64, E::Data> = BTreeMap::new();
     let mut interrupted = false;
     for (seed, u, pw) in &todo {
@@ -245,12 +257,29 @@ pub fn reproduce<E: Experiment>(exp: &E, opts: &Options) -> Result<()> {
         }
         let data = &data_by_seed[seed];
         overall.set_message(format!("seed {seed} {u}/{pw}"));
-        let bar = multi.add(ProgressBar::new(0));
-        match run_cell(exp, &budget, data, *seed, u, pw, &stop, bar.clone(), &out) {
+        let bar = multi.add(mode.bar(0, "{prefix:>20} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}"));
+        let label = format!("cell {}/{total_cells} {u}/{pw} seed {seed}", done.len() + 1);
+        let progress = ProgressObserver::with_bar(bar.clone(), &label, opts.verbosity);
+        match run_cell(exp, &budget, data, *seed, u, pw, &stop, progress, &out) {
             Ok(result) => {
+                if mode != ProgressMode::Off {
+                    let finished_here = done.len() + 1 - done_before;
+                    let elapsed = wall.elapsed().as_secs_f64();
+                    let eta = elapsed / finished_here as f64 * (total_cells - done.len() - 1) as f64;
+                    let line = format!(
+                        "{label}: done in {}: train error {:.4}, test error {:.4} (paper {:.3}); {} elapsed, ETA {}",
+                        human_duration(result.seconds),
+                        result.train_error,
+                        result.test_error,
+                        paper_error(exp.paper_test(), u, pw),
+                        human_duration(elapsed),
+                        human_duration(eta)
+                    );
+                    if mode == ProgressMode::Bar { multi.suspend(|| eprintln!("{line}")) } else { eprintln!("{line}") }
+                }
                 done.push(result);
                 write_outputs(exp, &out, &done, &seeds, &cells, &data_by_seed)?;
-                info.write(&out, &done, wall.elapsed().as_secs_f64(), true)?;
+                info.write(&out, &done, seconds_before + wall.elapsed().as_secs_f64(), true)?;
             }
             Err(e) if matches!(e.downcast_ref::<LearnError>(), Some(LearnError::Interrupted { .. })) => {
                 interrupted = true;
@@ -263,7 +292,7 @@ pub fn reproduce<E: Experiment>(exp: &E, opts: &Options) -> Result<()> {
         overall.inc(1);
     }
     overall.finish_and_clear();
-    let seconds = wall.elapsed().as_secs_f64();
+    let seconds = seconds_before + wall.elapsed().as_secs_f64();
     let first = seeds[0];
     if !data_by_seed.contains_key(&first) && !interrupted {
         data_by_seed.insert(first, exp.data(first)?);
@@ -312,7 +341,7 @@ fn run_cell<E: Experiment>(
     unary: &str,
     pairwise: &str,
     stop: &Arc<AtomicBool>,
-    bar: ProgressBar,
+    progress: ProgressObserver,
     out: &Path,
 ) -> Result<CellResult> {
     let start = Instant::now();
@@ -329,12 +358,7 @@ fn run_cell<E: Experiment>(
         ..TrainConfig::default()
     };
     let mut trainer = Trainer::new(data.train(), oracles, config)?.with_validation(data.test());
-    bar.set_style(
-        ProgressStyle::with_template("{prefix:>20} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar.set_prefix(format!("{unary}/{pairwise}"));
-    trainer.add_observer(Box::new(ProgressObserver::with_bar(bar)));
+    trainer.add_observer(Box::new(progress));
     trainer.set_stop_flag(stop.clone());
     let outcome = trainer.train()?;
     let seconds = start.elapsed().as_secs_f64();
@@ -413,6 +437,13 @@ fn mean_std(v: &[f64]) -> (f64, f64) {
     (m, var.sqrt())
 }
 
+/// Mean and standard deviation over seeds of one cell's errors.
+struct CellStats {
+    train: (f64, f64),
+    test: (f64, f64),
+    seeds: usize,
+}
+
 fn write_outputs<E: Experiment>(
     exp: &E,
     out: &Path,
@@ -437,8 +468,7 @@ fn write_outputs<E: Experiment>(
     write_atomic(&out.join("curves.csv"), curves.as_bytes())?;
 
     let mut results = String::from("unary,pairwise,train_error,test_error,seconds\n");
-    // (unary, pairwise) → ((train mean, std), (test mean, std), seeds)
-    let mut stats: BTreeMap<(usize, usize), ((f64, f64), (f64, f64), usize)> = BTreeMap::new();
+    let mut stats: BTreeMap<(usize, usize), CellStats> = BTreeMap::new();
     for (u, p) in cells {
         let rs: Vec<&CellResult> = done.iter().filter(|r| &r.unary == u && &r.pairwise == p).collect();
         if rs.is_empty() {
@@ -450,7 +480,7 @@ fn write_outputs<E: Experiment>(
         let _ = writeln!(results, "{u},{p},{:.6},{:.6},{:.3}", tr.0, te.0, secs.0);
         let ui = CLASSES.iter().position(|c| c == u).unwrap_or(0);
         let pi = CLASSES.iter().position(|c| c == p).unwrap_or(0);
-        stats.insert((ui, pi), (tr, te, rs.len()));
+        stats.insert((ui, pi), CellStats { train: tr, test: te, seeds: rs.len() });
     }
     write_atomic(&out.join("results.csv"), results.as_bytes())?;
 
@@ -463,7 +493,7 @@ fn write_outputs<E: Experiment>(
         seeds.len()
     );
     let fmt = |(m, s): (f64, f64), n: usize| if n > 1 { format!("{m:.3} ± {s:.3}") } else { format!("{m:.3}") };
-    let mut grid = |title: &str, paper: &PaperTable, pick: &dyn Fn(&((f64, f64), (f64, f64), usize)) -> (f64, f64)| {
+    let mut grid = |title: &str, paper: &PaperTable, pick: fn(&CellStats) -> (f64, f64)| {
         if !title.is_empty() {
             let _ = writeln!(table, "{title}\n");
         }
@@ -475,7 +505,7 @@ fn write_outputs<E: Experiment>(
                 match stats.get(&(ui, pi)) {
                     Some(st) => {
                         let ms = pick(st);
-                        let _ = write!(table, " {} ({paper:.3}, {:+.3}) |", fmt(ms, st.2), ms.0 - paper);
+                        let _ = write!(table, " {} ({paper:.3}, {:+.3}) |", fmt(ms, st.seeds), ms.0 - paper);
                     }
                     None => {
                         let _ = write!(table, " – |");
@@ -488,10 +518,10 @@ fn write_outputs<E: Experiment>(
     };
     match exp.paper_train() {
         Some(train) => {
-            grid("**Test error**", exp.paper_test(), &|s| s.1);
-            grid("**Training error**", train, &|s| s.0);
+            grid("**Test error**", exp.paper_test(), |s| s.test);
+            grid("**Training error**", train, |s| s.train);
         }
-        None => grid("", exp.paper_test(), &|s| s.1),
+        None => grid("", exp.paper_test(), |s| s.test),
     }
     let note = exp.table_note(data);
     if !note.is_empty() {
@@ -629,6 +659,38 @@ pub fn check_same_preset(out: &Path, preset: &serde_json::Value) -> Result<()> {
     Ok(())
 }
 
+/// The paper's value of a cell (NaN for an unknown class name).
+fn paper_error(paper: &PaperTable, unary: &str, pairwise: &str) -> f64 {
+    let index = |c: &str| CLASSES.iter().position(|k| *k == c);
+    match (index(unary), index(pairwise)) {
+        (Some(u), Some(p)) => paper[u][p],
+        _ => f64::NAN,
+    }
+}
+
+/// Wall-clock seconds recorded in the folder's `run.json` (0 if none).
+fn previous_seconds(out: &Path) -> f64 {
+    std::fs::read_to_string(out.join("run.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v.get("wall_clock_seconds")?.as_f64())
+        .unwrap_or(0.0)
+}
+
+/// The command as a user types it (`cargo xtask reproduce --quick`), not the
+/// machine-specific path of the xtask binary; arguments with spaces or shell
+/// characters are single-quoted.
+fn typed_command(args: impl IntoIterator<Item = String>) -> String {
+    let quote = |a: String| {
+        if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
+            a
+        } else {
+            format!("'{}'", a.replace('\'', r"'\''"))
+        }
+    };
+    std::iter::once("cargo xtask".to_string()).chain(args.into_iter().skip(1).map(quote)).collect::<Vec<_>>().join(" ")
+}
+
 /// The short commit hash of `HEAD`, with `-dirty` if tracked files differ from it.
 fn current_commit() -> Option<String> {
     let run = |args: &[&str]| std::process::Command::new("git").args(args).output().ok().filter(|o| o.status.success());
@@ -663,7 +725,7 @@ impl RunInfo<'_> {
             })
             .collect();
         let info = serde_json::json!({
-            "command": std::env::args().collect::<Vec<_>>().join(" "),
+            "command": typed_command(std::env::args()),
             "commit": self.commit,
             "preset": self.preset,
             "seeds": self.opts.seeds,
@@ -700,7 +762,24 @@ mod tests {
             data_dir: None,
             cache_dir: None,
             no_cache: false,
+            verbosity: Verbosity::Quiet,
         }
+    }
+
+    #[test]
+    fn run_json_records_the_typed_command() {
+        let args = ["/x/target/debug/xtask", "reproduce", "--quick", "--out", "my dir"].map(String::from);
+        assert_eq!(typed_command(args), "cargo xtask reproduce --quick --out 'my dir'");
+    }
+
+    #[test]
+    fn resuming_a_finished_folder_keeps_its_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let quick = serde_json::json!({ "name": "quick" });
+        let o = opts();
+        RunInfo { preset: &quick, opts: &o, commit: Some("abc") }.write(dir.path(), &[], 42.5, false).unwrap();
+        assert_eq!(previous_seconds(dir.path()), 42.5);
+        assert_eq!(previous_seconds(&dir.path().join("missing")), 0.0);
     }
 
     #[test]
