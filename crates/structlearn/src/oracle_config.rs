@@ -2,7 +2,7 @@
 //! the command line and configuration files).
 //!
 //! A specification is a JSON object with `"kind"` (`zero`, `constant`,
-//! `linear`, `boosting`, `mlp`) and any hyper-parameters of that class; missing
+//! `linear`, `boosting`, `mlp`, `indexed-linear`, `fixed`) and any hyper-parameters of that class; missing
 //! ones take the class's defaults, unknown ones are an error.
 //!
 //! ```
@@ -19,7 +19,11 @@ use serde_json::Value;
 use crate::LearnError;
 
 /// Names of the built-in function classes.
-pub const BUILTIN_KINDS: [&str; 5] = ["zero", "constant", "linear", "boosting", "mlp"];
+pub const BUILTIN_KINDS: [&str; 6] = ["zero", "constant", "linear", "boosting", "mlp", "indexed-linear"];
+
+/// The kind of the fixed class (a table with `−∞` for forbidden
+/// configurations, never learned), which needs its table as a parameter.
+pub const FIXED_KIND: &str = oracles::fixed::KIND;
 
 /// A built-in oracle with default hyper-parameters.
 pub fn builtin_oracle(kind: &str) -> Result<Box<dyn Oracle>, LearnError> {
@@ -42,9 +46,11 @@ pub fn oracle_from_json(spec: &Value) -> Result<Box<dyn Oracle>, LearnError> {
         "linear" => build::<oracles::linear::LinearOracle>(kind, params, false)?,
         "boosting" => build::<oracles::boosting::BoostingOracle>(kind, params, false)?,
         "mlp" => build::<oracles::mlp::MlpOracle>(kind, params, false)?,
+        "indexed-linear" => build::<oracles::indexed::IndexedLinearOracle>(kind, params, false)?,
+        FIXED_KIND => build::<oracles::fixed::FixedOracle>(kind, params, false)?,
         other => {
             return Err(LearnError::Config(format!(
-                "unknown oracle kind `{other}` (built-in: {})",
+                "unknown oracle kind `{other}` (built-in: {}, {FIXED_KIND})",
                 BUILTIN_KINDS.join(", ")
             )));
         }
