@@ -41,7 +41,8 @@ enum Command {
         /// First seed.
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Only these cells, as UNARY/PAIRWISE (repeatable), e.g. `--cell linear/boosting`.
+        /// Only these cells, as UNARY/PAIRWISE (repeatable), e.g. `--cell linear/boosting`;
+        /// for hazan-urtasun the parts `clock` or `tables`.
         #[arg(long = "cell", value_name = "UNARY/PAIRWISE")]
         cells: Vec<String>,
         /// Learning iterations (overrides the preset).
@@ -112,7 +113,7 @@ fn run() -> Result<()> {
                     predict_iterations,
                 }),
                 Experiment::HazanUrtasun => {
-                    hazan_urtasun::reproduce(&hazan_urtasun::Options { scale, out, seed, iterations })
+                    hazan_urtasun::reproduce(&hazan_urtasun::Options { scale, out, seed, iterations, parts: cells })
                 }
                 Experiment::Punyakanok => {
                     punyakanok::reproduce(&punyakanok::Options { scale, out, trials: seeds, first_seed: seed })

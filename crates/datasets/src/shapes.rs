@@ -92,7 +92,7 @@ impl Shape {
                         ((r - 0.5).abs() <= 0.1 && (c - 0.5).abs() <= 0.4)
                             || ((c - 0.5).abs() <= 0.1 && (r - 0.5).abs() <= 0.4)
                     }
-                    Shape::Triangle => r >= 0.15 && r <= 0.85 && (c - 0.5).abs() <= 0.5 * (r - 0.15) / 0.7 * 0.8,
+                    Shape::Triangle => (0.15..=0.85).contains(&r) && (c - 0.5).abs() <= 0.5 * (r - 0.15) / 0.7 * 0.8,
                 };
                 usize::from(inside)
             })

@@ -190,6 +190,9 @@ impl<'a> Learner<'a> for Scheduled<'a> {
     }
 }
 
+/// An oracle for the factor type of this name.
+type NamedOracle = (String, Box<dyn oracles::Oracle>);
+
 /// The oracle of `spec` as the Hazan–Urtasun learner uses it: linear classes
 /// take one gradient step per round, `zero` and `fixed` stay as they are.
 fn step_oracle(name: &str, spec: &Value) -> Result<Box<dyn oracles::Oracle>, LearnError> {
@@ -230,7 +233,7 @@ pub fn build_learner<'a>(
         return Err(LearnError::Config(format!("the {kind} learner defines its own schedule; remove `schedule`")));
     }
     let fits = || train.factor_types.iter().map(|ft| Step::Fit { factor_type: ft.name.clone() });
-    let oracles = |step: bool| -> Result<Vec<(String, Box<dyn oracles::Oracle>)>, LearnError> {
+    let oracles = |step: bool| -> Result<Vec<NamedOracle>, LearnError> {
         specs
             .iter()
             .map(|(name, spec)| {

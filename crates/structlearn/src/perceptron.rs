@@ -85,6 +85,11 @@ impl<'a> Perceptron<'a> {
         if config.learning_iterations == 0 {
             return Err(LearnError::Config("learning_iterations (epochs) must be at least 1".into()));
         }
+        if config.checkpoint.is_some() {
+            return Err(LearnError::Config(
+                "the perceptron learners do not write checkpoints; remove `checkpoint`".into(),
+            ));
+        }
         let mut types: Vec<Option<TypeModel>> = (0..train.factor_types.len()).map(|_| None).collect();
         for (name, spec) in specs {
             let t = train
