@@ -35,7 +35,7 @@ use structlearn::{
 };
 
 use crate::denoising::{Scale, current_commit, mean_std};
-use crate::plots::{Series, plot_lines};
+use structlearn_cli::plots::{Series, plot_lines};
 
 /// The entropy weights of the tables (training and prediction).
 pub const EPSILONS: [f64; 4] = [1.0, 0.5, 0.1, 0.01];

@@ -3,7 +3,6 @@
 
 mod denoising;
 mod hazan_urtasun;
-mod plots;
 mod punyakanok;
 
 use std::path::PathBuf;
@@ -57,6 +56,12 @@ enum Command {
         /// Message-passing iterations of prediction (overrides the preset).
         #[arg(long)]
         predict_iterations: Option<usize>,
+        /// Print nothing but the table and errors (no progress).
+        #[arg(long, short, conflicts_with = "verbose")]
+        quiet: bool,
+        /// Also print one line per step of every learning iteration.
+        #[arg(long, short)]
+        verbose: bool,
     },
 }
 
@@ -92,6 +97,8 @@ fn run() -> Result<()> {
             resume,
             save_data,
             predict_iterations,
+            quiet,
+            verbose,
         } => {
             let scale = if quick {
                 denoising::Scale::Quick
@@ -111,6 +118,7 @@ fn run() -> Result<()> {
                     resume,
                     save_data,
                     predict_iterations,
+                    verbosity: structlearn_cli::Verbosity::from_flags(quiet, verbose),
                 }),
                 Experiment::HazanUrtasun => {
                     hazan_urtasun::reproduce(&hazan_urtasun::Options { scale, out, seed, iterations, parts: cells })

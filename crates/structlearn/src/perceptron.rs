@@ -85,6 +85,11 @@ impl<'a> Perceptron<'a> {
         if config.learning_iterations == 0 {
             return Err(LearnError::Config("learning_iterations (epochs) must be at least 1".into()));
         }
+        if config.early_stopping.is_some() {
+            return Err(LearnError::Config(
+                "the perceptron learners stop after an epoch without mistakes; remove `early_stopping`".into(),
+            ));
+        }
         if config.checkpoint.is_some() {
             return Err(LearnError::Config(
                 "the perceptron learners do not write checkpoints; remove `checkpoint`".into(),
@@ -327,7 +332,12 @@ impl<'a> Learner<'a> for Perceptron<'a> {
             self.emit(&TrainEvent::IterationFinished { iteration: self.completed, model: &model })?;
         }
         self.emit(&TrainEvent::Finished)?;
-        Ok(TrainOutcome { model: self.model()?, history: self.history.clone() })
+        Ok(TrainOutcome {
+            model: self.model()?,
+            best_iteration: None,
+            stopped_early: false,
+            history: self.history.clone(),
+        })
     }
 
     fn model(&self) -> Result<StructuredModel, LearnError> {
