@@ -37,6 +37,16 @@ const CURVE_COLOR: RGBColor = RGBColor(31, 119, 180);
 
 /// Train and test error of one (unary class, pairwise class) run, as
 /// `(learning iteration, error)` points.
+///
+/// ```
+/// let curve = structlearn_cli::plots::CurveData {
+///     train: vec![(1.0, 0.3), (2.0, 0.2)],
+///     test: vec![(1.0, 0.32), (2.0, 0.25)],
+/// };
+/// let dir = tempfile::tempdir().unwrap();
+/// let objective = [(0.5, 100.0), (1.0, 80.0), (1.5, 75.0), (2.0, 70.0)];
+/// structlearn_cli::plots::plot_learning_curve(&dir.path().join("curve.png"), "my run", &objective, &curve).unwrap();
+/// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CurveData {
     /// Training error per learning iteration (drawn dashed).
@@ -46,6 +56,16 @@ pub struct CurveData {
 }
 
 /// An image of [`plot_predictions`].
+///
+/// ```
+/// use datasets::{LabelPalette, Raster};
+/// use structlearn_cli::plots::{PlotImage, plot_predictions};
+/// let noisy = Raster::new(2, 2, vec![0.1, 0.9, 0.8, 0.2]).unwrap();
+/// let labels = Raster::new(2, 2, vec![0, 1, 1, 0]).unwrap();
+/// let row = vec![PlotImage::Gray(noisy), PlotImage::Labels(labels, LabelPalette::binary())];
+/// let dir = tempfile::tempdir().unwrap();
+/// plot_predictions(&dir.path().join("p.png"), &["Input".into(), "Prediction".into()], &[row]).unwrap();
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum PlotImage {
     /// Gray values, `0` black … `1` white (clamped), e.g. the noisy input.
@@ -126,6 +146,14 @@ fn finite_points(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
 /// (dashed) and test error (solid) against the learning iteration, with the
 /// last test error printed in its corner. All panels share their axes; an
 /// empty cell is drawn as "no data".
+///
+/// ```
+/// use structlearn_cli::plots::{CurveData, plot_error_curves};
+/// let cell = CurveData { train: vec![(1.0, 0.2), (2.0, 0.1)], test: vec![(1.0, 0.25), (2.0, 0.15)] };
+/// let names = vec!["Linear".to_string()];
+/// let dir = tempfile::tempdir().unwrap();
+/// plot_error_curves(&dir.path().join("fig2.png"), &names, &names, &[vec![cell]]).unwrap();
+/// ```
 pub fn plot_error_curves(path: &Path, rows: &[String], cols: &[String], cells: &[Vec<CurveData>]) -> Result<()> {
     ensure!(!rows.is_empty() && !cols.is_empty(), "an error-curve grid needs at least one row and one column");
     ensure!(cells.len() == rows.len(), "{} rows of cells for {} row names", cells.len(), rows.len());
@@ -203,6 +231,14 @@ pub fn plot_error_curves(path: &Path, rows: &[String], cols: &[String], cells: &
 /// `(φ, [u(φ, 0), u(φ, 1)])`; bottom row: `pairwise[c]` holds
 /// `(φ, [v(φ, 00), v(φ, 01), v(φ, 10), v(φ, 11)])`. Each panel has its own
 /// value range.
+///
+/// ```
+/// let xs = [0.0, 0.5, 1.0];
+/// let unary = vec![xs.iter().map(|&x| (x, [-x, x])).collect()];
+/// let pairwise = vec![xs.iter().map(|&x| (x, [1.0 - x, x, x, 1.0 - x])).collect()];
+/// let dir = tempfile::tempdir().unwrap();
+/// structlearn_cli::plots::plot_learned_functions(&dir.path().join("fig1.png"), &["Linear".into()], &unary, &pairwise).unwrap();
+/// ```
 pub fn plot_learned_functions(
     path: &Path,
     classes: &[String],
@@ -305,6 +341,15 @@ fn function_panel(
 /// `columns` (e.g. Input, True, Linear, Boosting, MLP). Images are scaled up
 /// by a whole factor (nearest neighbour) to about 200 pixels and centred in
 /// their cell, each with a thin gray frame.
+///
+/// ```
+/// use datasets::{LabelPalette, Raster};
+/// use structlearn_cli::plots::{PlotImage, plot_predictions};
+/// let truth = Raster::new(3, 3, vec![0, 1, 0, 1, 1, 1, 0, 1, 0]).unwrap();
+/// let rows = vec![vec![PlotImage::Labels(truth.clone(), LabelPalette::binary()), PlotImage::Labels(truth, LabelPalette::binary())]];
+/// let dir = tempfile::tempdir().unwrap();
+/// plot_predictions(&dir.path().join("fig3.png"), &["True".into(), "Predicted".into()], &rows).unwrap();
+/// ```
 pub fn plot_predictions(path: &Path, columns: &[String], images: &[Vec<PlotImage>]) -> Result<()> {
     ensure!(!columns.is_empty() && !images.is_empty(), "a prediction grid needs at least one row and column");
     let rgb: Vec<Vec<RgbImage>> = images
@@ -357,6 +402,12 @@ pub fn plot_predictions(path: &Path, columns: &[String], images: &[Vec<PlotImage
 /// step (left panel, against fractional learning iterations) and the train
 /// (dashed) / validation (solid) error after every evaluation (right panel).
 /// Empty series are drawn as "no data".
+///
+/// ```
+/// use structlearn_cli::plots::{CurveData, plot_learning_curve};
+/// let dir = tempfile::tempdir().unwrap();
+/// plot_learning_curve(&dir.path().join("c.png"), "objective only", &[(1.0, 10.0), (2.0, 9.0)], &CurveData::default()).unwrap();
+/// ```
 pub fn plot_learning_curve(path: &Path, title: &str, objective: &[(f64, f64)], errors: &CurveData) -> Result<()> {
     let (panel_w, panel_h, top) = (460u32, 340u32, 50u32);
     let size = figure_size(2 * panel_w as usize, (top + panel_h) as usize)?;

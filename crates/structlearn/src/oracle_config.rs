@@ -61,11 +61,24 @@ pub const BUILTIN_KINDS: [&str; 6] = ["zero", "constant", "linear", "boosting", 
 pub const FIXED_KIND: &str = oracles::fixed::KIND;
 
 /// A built-in oracle with default hyper-parameters.
+///
+/// ```
+/// let oracle = structlearn::oracle_config::builtin_oracle("boosting").unwrap();
+/// assert_eq!(oracle.kind(), "boosting");
+/// assert!(structlearn::oracle_config::builtin_oracle("forest").is_err());
+/// ```
 pub fn builtin_oracle(kind: &str) -> Result<Box<dyn Oracle>, LearnError> {
     oracle_from_json(&serde_json::json!({ "kind": kind }))
 }
 
 /// A built-in oracle from `{"kind": ..., hyper-parameters...}` (module docs).
+///
+/// ```
+/// use structlearn::oracle_config::oracle_from_json;
+/// let spec = serde_json::json!({"kind": "linear", "l2": 0.5, "lbfgs": {"max_iterations": 50}});
+/// assert_eq!(oracle_from_json(&spec).unwrap().kind(), "linear");
+/// assert!(oracle_from_json(&serde_json::json!({"kind": "linear", "l2": -1.0})).is_err()); // validated
+/// ```
 pub fn oracle_from_json(spec: &Value) -> Result<Box<dyn Oracle>, LearnError> {
     let obj =
         spec.as_object().ok_or_else(|| LearnError::Config(format!("oracle specification {spec} is not an object")))?;
@@ -194,6 +207,12 @@ pub fn parse_oracle_arg(text: &str) -> Result<(String, Value), LearnError> {
 }
 
 /// One hyper-parameter of a built-in oracle.
+///
+/// ```
+/// for h in structlearn::oracle_config::hyper_parameters("linear").unwrap() {
+///     println!("{} [{}]: {}", h.name, h.default, h.meaning);
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct HyperParameter {
     /// Key, nested keys joined with dots (`lbfgs.max_iterations`).
@@ -235,6 +254,10 @@ const MEANINGS: &[(&str, &str, &str)] = &[
 ];
 
 /// One line of what a built-in kind is (for `--help`).
+///
+/// ```
+/// assert!(structlearn::oracle_config::kind_summary("boosting").contains("trees"));
+/// ```
 pub fn kind_summary(kind: &str) -> &'static str {
     match kind {
         "zero" => "g = 0: the factor type contributes nothing (no hyper-parameters)",
@@ -300,6 +323,10 @@ fn flatten(kind: &str, prefix: &str, value: &Value, out: &mut Vec<HyperParameter
 
 /// The text `structlearn train --help` prints about oracles: every built-in
 /// kind, its hyper-parameters, defaults and meanings.
+///
+/// ```
+/// assert!(structlearn::oracle_config::oracle_help().contains("rounds [20]"));
+/// ```
 pub fn oracle_help() -> String {
     let mut text = String::from(
         "Oracles: --oracle TYPE=KIND[:KEY=VALUE,...], e.g. --oracle unary=boosting:rounds=20,max_depth=4 \
