@@ -62,6 +62,10 @@ enum Command {
         /// Also print one line per step of every learning iteration.
         #[arg(long, short)]
         verbose: bool,
+        /// Worker threads (default: one per core); results are bitwise
+        /// reproducible for a given seed and thread count.
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
     },
 }
 
@@ -99,7 +103,12 @@ fn run() -> Result<()> {
             predict_iterations,
             quiet,
             verbose,
+            threads,
         } => {
+            if let Some(n) = threads {
+                anyhow::ensure!(n >= 1, "--threads must be at least 1");
+                rayon::ThreadPoolBuilder::new().num_threads(n).build_global()?;
+            }
             let scale = if quick {
                 denoising::Scale::Quick
             } else if full {
