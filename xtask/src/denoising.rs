@@ -485,6 +485,13 @@ fn write_outputs(
         }
         let _ = writeln!(table);
     }
+    let _ = writeln!(
+        table,
+        "\nErrors are those of the last learning iteration's evaluation, which is warm-started: it continues \
+         message passing from the previous evaluation's messages. `structlearn eval` on a saved model \
+         (models/) predicts from zero messages with its own --iterations budget; the two agree once message \
+         passing has converged (eval reports how many examples reached its tolerance)."
+    );
     if !shares.is_empty() {
         let list: Vec<String> = shares
             .iter()
