@@ -415,9 +415,14 @@ impl<'a> Trainer<'a> {
 
     /// Also reports prediction error on this (validation or test) set.
     pub fn with_validation(mut self, validation: &'a Dataset) -> Self {
+        self.set_validation(validation);
+        self
+    }
+
+    /// [`Trainer::with_validation`] in place (for [`crate::Learner`]).
+    pub(crate) fn set_validation(&mut self, validation: &'a Dataset) {
         self.validation = Some(validation);
         self.validation_eval_messages = zero_messages(validation);
-        self
     }
 
     /// Replaces the Hamming discrepancy. Must be called before training starts.
