@@ -57,7 +57,6 @@ fn to_dataset(images: &[(Vec<usize>, Vec<f64>)], h: usize, w: usize) -> Result<D
                 graph: graph.clone(),
                 labels: Some(labels.clone()),
                 features: vec![FeatureBlock { dim: 2, values: unary }, FeatureBlock { dim: 2, values: pair }],
-                ignored: None,
             }
         })
         .collect();

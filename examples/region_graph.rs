@@ -67,7 +67,6 @@ fn sequences(count: usize, n: usize, seed: u64, graph: &Arc<RegionGraph>) -> Res
                 graph: graph.clone(),
                 labels: Some(labels),
                 features: vec![FeatureBlock { dim: LABELS + 1, values: unary }, constant(n - 1), constant(n - 2)],
-                ignored: None,
             }
         })
         .collect();

@@ -178,7 +178,6 @@ fn data(seed: u64, count: usize) -> Dataset {
                 graph: graph.clone(),
                 labels: Some(labels.clone()),
                 features: vec![FeatureBlock { dim: 2, values: unary }, FeatureBlock { dim: 2, values: pair }],
-                ignored: None,
             }
         })
         .collect();

@@ -335,9 +335,9 @@ impl Experiment for Images {
         let Some(d) = data.values().next() else { return String::new() };
         let share = |set: &Dataset| {
             let mut counts = vec![0usize; self.classes()];
-            for (k, ex) in set.examples.iter().enumerate() {
+            for k in 0..set.len() {
                 for (i, &y) in set.labels(k).unwrap_or_default().iter().enumerate() {
-                    if ex.is_labelled(i) && y < counts.len() {
+                    if set.is_labelled(k, i) && y < counts.len() {
                         counts[y] += 1;
                     }
                 }
@@ -423,5 +423,5 @@ impl Experiment for Images {
 }
 
 fn count_labelled(set: &Dataset) -> usize {
-    set.examples.iter().map(|ex| (0..ex.graph.num_variables()).filter(|&i| ex.is_labelled(i)).count()).sum()
+    (0..set.len()).map(|k| (0..set.examples[k].graph.num_variables()).filter(|&i| set.is_labelled(k, i)).count()).sum()
 }

@@ -2,7 +2,9 @@
 //! runs the papers' experiments and writes tables and figures.
 
 mod denoising;
+mod hazan_urtasun;
 mod images;
+mod punyakanok;
 mod runner;
 
 use std::path::PathBuf;
@@ -34,13 +36,14 @@ enum Command {
         /// Output folder (default: target/reproduce/EXPERIMENT[-quick|-full]).
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Repeat with this many seeds and report mean ± std.
-        #[arg(long, default_value_t = 1)]
-        seeds: usize,
+        /// Repeat with this many seeds (punyakanok: trials, default 10) and report mean ± std.
+        #[arg(long)]
+        seeds: Option<usize>,
         /// First seed.
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Only these cells, as UNARY/PAIRWISE (repeatable), e.g. `--cell linear/boosting`.
+        /// Only these cells, as UNARY/PAIRWISE (repeatable), e.g. `--cell linear/boosting`;
+        /// for hazan-urtasun the parts `clock` or `tables`.
         #[arg(long = "cell", value_name = "UNARY/PAIRWISE")]
         cells: Vec<String>,
         /// Learning iterations (overrides the preset).
@@ -55,6 +58,16 @@ enum Command {
         /// Message-passing iterations of prediction (overrides the preset).
         #[arg(long)]
         predict_iterations: Option<usize>,
+        /// Print nothing but the table and errors (no progress).
+        #[arg(long, short, conflicts_with = "verbose")]
+        quiet: bool,
+        /// Also print one line per step of every learning iteration.
+        #[arg(long, short)]
+        verbose: bool,
+        /// Worker threads (default: one per core); results are bitwise
+        /// reproducible for a given seed and thread count.
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
         /// Folder holding the downloaded data sets (horses, stanford); default: $STRUCTLEARN_DATA_DIR.
         #[arg(long)]
         data_dir: Option<PathBuf>,
@@ -64,12 +77,10 @@ enum Command {
         /// Recompute the image features instead of using the cache.
         #[arg(long)]
         no_cache: bool,
-        /// Print nothing but the table and errors (no progress).
-        #[arg(long, short, conflicts_with = "verbose")]
-        quiet: bool,
-        /// Also print one line per step of every learning iteration.
-        #[arg(long, short)]
-        verbose: bool,
+        /// Take the finished cells of another output folder of the same preset
+        /// (repeatable; e.g. cells run in parallel) instead of training them.
+        #[arg(long, value_name = "DIR")]
+        merge: Vec<PathBuf>,
     },
 }
 
@@ -78,9 +89,13 @@ enum Command {
 enum Experiment {
     /// Synthetic binary denoising (NIPS 2013 Table 1 left, Figs. 1–3; docs/MATH.md §6.1).
     Denoising,
-    /// Weizmann horses (NIPS 2013 Table 1 right; docs/MATH.md §6.2); needs the data.
+    /// Hazan & Urtasun 2010: noisy shapes, tied/untied, ε tables, wall clock vs Algorithm 1 (docs/MATH.md §6.4).
+    HazanUrtasun,
+    /// Punyakanok et al. 2005 Fig. 2: LO / L+I / IBT and smoothed L+I / IBT (docs/MATH.md §6.5).
+    Punyakanok,
+    /// Weizmann horses (NIPS 2013 Table 1 right; docs/MATH.md §6.2, docs/IMAGES.md); needs the data.
     Horses,
-    /// Stanford Background (chapter Table 1.1; docs/MATH.md §6.3); needs the data.
+    /// Stanford Background (chapter Table 1.1; docs/MATH.md §6.3, docs/IMAGES.md); needs the data.
     Stanford,
 }
 
@@ -105,12 +120,18 @@ fn run() -> Result<()> {
             resume,
             save_data,
             predict_iterations,
+            quiet,
+            verbose,
+            threads,
             data_dir,
             cache_dir,
             no_cache,
-            quiet,
-            verbose,
+            merge,
         } => {
+            if let Some(n) = threads {
+                anyhow::ensure!(n >= 1, "--threads must be at least 1");
+                rayon::ThreadPoolBuilder::new().num_threads(n).build_global()?;
+            }
             let scale = if quick {
                 runner::Scale::Quick
             } else if full {
@@ -118,25 +139,41 @@ fn run() -> Result<()> {
             } else {
                 runner::Scale::Default
             };
-            let opts = runner::Options {
+            let grid = |out: Option<PathBuf>, cells: Vec<String>| runner::Options {
                 scale,
                 out,
-                seeds,
+                seeds: seeds.unwrap_or(1),
                 first_seed: seed,
                 cells,
                 iterations,
                 resume,
                 save_data,
                 predict_iterations,
-                data_dir,
-                cache_dir,
+                data_dir: data_dir.clone(),
+                cache_dir: cache_dir.clone(),
                 no_cache,
                 verbosity: structlearn_cli::Verbosity::from_flags(quiet, verbose),
+                merge: merge.clone(),
             };
             match experiment.unwrap_or(Experiment::Denoising) {
-                Experiment::Denoising => runner::reproduce(&denoising::Denoising::new(&opts), &opts),
-                Experiment::Horses => runner::reproduce(&images::Images::new(images::Which::Horses, &opts), &opts),
-                Experiment::Stanford => runner::reproduce(&images::Images::new(images::Which::Stanford, &opts), &opts),
+                Experiment::Denoising => {
+                    let opts = grid(out, cells);
+                    runner::reproduce(&denoising::Denoising::new(&opts), &opts)
+                }
+                Experiment::Horses => {
+                    let opts = grid(out, cells);
+                    runner::reproduce(&images::Images::new(images::Which::Horses, &opts), &opts)
+                }
+                Experiment::Stanford => {
+                    let opts = grid(out, cells);
+                    runner::reproduce(&images::Images::new(images::Which::Stanford, &opts), &opts)
+                }
+                Experiment::HazanUrtasun => {
+                    hazan_urtasun::reproduce(&hazan_urtasun::Options { scale, out, seed, iterations, parts: cells })
+                }
+                Experiment::Punyakanok => {
+                    punyakanok::reproduce(&punyakanok::Options { scale, out, trials: seeds, first_seed: seed })
+                }
             }
         }
     }

@@ -28,6 +28,7 @@ use anyhow::{Context, Result, bail};
 use indicatif::MultiProgress;
 use oracles::Oracle;
 use structlearn::files::write_atomic;
+use structlearn::metrics::ConfusionMatrix;
 use structlearn::{Dataset, Evaluate, LearnError, PredictOptions, StructuredModel, TrainConfig, Trainer};
 use structlearn_cli::plots::{self, CurveData};
 use structlearn_cli::{ProgressMode, ProgressObserver, Verbosity, human_duration};
@@ -92,6 +93,9 @@ pub struct Options {
     pub no_cache: bool,
     /// Progress on standard error (`--quiet`, `--verbose`).
     pub verbosity: Verbosity,
+    /// Output folders of other runs of the same preset (e.g. disjoint cells run
+    /// in parallel): their finished cells are copied in instead of trained.
+    pub merge: Vec<PathBuf>,
 }
 
 /// The learning budget of a run (part of every preset).
@@ -203,6 +207,9 @@ pub fn reproduce<E: Experiment>(exp: &E, opts: &Options) -> Result<()> {
     }
     let mut done: Vec<CellResult> = if opts.resume { read_previous(&out)? } else { Vec::new() };
     done.retain(|r| seeds.contains(&r.seed) && cells.contains(&(r.unary.clone(), r.pairwise.clone())));
+    for dir in &opts.merge {
+        merge_cells(dir, &out, &preset, &seeds, &cells, &mut done)?;
+    }
     let todo: Vec<(u64, String, String)> = seeds
         .iter()
         .flat_map(|&s| cells.iter().map(move |(u, pw)| (s, u.clone(), pw.clone())))
@@ -389,6 +396,32 @@ pub fn peak_rss_mib() -> Option<f64> {
     Some(kib / 1024.0)
 }
 
+/// Adds the finished cells of another run's folder `dir` (same preset, checked)
+/// that `done` lacks, copying their models into `out`.
+fn merge_cells(
+    dir: &Path,
+    out: &Path,
+    preset: &serde_json::Value,
+    seeds: &[u64],
+    cells: &[(String, String)],
+    done: &mut Vec<CellResult>,
+) -> Result<()> {
+    if !dir.join("run.json").is_file() {
+        bail!("--merge {}: no run.json there (not an output folder of `reproduce`)", dir.display());
+    }
+    check_same_preset(dir, preset).with_context(|| format!("--merge {}", dir.display()))?;
+    for r in read_previous(dir)? {
+        let wanted = seeds.contains(&r.seed) && cells.contains(&(r.unary.clone(), r.pairwise.clone()));
+        let have = done.iter().any(|d| d.seed == r.seed && d.unary == r.unary && d.pairwise == r.pairwise);
+        if wanted && !have {
+            let bytes = std::fs::read(model_path(dir, r.seed, &r.unary, &r.pairwise))?;
+            write_atomic(&model_path(out, r.seed, &r.unary, &r.pairwise), &bytes)?;
+            done.push(r);
+        }
+    }
+    Ok(())
+}
+
 /// Cells of an earlier (interrupted) run, from `results_by_seed.csv` and `curves.csv`.
 fn read_previous(out: &Path) -> Result<Vec<CellResult>> {
     let Ok(text) = std::fs::read_to_string(out.join("results_by_seed.csv")) else {
@@ -430,7 +463,8 @@ fn read_previous(out: &Path) -> Result<Vec<CellResult>> {
     Ok(results)
 }
 
-fn mean_std(v: &[f64]) -> (f64, f64) {
+/// Mean and sample standard deviation (0 for one value).
+pub fn mean_std(v: &[f64]) -> (f64, f64) {
     let n = v.len() as f64;
     let m = v.iter().sum::<f64>() / n;
     let var = if v.len() > 1 { v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0) } else { 0.0 };
@@ -523,6 +557,13 @@ fn write_outputs<E: Experiment>(
         }
         None => grid("", exp.paper_test(), |s| s.test),
     }
+    let _ = writeln!(
+        table,
+        "Errors are those of the last learning iteration's evaluation, which is warm-started: it continues \
+         message passing from the previous evaluation's messages. `structlearn eval` on a saved model \
+         (models/) predicts from zero messages with its own --iterations budget; the two agree once message \
+         passing has converged (eval reports how many examples reached its tolerance).\n"
+    );
     let note = exp.table_note(data);
     if !note.is_empty() {
         let _ = writeln!(table, "{note}");
@@ -554,56 +595,6 @@ fn plot_curves(out: &Path, done: &[CellResult], seed: u64) -> Result<()> {
     plots::plot_error_curves(&out.join("fig2_error_curves.png"), &names, &names, &cells)
 }
 
-/// Confusion counts `[truth][predicted]` of a model on a data set (ignored
-/// variables skipped), predicting from zero messages with `predict`.
-pub fn confusion(
-    model: &StructuredModel,
-    data: &Dataset,
-    classes: usize,
-    predict: &PredictOptions,
-) -> Result<Vec<Vec<u64>>> {
-    let predictions = model.predict(data, predict)?;
-    let mut m = vec![vec![0u64; classes]; classes];
-    for (k, p) in predictions.iter().enumerate() {
-        let ex = &data.examples[k];
-        let truth = data.labels(k)?;
-        for (i, (&y, &t)) in p.labels.iter().zip(truth).enumerate() {
-            if ex.is_labelled(i) && y < classes && t < classes {
-                m[t][y] += 1;
-            }
-        }
-    }
-    Ok(m)
-}
-
-/// Per-class accuracy (recall) and IoU of a confusion matrix, and the pixel error.
-pub fn class_scores(m: &[Vec<u64>]) -> (Vec<f64>, Vec<f64>, f64) {
-    let c = m.len();
-    let total: u64 = m.iter().flatten().sum();
-    let correct: u64 = (0..c).map(|i| m[i][i]).sum();
-    let acc = (0..c)
-        .map(|i| {
-            let n: u64 = m[i].iter().sum();
-            if n == 0 { f64::NAN } else { m[i][i] as f64 / n as f64 }
-        })
-        .collect();
-    let iou = (0..c)
-        .map(|i| {
-            let truth: u64 = m[i].iter().sum();
-            let predicted: u64 = m.iter().map(|r| r[i]).sum();
-            let union = truth + predicted - m[i][i];
-            if union == 0 { f64::NAN } else { m[i][i] as f64 / union as f64 }
-        })
-        .collect();
-    let error = if total == 0 { f64::NAN } else { 1.0 - correct as f64 / total as f64 };
-    (acc, iou, error)
-}
-
-fn mean_finite(v: &[f64]) -> f64 {
-    let f: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-    if f.is_empty() { f64::NAN } else { f.iter().sum::<f64>() / f.len() as f64 }
-}
-
 /// `per_class.csv`: per cell of `seed`, the test set's per-class accuracy and
 /// IoU, mean class accuracy, mean IoU and pixel error, from a fresh prediction
 /// (zero messages, `predict` budget ×10 to let strongly coupled models settle).
@@ -622,17 +613,21 @@ fn write_per_class<D: ExperimentData>(
         let _ = write!(csv, ",{n}");
     }
     csv.push_str(",mean,pixel_error\n");
+    let cell = |v: Option<f64>| v.map_or("nan".to_string(), |x| format!("{x:.4}"));
     for r in done.iter().filter(|r| r.seed == seed) {
         let path = model_path(out, seed, &r.unary, &r.pairwise);
         let model = StructuredModel::load(&path, &registry)?;
-        let m = confusion(&model, data.test(), names.len(), &predict)?;
-        let (acc, iou, error) = class_scores(&m);
-        for (metric, values) in [("accuracy", &acc), ("iou", &iou)] {
+        let predictions = model.predict(data.test(), &predict)?;
+        let m = ConfusionMatrix::from_predictions(data.test(), &predictions)?;
+        let error = m.error_rate();
+        for (metric, values, mean) in
+            [("accuracy", m.class_accuracy(), m.mean_class_accuracy()), ("iou", m.iou(), m.mean_iou())]
+        {
             let _ = write!(csv, "{},{},{metric}", r.unary, r.pairwise);
-            for v in values.iter() {
-                let _ = write!(csv, ",{v:.4}");
+            for v in values.iter().take(names.len()) {
+                let _ = write!(csv, ",{}", cell(*v));
             }
-            let _ = writeln!(csv, ",{:.4},{error:.4}", mean_finite(values));
+            let _ = writeln!(csv, ",{},{error:.4}", cell(mean));
         }
     }
     write_atomic(&out.join("per_class.csv"), csv.as_bytes())?;
@@ -692,7 +687,7 @@ fn typed_command(args: impl IntoIterator<Item = String>) -> String {
 }
 
 /// The short commit hash of `HEAD`, with `-dirty` if tracked files differ from it.
-fn current_commit() -> Option<String> {
+pub fn current_commit() -> Option<String> {
     let run = |args: &[&str]| std::process::Command::new("git").args(args).output().ok().filter(|o| o.status.success());
     let hash = String::from_utf8_lossy(&run(&["rev-parse", "--short", "HEAD"])?.stdout).trim().to_string();
     let dirty = run(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|o| !o.stdout.is_empty());
@@ -763,6 +758,7 @@ mod tests {
             cache_dir: None,
             no_cache: false,
             verbosity: Verbosity::Quiet,
+            merge: Vec::new(),
         }
     }
 
@@ -808,19 +804,5 @@ mod tests {
         assert_eq!(selected_cells(&["linear/mlp".into()]).unwrap(), vec![("linear".into(), "mlp".into())]);
         assert!(selected_cells(&["linear".into()]).is_err());
         assert!(selected_cells(&["linear/svm".into()]).is_err());
-    }
-
-    #[test]
-    fn class_scores_from_a_confusion_matrix() {
-        // truth 0: 3 right, 1 called 1; truth 1: 2 right; class 2 never seen nor predicted.
-        let m = vec![vec![3, 1, 0], vec![0, 2, 0], vec![0, 0, 0]];
-        let (acc, iou, err) = class_scores(&m);
-        assert_eq!(acc[0], 0.75);
-        assert_eq!(acc[1], 1.0);
-        assert!(acc[2].is_nan());
-        assert_eq!(iou[0], 0.75);
-        assert!((iou[1] - 2.0 / 3.0).abs() < 1e-15);
-        assert!((err - 1.0 / 6.0).abs() < 1e-15);
-        assert!((mean_finite(&iou) - (0.75 + 2.0 / 3.0) / 2.0).abs() < 1e-15);
     }
 }

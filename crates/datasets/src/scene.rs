@@ -14,7 +14,8 @@
 //!   or the objective, and the learner's objective stays exactly docs/MATH.md
 //!   §4's for that graph; for **evaluation** it stays the full grid (prediction
 //!   must not know which pixels are unlabelled) with the unknown pixels listed in
-//!   [`structlearn::Example::ignored`], which every error count skips.
+//!   the data set's unknown-label masks ([`structlearn::Dataset::set_ignored`]),
+//!   which every error count skips.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -229,7 +230,7 @@ fn select_rows(f: &ImageFeatures, keep: &[bool], layout: GridLayout) -> (Feature
 pub enum Use {
     /// Training: the grid of the labelled pixels only.
     Train,
-    /// Evaluation: the full grid, unknown pixels in [`Example::ignored`].
+    /// Evaluation: the full grid, unknown pixels marked with [`Dataset::set_ignored`].
     Evaluate,
 }
 
@@ -244,6 +245,7 @@ pub fn build_examples(
 ) -> Result<Dataset, DatasetError> {
     let mut graphs = GridGraphs::new();
     let mut examples = Vec::with_capacity(images.len());
+    let mut masks = Vec::with_capacity(images.len());
     for (img, f) in images.iter().zip(features) {
         let layout = GridLayout { height: img.height, width: img.width };
         let keep: Vec<bool> = img.labels.iter().map(Option::is_some).collect();
@@ -260,15 +262,14 @@ pub fn build_examples(
         };
         standardizers[0].apply(&mut unary)?;
         standardizers[1].apply(&mut pair)?;
-        examples.push(Example {
-            name: img.name.clone(),
-            graph,
-            labels: Some(labels),
-            features: vec![unary, pair],
-            ignored,
-        });
+        masks.push(ignored);
+        examples.push(Example { name: img.name.clone(), graph, labels: Some(labels), features: vec![unary, pair] });
     }
-    Ok(Dataset::new(factor_types(), examples)?)
+    let mut data = Dataset::new(factor_types(), examples)?;
+    for (k, mask) in masks.into_iter().enumerate() {
+        data.set_ignored(k, mask)?;
+    }
+    Ok(data)
 }
 
 /// Splits `names` into `train` training names and the rest, by a seeded
@@ -535,7 +536,7 @@ impl Pipeline {
         self.standardizers[0].apply(&mut unary)?;
         self.standardizers[1].apply(&mut pair)?;
         let graph = Arc::new(factor_graph::grid(h, w, self.classes.len())?);
-        let example = Example { name: name.into(), graph, labels: None, features: vec![unary, pair], ignored: None };
+        let example = Example { name: name.into(), graph, labels: None, features: vec![unary, pair] };
         Ok((Dataset::new(factor_types(), vec![example])?, small))
     }
 
@@ -599,7 +600,7 @@ mod tests {
         let train = build_examples(&imgs, &feats, &std, 2, Use::Train).unwrap();
         assert_eq!(train.examples[0].graph.num_variables(), 11);
         assert_eq!(train.examples[1].graph.num_variables(), 12);
-        assert!(train.examples.iter().all(|e| e.ignored.is_none()));
+        assert!((0..train.len()).all(|k| train.ignored(k).is_none()));
         let n: usize = train.examples.iter().map(|e| e.features[0].values.len() / UNARY_DIM).sum();
         for col in 1..UNARY_DIM {
             let mean: f64 = train
@@ -612,10 +613,10 @@ mod tests {
         }
         let eval = build_examples(&imgs, &feats, &std, 2, Use::Evaluate).unwrap();
         assert_eq!(eval.examples[0].graph.num_variables(), 12);
-        let mask = eval.examples[0].ignored.as_ref().unwrap();
+        let mask = eval.ignored(0).unwrap();
         assert_eq!(mask.iter().filter(|&&m| m).count(), 1);
-        assert!(mask[5] && !eval.examples[0].is_labelled(5) && eval.examples[0].is_labelled(4));
-        assert!(eval.examples[1].ignored.is_none());
+        assert!(mask[5] && !eval.is_labelled(0, 5) && eval.is_labelled(0, 4));
+        assert!(eval.ignored(1).is_none());
         // Both images share one full-grid graph in evaluation.
         assert!(Arc::ptr_eq(&eval.examples[0].graph, &eval.examples[1].graph));
     }

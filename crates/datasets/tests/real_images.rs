@@ -145,7 +145,7 @@ fn stanford_loads_with_unknown_pixels_ignored() {
     for (k, img) in images.iter().enumerate() {
         let unknown = img.labels.iter().filter(|l| l.is_none()).count();
         assert_eq!(train.examples[k].graph.num_variables(), img.labelled());
-        let ignored = test.examples[k].ignored.as_ref().map_or(0, |m| m.iter().filter(|&&x| x).count());
+        let ignored = test.ignored(k).map_or(0, |m| m.iter().filter(|&&x| x).count());
         assert_eq!(ignored, unknown);
     }
 }
@@ -172,9 +172,8 @@ fn full_resolution_unknown_pixels_become_ignored_variables() {
     let err = model.error_rate(&test, &PredictOptions::default()).unwrap();
     let labels = test.labels(0).unwrap();
     let predicted = model.predict_example(&test, 0, &PredictOptions::default()).unwrap().labels;
-    let ex = &test.examples[0];
     let (wrong, counted) = (0..labels.len())
-        .filter(|&i| ex.is_labelled(i))
+        .filter(|&i| test.is_labelled(0, i))
         .fold((0, 0), |(w, n), i| (w + usize::from(predicted[i] != labels[i]), n + 1));
     assert_eq!(counted, img.labelled());
     assert!((err - wrong as f64 / counted as f64).abs() < 1e-15);

@@ -29,7 +29,6 @@
 //!         FeatureBlock { dim: 2, values: vec![0.1, 1.0, 0.9, 1.0] },
 //!         FeatureBlock { dim: 1, values: vec![1.0] },
 //!     ],
-//!     ignored: None,
 //! };
 //! let types = vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)];
 //! let data = Dataset::new(types, vec![ex]).unwrap();
@@ -47,6 +46,11 @@ use serde::{Deserialize, Serialize};
 use crate::LearnError;
 
 /// A factor type of a data set/model: parameters are shared by all its regions.
+///
+/// ```
+/// let t = structlearn::FactorTypeInfo::new("unary", 2);
+/// assert_eq!((t.name.as_str(), t.dim, t.classes), ("unary", 2, 0)); // classes: filled in by Dataset::new
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FactorTypeInfo {
     /// Name, matched against the graphs' factor-type names.
@@ -67,6 +71,12 @@ impl FactorTypeInfo {
 }
 
 /// Row-major features of the regions of one factor type in one example.
+///
+/// ```
+/// // Two regions with features [0.1, 1] and [0.9, 1].
+/// let block = structlearn::FeatureBlock { dim: 2, values: vec![0.1, 1.0, 0.9, 1.0] };
+/// assert_eq!(block.values.chunks(block.dim).nth(1), Some(&[0.9, 1.0][..]));
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FeatureBlock {
     /// Features per region.
@@ -76,6 +86,23 @@ pub struct FeatureBlock {
 }
 
 /// One structured example `x^k` (with its labelling `y^k` when known).
+///
+/// ```
+/// use std::sync::Arc;
+/// use structlearn::{Example, FeatureBlock};
+/// // A 1 × 3 image: three pixels, two neighbouring pairs.
+/// let graph = Arc::new(factor_graph::grid(1, 3, 2).unwrap());
+/// let ex = Example {
+///     name: "strip".into(),
+///     graph,
+///     labels: Some(vec![0, 1, 1]),
+///     features: vec![
+///         FeatureBlock { dim: 1, values: vec![0.2, 0.7, 0.9] }, // one row per pixel
+///         FeatureBlock { dim: 1, values: vec![1.0, 1.0] },      // one row per pair
+///     ],
+/// };
+/// assert_eq!(ex.graph.num_variables(), 3);
+/// ```
 #[derive(Debug, Clone)]
 pub struct Example {
     /// A name for messages and outputs (e.g. the image file).
@@ -86,24 +113,30 @@ pub struct Example {
     pub labels: Option<Vec<usize>>,
     /// One block per factor type of the data set, in the data set's type order.
     pub features: Vec<FeatureBlock>,
-    /// Variables whose label is unknown (`Some(mask)`, `mask[i]` true for an
-    /// unknown `y_i`, e.g. pixels labelled −1 in Stanford Background): their
-    /// entry in `labels` is a placeholder that every error count skips
-    /// ([`crate::StructuredModel::error_rate`]). Prediction still infers them.
-    /// A training set must not have any: there they would enter the loss, so
-    /// [`crate::Trainer::new`] refuses them — train on the graph of the labelled
-    /// variables instead (the image loaders of the `datasets` crate do).
-    pub ignored: Option<Vec<bool>>,
-}
-
-impl Example {
-    /// Whether variable `i`'s label counts (is known).
-    pub fn is_labelled(&self, i: usize) -> bool {
-        self.ignored.as_ref().is_none_or(|m| !m[i])
-    }
 }
 
 /// A validated set of examples over a common list of factor types.
+///
+/// ```
+/// use std::sync::Arc;
+/// use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+/// let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
+/// let example = |labels: Vec<usize>| Example {
+///     name: "square".into(),
+///     graph: graph.clone(),
+///     labels: Some(labels),
+///     features: vec![FeatureBlock { dim: 1, values: vec![0.5; 4] }, FeatureBlock { dim: 1, values: vec![1.0; 4] }],
+/// };
+/// let types = vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)];
+/// let data = Dataset::new(types, vec![example(vec![0, 1, 0, 1]), example(vec![1, 1, 0, 0])]).unwrap();
+/// assert_eq!((data.len(), data.num_variables()), (2, 8));
+/// assert_eq!(data.labels(1).unwrap(), &[1, 1, 0, 0]);
+/// // Files: binary (.sld) or JSON (.json), written atomically.
+/// let dir = tempfile::tempdir().unwrap();
+/// data.save(&dir.path().join("data.sld")).unwrap();
+/// let back = Dataset::load(&dir.path().join("data.sld")).unwrap();
+/// assert_eq!(back.examples[0].labels, data.examples[0].labels);
+/// ```
 #[derive(Debug, Clone)]
 pub struct Dataset {
     /// The factor types, with `classes` filled in.
@@ -112,6 +145,8 @@ pub struct Dataset {
     pub examples: Vec<Example>,
     /// For every example, for every region: the data set's factor-type index.
     region_types: Vec<Arc<Vec<usize>>>,
+    /// For every example, its unknown-label mask, if any ([`Dataset::set_ignored`]).
+    ignored: Vec<Option<Vec<bool>>>,
 }
 
 impl Dataset {
@@ -208,15 +243,6 @@ impl Dataset {
                     });
                 }
             }
-            if let Some(mask) = &ex.ignored
-                && mask.len() != g.num_variables()
-            {
-                return Err(LearnError::Config(format!(
-                    "example {k}: the ignored-variable mask has {} entries for {} variables",
-                    mask.len(),
-                    g.num_variables()
-                )));
-            }
             if let Some(labels) = &ex.labels {
                 if labels.len() != g.num_variables() {
                     return Err(LearnError::LabelCount { example: k, expected: g.num_variables(), got: labels.len() });
@@ -237,7 +263,58 @@ impl Dataset {
         for (ft, c) in factor_types.iter_mut().zip(classes) {
             ft.classes = c.unwrap_or(ft.classes);
         }
-        Ok(Self { factor_types, examples, region_types })
+        let ignored = vec![None; examples.len()];
+        Ok(Self { factor_types, examples, region_types, ignored })
+    }
+
+    /// Marks the variables of example `k` whose label is unknown (`mask[i]`
+    /// true for an unknown `y_i`, e.g. pixels labelled −1 in Stanford
+    /// Background; `None` clears the mark). Their entry in the labels is a
+    /// placeholder that every error count skips ([`crate::StructuredModel::error_rate`],
+    /// [`crate::metrics::ConfusionMatrix::from_labelings`]); prediction still
+    /// infers them. A training set must not have any: they would enter the
+    /// loss, so [`crate::Trainer::new`] refuses them — train on the graph of the
+    /// labelled variables instead (the image loaders of the `datasets` crate do).
+    /// Errors unless `mask` has one entry per variable of the example.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+    /// # let graph = Arc::new(factor_graph::grid(1, 3, 2).unwrap());
+    /// # let ex = Example { name: "a".into(), graph, labels: Some(vec![0, 1, 0]),
+    /// #     features: vec![FeatureBlock { dim: 1, values: vec![0.0; 3] }, FeatureBlock { dim: 1, values: vec![1.0; 2] }] };
+    /// # let mut data = Dataset::new(vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)], vec![ex]).unwrap();
+    /// data.set_ignored(0, Some(vec![false, true, false])).unwrap(); // y_1 is unknown
+    /// assert!(data.is_labelled(0, 0) && !data.is_labelled(0, 1));
+    /// assert!(data.set_ignored(0, Some(vec![true])).is_err());
+    /// ```
+    pub fn set_ignored(&mut self, k: usize, mask: Option<Vec<bool>>) -> Result<(), LearnError> {
+        let n = self
+            .examples
+            .get(k)
+            .ok_or_else(|| LearnError::Config(format!("example {k} of {}", self.examples.len())))?
+            .graph
+            .num_variables();
+        if let Some(m) = &mask
+            && m.len() != n
+        {
+            return Err(LearnError::Config(format!(
+                "example {k}: the unknown-label mask has {} entries for {n} variables",
+                m.len()
+            )));
+        }
+        self.ignored[k] = mask;
+        Ok(())
+    }
+
+    /// The unknown-label mask of example `k`, if it has one ([`Dataset::set_ignored`]).
+    pub fn ignored(&self, k: usize) -> Option<&[bool]> {
+        self.ignored.get(k)?.as_deref()
+    }
+
+    /// Whether variable `i` of example `k` has a known label (counts in errors).
+    pub fn is_labelled(&self, k: usize, i: usize) -> bool {
+        self.ignored(k).is_none_or(|m| !m[i])
     }
 
     /// Number of examples.
@@ -277,6 +354,18 @@ impl Dataset {
     }
 
     /// Reads a data set file (JSON for `.json`, binary otherwise; module docs).
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("data.json");
+    /// std::fs::write(&path, r#"{"format": "structlearn-dataset", "version": 1,
+    ///   "factor_types": [{"name": "unary", "dim": 1}],
+    ///   "graphs": [{"cardinalities": [2, 2], "factor_types": ["unary"],
+    ///               "regions": [{"variables": [0], "factor_type": 0}, {"variables": [1], "factor_type": 0}], "edges": []}],
+    ///   "examples": [{"name": "a", "graph": 0, "labels": [0, 1], "features": [{"dim": 1, "values": [0.2, 0.8]}]}]}"#).unwrap();
+    /// let data = structlearn::Dataset::load(&path).unwrap();
+    /// assert_eq!((data.len(), data.num_variables()), (1, 2));
+    /// ```
     pub fn load(path: &Path) -> Result<Self, LearnError> {
         let bytes = std::fs::read(path).map_err(|e| LearnError::io(path, e))?;
         let file: DatasetFile = if is_json(path) {
@@ -369,6 +458,20 @@ impl DatasetFileV1 {
 }
 
 /// The serialised form of a [`Dataset`] (see module docs).
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+/// # let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
+/// # let ex = Example { name: "a".into(), graph, labels: None,
+/// #     features: vec![FeatureBlock { dim: 1, values: vec![0.0; 2] }, FeatureBlock { dim: 1, values: vec![1.0] }] };
+/// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)], vec![ex]).unwrap();
+/// use structlearn::DatasetFile;
+/// let file = DatasetFile::from_dataset(&data);
+/// let json = serde_json::to_string(&file).unwrap(); // what a .json data set holds
+/// let back: DatasetFile = serde_json::from_str(&json).unwrap();
+/// assert_eq!(back.into_dataset().unwrap().len(), 1);
+/// ```
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DatasetFile {
     /// Always `"structlearn-dataset"`.
@@ -384,6 +487,14 @@ pub struct DatasetFile {
 }
 
 /// One example in a [`DatasetFile`].
+///
+/// ```
+/// let record: structlearn::ExampleRecord = serde_json::from_value(serde_json::json!({
+///     "name": "a", "graph": 0, "labels": [0, 1],
+///     "features": [{"dim": 1, "values": [0.2, 0.8]}, {"dim": 1, "values": [1.0]}]
+/// })).unwrap();
+/// assert_eq!(record.graph, 0);
+/// ```
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExampleRecord {
     /// Name.
@@ -394,7 +505,7 @@ pub struct ExampleRecord {
     pub labels: Option<Vec<usize>>,
     /// Feature blocks, one per factor type in [`DatasetFile::factor_types`] order.
     pub features: Vec<FeatureBlock>,
-    /// Unknown labels ([`Example::ignored`]); absent in JSON means none.
+    /// Unknown labels ([`Dataset::ignored`]); absent in JSON means none.
     #[serde(default)]
     pub ignored: Option<Vec<bool>>,
 }
@@ -407,7 +518,8 @@ impl DatasetFile {
         let examples = data
             .examples
             .iter()
-            .map(|ex| {
+            .enumerate()
+            .map(|(k, ex)| {
                 let g = *index.entry(Arc::as_ptr(&ex.graph)).or_insert_with(|| {
                     graphs.push(ex.graph.spec().clone());
                     graphs.len() - 1
@@ -417,7 +529,7 @@ impl DatasetFile {
                     graph: g,
                     labels: ex.labels.clone(),
                     features: ex.features.clone(),
-                    ignored: ex.ignored.clone(),
+                    ignored: data.ignored(k).map(<[bool]>::to_vec),
                 }
             })
             .collect();
@@ -450,6 +562,7 @@ impl DatasetFile {
         }
         let graphs =
             self.graphs.into_iter().map(|s| RegionGraph::from_spec(s).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
+        let mut masks = Vec::with_capacity(self.examples.len());
         let examples = self
             .examples
             .into_iter()
@@ -458,10 +571,15 @@ impl DatasetFile {
                 let graph = graphs.get(r.graph).cloned().ok_or_else(|| {
                     LearnError::bad_file(src, format!("example {k} refers to graph {} of {}", r.graph, graphs.len()))
                 })?;
-                Ok(Example { name: r.name, graph, labels: r.labels, features: r.features, ignored: r.ignored })
+                masks.push(r.ignored);
+                Ok(Example { name: r.name, graph, labels: r.labels, features: r.features })
             })
             .collect::<Result<Vec<_>, LearnError>>()?;
         let types = self.factor_types.into_iter().map(|f| FactorTypeInfo { classes: 0, ..f }).collect();
-        Dataset::new(types, examples)
+        let mut data = Dataset::new(types, examples)?;
+        for (k, mask) in masks.into_iter().enumerate() {
+            data.set_ignored(k, mask)?;
+        }
+        Ok(data)
     }
 }

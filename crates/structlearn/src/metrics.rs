@@ -28,6 +28,13 @@ use serde::{Deserialize, Serialize};
 use crate::{Dataset, LearnError, Prediction};
 
 /// Counts of (true class, predicted class) pairs over variables.
+///
+/// ```
+/// let mut m = structlearn::ConfusionMatrix::new(3);
+/// m.add(2, 2).unwrap();
+/// m.add(2, 0).unwrap();
+/// assert_eq!((m.support(2), m.predicted(0), m.total()), (2, 1, 2));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConfusionMatrix {
     classes: usize,
@@ -43,7 +50,7 @@ impl ConfusionMatrix {
 
     /// Counts the labelling `predicted` of the data set's examples against
     /// their labels (every example needs labels; one prediction per example),
-    /// skipping variables whose label is unknown ([`crate::Example::ignored`]).
+    /// skipping variables whose label is unknown ([`Dataset::ignored`]).
     /// The classes are `0..` the largest variable cardinality.
     ///
     /// ```
@@ -52,7 +59,7 @@ impl ConfusionMatrix {
     /// use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
     /// let graph = std::sync::Arc::new(factor_graph::grid(1, 2, 2)?);
     /// let features = vec![FeatureBlock { dim: 1, values: vec![0.0; 2] }, FeatureBlock { dim: 1, values: vec![0.0] }];
-    /// let example = Example { name: "a".into(), graph, labels: Some(vec![0, 1]), features, ignored: None };
+    /// let example = Example { name: "a".into(), graph, labels: Some(vec![0, 1]), features };
     /// let data = Dataset::new(vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)], vec![example])?;
     /// let m = ConfusionMatrix::from_labelings(&data, &[vec![1, 1]])?;
     /// assert_eq!((m.count(0, 1), m.count(1, 1)), (1, 1));
@@ -72,7 +79,7 @@ impl ConfusionMatrix {
             let ex = &data.examples[k];
             let err = |e: LearnError| LearnError::Config(format!("example {k} (`{}`): {e}", ex.name));
             let truth = data.labels(k)?;
-            if ex.ignored.is_none() {
+            if data.ignored(k).is_none() {
                 m.add_labels(truth, p).map_err(err)?;
             } else {
                 if truth.len() != p.len() {
@@ -82,7 +89,7 @@ impl ConfusionMatrix {
                         p.len()
                     ))));
                 }
-                for i in (0..truth.len()).filter(|&i| ex.is_labelled(i)) {
+                for i in (0..truth.len()).filter(|&i| data.is_labelled(k, i)) {
                     m.add(truth[i], p[i]).map_err(err)?;
                 }
             }
@@ -226,6 +233,13 @@ fn mean_defined(values: &[Option<f64>]) -> Option<f64> {
 }
 
 /// The measures of one class in a [`MetricsReport`].
+///
+/// ```
+/// let mut m = structlearn::ConfusionMatrix::new(2);
+/// m.add_labels(&[1, 1], &[1, 0]).unwrap();
+/// let c = &m.report().per_class[1];
+/// assert_eq!((c.support, c.predicted, c.accuracy, c.iou), (2, 1, Some(0.5), Some(0.5)));
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClassMetrics {
     /// The class (label index).
@@ -241,6 +255,14 @@ pub struct ClassMetrics {
 }
 
 /// Every measure of a [`ConfusionMatrix`] (serialised by `structlearn eval --json`).
+///
+/// ```
+/// let mut m = structlearn::ConfusionMatrix::new(2);
+/// m.add_labels(&[0, 1, 1], &[0, 1, 0]).unwrap();
+/// let report = m.report();
+/// assert_eq!(report.per_class[1].support, 2);
+/// assert_eq!(serde_json::to_value(&report).unwrap()["confusion"], serde_json::json!([[1, 0], [1, 1]]));
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricsReport {
     /// Variables counted.
@@ -336,7 +358,6 @@ mod tests {
                 FeatureBlock { dim: 1, values: vec![0.0; 4] },
                 FeatureBlock { dim: 1, values: vec![0.0; 4] },
             ],
-            ignored: None,
         };
         let types = vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)];
         let data = Dataset::new(types, vec![example(vec![0, 0, 1, 1]), example(vec![1, 1, 1, 1])]).unwrap();

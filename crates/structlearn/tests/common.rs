@@ -59,7 +59,6 @@ pub fn denoising(count: usize, h: usize, w: usize, seed: u64) -> Dataset {
                 graph: graph.clone(),
                 labels: Some(labels),
                 features: vec![FeatureBlock { dim: 2, values: unary }, FeatureBlock { dim: 2, values: pairwise }],
-                ignored: None,
             }
         })
         .collect();

@@ -159,7 +159,7 @@ fn position_dependent(tied: bool, count: usize) -> Dataset {
                 }
             }
             features.push(FeatureBlock { dim: 1, values: vec![1.0, 1.0] });
-            Example { name: format!("chain{k}"), graph: graph.clone(), labels: Some(labels), features, ignored: None }
+            Example { name: format!("chain{k}"), graph: graph.clone(), labels: Some(labels), features }
         })
         .collect();
     Dataset::new(types, examples).unwrap()
