@@ -3,7 +3,6 @@
 
 mod denoising;
 mod fuzz;
-mod plots;
 
 /// Counts each fuzz input's memory (inactive outside `cargo xtask fuzz`).
 #[global_allocator]
@@ -59,6 +58,12 @@ enum Command {
         /// Message-passing iterations of prediction (overrides the preset).
         #[arg(long)]
         predict_iterations: Option<usize>,
+        /// Print nothing but the table and errors (no progress).
+        #[arg(long, short, conflicts_with = "verbose")]
+        quiet: bool,
+        /// Also print one line per step of every learning iteration.
+        #[arg(long, short)]
+        verbose: bool,
     },
     /// Fuzzes every file loader with structure-aware mutations of valid files
     /// (docs/ROBUSTNESS.md); saves failing inputs and a summary.
@@ -98,6 +103,8 @@ fn run() -> Result<()> {
             resume,
             save_data,
             predict_iterations,
+            quiet,
+            verbose,
         } => {
             let scale = if quick {
                 denoising::Scale::Quick
@@ -117,6 +124,7 @@ fn run() -> Result<()> {
                     resume,
                     save_data,
                     predict_iterations,
+                    verbosity: structlearn_cli::Verbosity::from_flags(quiet, verbose),
                 }),
             }
         }

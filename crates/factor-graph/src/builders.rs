@@ -16,6 +16,13 @@ pub const PAIRWISE: &str = "pairwise";
 ///
 /// A pair's variables are (left, right) or (top, bottom), so its configuration
 /// is `y_first · L + y_second`. Each pair is the parent of its two singletons.
+///
+/// ```
+/// let layout = factor_graph::GridLayout { height: 2, width: 3 };
+/// assert_eq!((layout.num_horizontal(), layout.num_vertical()), (4, 3));
+/// assert_eq!(layout.pair_pixels(4), (0, 3)); // the first vertical pair
+/// assert_eq!(layout.pair_region(0), 6); // pairs come after the 6 pixel singletons
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GridLayout {
     /// Rows `H`.
@@ -64,6 +71,33 @@ impl GridLayout {
     pub fn pair_region(&self, p: usize) -> usize {
         self.num_pixels() + p
     }
+
+    /// The layout of a graph laid out exactly as [`grid`] builds one (pixel
+    /// singletons in raster order, then horizontal, then vertical pairs), or
+    /// `None`. A single row is reported as `1 × N`. Lets tools draw a labelling
+    /// of grid-shaped examples as an image.
+    ///
+    /// ```
+    /// use factor_graph::{GridLayout, grid};
+    /// let g = grid(3, 4, 2).unwrap();
+    /// assert_eq!(GridLayout::of(&g), Some(GridLayout { height: 3, width: 4 }));
+    /// let chain = factor_graph::factors_with_singletons(
+    ///     vec![2; 3],
+    ///     &[factor_graph::Scope { variables: vec![0, 2], factor_type: "pair".into() }],
+    /// ).unwrap();
+    /// assert_eq!(GridLayout::of(&chain), None);
+    /// ```
+    pub fn of(graph: &RegionGraph) -> Option<GridLayout> {
+        let n = graph.num_variables();
+        (1..=n).filter(|h| n.is_multiple_of(*h)).map(|height| GridLayout { height, width: n / height }).find(|layout| {
+            graph.num_regions() == n + layout.num_pairs()
+                && (0..n).all(|i| graph.region_variables(i) == [i])
+                && (0..layout.num_pairs()).all(|p| {
+                    let (i, j) = layout.pair_pixels(p);
+                    graph.region_variables(layout.pair_region(p)) == [i, j]
+                })
+        })
+    }
 }
 
 /// A 4-connected `height × width` grid with `labels` labels per pixel and two
@@ -97,6 +131,18 @@ pub fn grid(height: usize, width: usize, labels: usize) -> Result<RegionGraph, G
 }
 
 /// A factor for [`factors_with_singletons`]: its scope and factor-type name.
+///
+/// ```
+/// use factor_graph::{Scope, factors_with_singletons};
+/// // Three binary variables, a pairwise and a third-order factor.
+/// let scopes = [
+///     Scope { variables: vec![0, 1], factor_type: "pair".into() },
+///     Scope { variables: vec![0, 1, 2], factor_type: "triple".into() },
+/// ];
+/// let g = factors_with_singletons(vec![2, 2, 2], &scopes).unwrap();
+/// assert_eq!(g.num_regions(), 3 + 2);
+/// assert_eq!(g.factor_types(), ["unary", "pair", "triple"]);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scope {
     /// Variables, in configuration-index order.

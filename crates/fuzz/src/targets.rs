@@ -63,6 +63,7 @@ pub struct CheckpointMirror {
     elapsed_seconds: f64,
     train_eval_messages: Vec<Vec<f64>>,
     validation_eval_messages: Vec<Vec<f64>>,
+    best_model: Option<Vec<u8>>,
 }
 
 /// Shared state of the targets: the data the loaders are checked against.

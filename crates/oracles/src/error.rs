@@ -2,6 +2,11 @@
 
 /// Everything that can go wrong when building a problem, validating
 /// hyper-parameters, fitting, scoring or loading a model.
+///
+/// ```
+/// let err = oracles::Features::new(&[1.0], 2, 1).unwrap_err();
+/// println!("{err}");
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum OracleError {
     /// The feature buffer does not hold `rows × dim` values.

@@ -5,6 +5,14 @@ use oracles::OracleError;
 use smoothed_inference::InferenceError;
 
 /// Everything that can go wrong in training, prediction, datasets and model files.
+///
+/// ```
+/// use structlearn::{Dataset, LearnError};
+/// match Dataset::load("no/such/file.sld".as_ref()) {
+///     Err(LearnError::Io { path, .. }) => assert!(path.ends_with("file.sld")),
+///     other => panic!("{other:?}"),
+/// }
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum LearnError {
     /// A training set without examples.

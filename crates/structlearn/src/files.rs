@@ -8,6 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::LearnError;
 
 /// 64-bit FNV-1a hash, the body checksum of binary files.
+///
+/// ```
+/// assert_eq!(structlearn::files::fnv1a(b""), 0xcbf2_9ce4_8422_2325); // the FNV-1a offset basis
+/// ```
 pub fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in bytes {
@@ -18,6 +22,15 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 /// `magic ‖ body ‖ fnv1a(body)` (little endian).
+///
+/// ```
+/// use structlearn::files::{unwrap_binary, wrap_binary};
+/// let file = wrap_binary(b"MYFILE\0\x01", b"body");
+/// assert_eq!(unwrap_binary("x".as_ref(), &file, b"MYFILE\0\x01").unwrap(), b"body");
+/// let mut corrupt = file.clone();
+/// corrupt[9] ^= 1;
+/// assert!(unwrap_binary("x".as_ref(), &corrupt, b"MYFILE\0\x01").is_err());
+/// ```
 pub fn wrap_binary(magic: &[u8; 8], body: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(body.len() + 16);
     out.extend_from_slice(magic);
@@ -27,6 +40,13 @@ pub fn wrap_binary(magic: &[u8; 8], body: &[u8]) -> Vec<u8> {
 }
 
 /// Checks magic (format and version byte) and checksum; returns the body.
+///
+/// ```
+/// use structlearn::files::{unwrap_binary, wrap_binary};
+/// let file = wrap_binary(b"MYFILE\0\x01", b"body");
+/// assert!(unwrap_binary("f".as_ref(), &file, b"MYFILE\0\x02").is_err()); // another version
+/// assert!(unwrap_binary("f".as_ref(), &file[..10], b"MYFILE\0\x01").is_err()); // truncated
+/// ```
 pub fn unwrap_binary<'a>(path: &Path, bytes: &'a [u8], magic: &[u8; 8]) -> Result<&'a [u8], LearnError> {
     if bytes.len() < 16 {
         return Err(LearnError::bad_file(path, format!("truncated: {} bytes", bytes.len())));
@@ -54,6 +74,13 @@ pub fn unwrap_binary<'a>(path: &Path, bytes: &'a [u8], magic: &[u8; 8]) -> Resul
 /// written, synced, then renamed over it (readers see the old file or the new
 /// one, never a part). The file is created like any other, so its mode follows
 /// the umask; a failure removes the temporary file and reports the target.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("out.txt");
+/// structlearn::files::write_atomic(&path, b"all or nothing").unwrap();
+/// assert_eq!(std::fs::read(&path).unwrap(), b"all or nothing");
+/// ```
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), LearnError> {
     write_atomic_io(path, bytes).map_err(|e| LearnError::io(path, e))
 }
@@ -61,6 +88,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), LearnError> {
 /// [`write_atomic`] with the bare I/O error (for other crates' error types).
 /// Temporary names never appear in errors: they are `.NAME.PID.N.tmp` in the
 /// target's folder, removed on failure.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let err = structlearn::files::write_atomic_io(&dir.path().join("no/such/f"), b"x").unwrap_err();
+/// assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+/// ```
 pub fn write_atomic_io(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let name = path
@@ -94,6 +127,13 @@ pub fn write_atomic_io(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// Checks, before any long work, that `path` can be written by
 /// [`write_atomic`]: its folder exists and accepts new files, and the path is
 /// not a folder. Leaves no file behind.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// assert!(structlearn::files::check_writable(&dir.path().join("model.slm")).is_ok());
+/// assert!(structlearn::files::check_writable(&dir.path().join("missing/model.slm")).is_err());
+/// assert!(structlearn::files::check_writable(dir.path()).is_err());
+/// ```
 pub fn check_writable(path: &Path) -> Result<(), LearnError> {
     if path.is_dir() {
         return Err(LearnError::io(

@@ -33,12 +33,27 @@ use serde::{Deserialize, Serialize};
 use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace, message_offsets};
 
 use crate::discrepancy::{Discrepancy, Hamming};
+use crate::early_stopping::{BestValidation, EarlyStopping, Verdict};
 use crate::files::{unwrap_binary, wrap_binary, write_atomic};
 use crate::model::{graph_epsilon, oracle_err, zero_messages};
 use crate::observer::{Observer, Record, TrainEvent};
 use crate::{Dataset, LearnError, PredictOptions, StructuredModel};
 
 /// One step of a learning iteration.
+///
+/// ```
+/// use structlearn::{Step, TrainConfig};
+/// // Fit the unary type, 50 message-passing iterations, then the pairwise type.
+/// let config = TrainConfig {
+///     schedule: Some(vec![
+///         Step::Fit { factor_type: "unary".into() },
+///         Step::MessagePassing { iterations: 50 },
+///         Step::Fit { factor_type: "pairwise".into() },
+///     ]),
+///     ..TrainConfig::default()
+/// };
+/// assert_eq!(config.schedule.unwrap().len(), 3);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Step {
@@ -55,6 +70,12 @@ pub enum Step {
 }
 
 /// When to predict on the training and validation sets.
+///
+/// ```
+/// use structlearn::{Evaluate, TrainConfig};
+/// let config = TrainConfig { evaluate: Evaluate::Never, ..TrainConfig::default() }; // objective only
+/// assert_eq!(serde_json::to_value(config.evaluate).unwrap(), "never");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Evaluate {
@@ -67,7 +88,17 @@ pub enum Evaluate {
 }
 
 /// Where and how often to checkpoint.
+///
+/// ```
+/// use structlearn::{CheckpointConfig, TrainConfig};
+/// let config = TrainConfig {
+///     checkpoint: Some(CheckpointConfig { path: "run.ckpt".into(), every: 1 }),
+///     ..TrainConfig::default()
+/// };
+/// assert_eq!(config.checkpoint.unwrap().every, 1);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CheckpointConfig {
     /// The checkpoint file (written atomically).
     pub path: PathBuf,
@@ -78,8 +109,17 @@ pub struct CheckpointConfig {
 /// Settings of Algorithm 1. `Default` is docs/MATH.md §4: `ε = 0.1`, each learning
 /// iteration fits each factor type in order followed by 25 message-passing
 /// iterations, evaluation after every learning iteration.
+///
+/// ```
+/// use structlearn::TrainConfig;
+/// let config = TrainConfig { epsilon: 0.1, learning_iterations: 20, seed: 7, ..TrainConfig::default() };
+/// // Configuration files hold the same fields; unknown ones are errors.
+/// let from_file: TrainConfig = serde_json::from_str(r#"{"learning_iterations": 20, "seed": 7}"#).unwrap();
+/// assert_eq!(from_file, config);
+/// assert!(serde_json::from_str::<TrainConfig>(r#"{"learning_iteratons": 20}"#).is_err());
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct TrainConfig {
     /// Entropy weight `ε` of every factor type without an override.
     pub epsilon: f64,
@@ -109,6 +149,9 @@ pub struct TrainConfig {
     pub warm_start_evaluation: bool,
     /// Optional checkpointing.
     pub checkpoint: Option<CheckpointConfig>,
+    /// Stop when the validation error stops improving, returning the best
+    /// iteration's model ([`crate::early_stopping`]); needs a validation set.
+    pub early_stopping: Option<EarlyStopping>,
 }
 
 impl Default for TrainConfig {
@@ -125,6 +168,7 @@ impl Default for TrainConfig {
             evaluate_train: true,
             warm_start_evaluation: true,
             checkpoint: None,
+            early_stopping: None,
         }
     }
 }
@@ -186,15 +230,71 @@ struct ExampleState {
 }
 
 /// What [`Trainer::train`] returns.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+/// # let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
+/// # let ex = |labels: Vec<usize>, x: [f64; 4]| Example { name: "x".into(), graph: graph.clone(), labels: Some(labels),
+/// #     features: vec![FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 4] }] };
+/// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)],
+/// #     vec![ex(vec![0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8]), ex(vec![1, 1, 0, 0], [0.9, 0.7, 0.1, 0.3])]).unwrap();
+/// use structlearn::oracle_config::builtin_oracle;
+/// use structlearn::{TrainConfig, Trainer};
+/// let oracles = vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("linear").unwrap())];
+/// let outcome = Trainer::new(&data, oracles, TrainConfig { learning_iterations: 3, ..TrainConfig::default() })
+///     .unwrap()
+///     .train()
+///     .unwrap();
+/// // One record per step: 2 fits + 2 message-passing steps per learning iteration.
+/// assert_eq!(outcome.history.len(), 3 * 4);
+/// assert!(!outcome.stopped_early && outcome.best_iteration.is_none());
+/// ```
 #[derive(Debug)]
 pub struct TrainOutcome {
-    /// The learned model.
+    /// The learned model: the last iteration's or, with early stopping, the
+    /// best validation iteration's.
     pub model: StructuredModel,
+    /// With early stopping: the iteration of the best validation error.
+    pub best_iteration: Option<usize>,
+    /// Whether early stopping ended training before the last iteration.
+    pub stopped_early: bool,
     /// Every step's record (including those before a resume).
     pub history: Vec<Record>,
 }
 
 /// Runs Algorithm 1 on a training set with one oracle per factor type.
+///
+/// ```
+/// use std::sync::Arc;
+/// use structlearn::oracle_config::builtin_oracle;
+/// use structlearn::{Callback, Dataset, Example, FactorTypeInfo, FeatureBlock, PredictOptions, TrainConfig, TrainEvent, Trainer};
+/// // Two 2 × 2 images; unary features [x, 1], pair features [1].
+/// let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
+/// let ex = |labels: Vec<usize>, x: [f64; 4]| Example {
+///     name: "x".into(),
+///     graph: graph.clone(),
+///     labels: Some(labels),
+///     features: vec![
+///         FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() },
+///         FeatureBlock { dim: 1, values: vec![1.0; 4] },
+///     ],
+/// };
+/// let types = vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)];
+/// let data = Dataset::new(types, vec![ex(vec![0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8]), ex(vec![1, 1, 0, 0], [0.9, 0.7, 0.1, 0.3])])
+///     .unwrap();
+/// let oracles = vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("constant").unwrap())];
+/// let config = TrainConfig { learning_iterations: 5, ..TrainConfig::default() };
+/// let mut trainer = Trainer::new(&data, oracles, config).unwrap().with_validation(&data);
+/// trainer.add_observer(Box::new(Callback(|e: &TrainEvent<'_>| {
+///     if let TrainEvent::Step(r) = e {
+///         println!("iteration {} step {}: objective {:.4}", r.iteration, r.step, r.objective);
+///     }
+///     Ok(())
+/// })));
+/// let outcome = trainer.train().unwrap();
+/// assert_eq!(outcome.model.error_rate(&data, &PredictOptions::default()).unwrap(), 0.0);
+/// ```
 pub struct Trainer<'a> {
     train: &'a Dataset,
     validation: Option<&'a Dataset>,
@@ -216,6 +316,8 @@ pub struct Trainer<'a> {
     train_eval_messages: Vec<Messages>,
     /// Evaluation messages per validation example.
     validation_eval_messages: Vec<Messages>,
+    /// With early stopping: the model of the best validation iteration.
+    best_model: Option<StructuredModel>,
 }
 
 impl<'a> Trainer<'a> {
@@ -262,6 +364,14 @@ impl<'a> Trainer<'a> {
         {
             return Err(LearnError::Config(format!("predict.tolerance is {tol}; it must be > 0")));
         }
+        if let Some(e) = &config.early_stopping
+            && (e.patience == 0 || !(e.min_delta >= 0.0 && e.min_delta.is_finite()))
+        {
+            return Err(LearnError::Config(format!(
+                "early_stopping needs patience ≥ 1 and a finite min_delta ≥ 0 (got {} and {})",
+                e.patience, e.min_delta
+            )));
+        }
         let steps = config.steps(train);
         if steps.is_empty() {
             return Err(LearnError::Config("the schedule has no steps".into()));
@@ -297,6 +407,7 @@ impl<'a> Trainer<'a> {
             elapsed_before: 0.0,
             train_eval_messages: zero_messages(train),
             validation_eval_messages: Vec::new(),
+            best_model: None,
         };
         trainer.initial_states()?;
         Ok(trainer)
@@ -534,6 +645,15 @@ impl<'a> Trainer<'a> {
     /// resumed checkpoint). Returns [`LearnError::Interrupted`] if the stop flag
     /// was set (after checkpointing, if configured).
     pub fn train(&mut self) -> Result<TrainOutcome, LearnError> {
+        if self.config.early_stopping.is_some()
+            && (self.validation.is_none() || self.config.evaluate == Evaluate::Never)
+        {
+            return Err(LearnError::Config(
+                "early stopping needs a validation set and evaluation (evaluate is not `never`)".into(),
+            ));
+        }
+        let mut best = self.config.early_stopping.map(|rule| BestValidation::from_history(rule, &self.history));
+        let mut stopped_early = false;
         if let Some(v) = self.validation {
             let model = self.model()?;
             let check = || {
@@ -606,6 +726,11 @@ impl<'a> Trainer<'a> {
             self.completed = iteration;
             let model = self.model()?;
             self.emit(&TrainEvent::IterationFinished { iteration, model: &model })?;
+            let verdict =
+                best.as_mut().map(|b| b.update(iteration, self.history.last().and_then(|r| r.validation_error)));
+            if verdict == Some(Verdict::Improved) {
+                self.best_model = Some(model);
+            }
             if let Some(c) = self.config.checkpoint.clone()
                 && (iteration.is_multiple_of(c.every) || iteration == total)
             {
@@ -614,9 +739,22 @@ impl<'a> Trainer<'a> {
                 self.elapsed_before -= start.elapsed().as_secs_f64();
                 self.emit(&TrainEvent::Checkpointed { iteration, path: &c.path })?;
             }
+            if verdict == Some(Verdict::Stop) && iteration < total {
+                stopped_early = true;
+                break;
+            }
         }
         self.emit(&TrainEvent::Finished)?;
-        Ok(TrainOutcome { model: self.model()?, history: self.history.clone() })
+        let model = match &self.best_model {
+            Some(m) => m.clone(),
+            None => self.model()?,
+        };
+        Ok(TrainOutcome {
+            model,
+            best_iteration: best.and_then(|b| b.best()).map(|(i, _)| i),
+            stopped_early,
+            history: self.history.clone(),
+        })
     }
 
     /// Writes the learner's state (models, messages, completed iterations,
@@ -641,6 +779,7 @@ impl<'a> Trainer<'a> {
             elapsed_seconds: self.elapsed_before,
             train_eval_messages: self.train_eval_messages.iter().map(|m| m.as_slice().to_vec()).collect(),
             validation_eval_messages: self.validation_eval_messages.iter().map(|m| m.as_slice().to_vec()).collect(),
+            best_model: self.best_model.as_ref().map(StructuredModel::to_bytes).transpose()?,
         };
         let bytes = postcard::to_stdvec(&body).map_err(|e| LearnError::bad_file(path, e.to_string()))?;
         write_atomic(path, &wrap_binary(CHECKPOINT_MAGIC, &bytes))
@@ -650,6 +789,33 @@ impl<'a> Trainer<'a> {
     /// same training set and seed; `train` then continues from it. Attach the
     /// validation set ([`Trainer::with_validation`]) first, so that its
     /// evaluation messages are restored too.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+    /// # let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
+    /// # let ex = |labels: Vec<usize>, x: [f64; 4]| Example { name: "x".into(), graph: graph.clone(), labels: Some(labels),
+    /// #     features: vec![FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 4] }] };
+    /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)],
+    /// #     vec![ex(vec![0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8]), ex(vec![1, 1, 0, 0], [0.9, 0.7, 0.1, 0.3])]).unwrap();
+    /// use oracles::ModelRegistry;
+    /// use structlearn::oracle_config::builtin_oracle;
+    /// use structlearn::{CheckpointConfig, TrainConfig, Trainer};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("run.ckpt");
+    /// let oracles = || vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("linear").unwrap())];
+    /// let config = |n| TrainConfig {
+    ///     learning_iterations: n,
+    ///     checkpoint: Some(CheckpointConfig { path: path.clone(), every: 1 }),
+    ///     ..TrainConfig::default()
+    /// };
+    /// let whole = Trainer::new(&data, oracles(), config(4)).unwrap().train().unwrap();
+    /// Trainer::new(&data, oracles(), config(2)).unwrap().train().unwrap(); // "interrupted" after 2
+    /// let mut trainer = Trainer::new(&data, oracles(), config(4)).unwrap();
+    /// trainer.resume_from(&path, &ModelRegistry::with_builtin()).unwrap();
+    /// let resumed = trainer.train().unwrap();
+    /// assert_eq!(resumed.model.to_bytes().unwrap(), whole.model.to_bytes().unwrap());
+    /// ```
     pub fn resume_from(&mut self, path: &Path, registry: &ModelRegistry) -> Result<(), LearnError> {
         let bytes = std::fs::read(path).map_err(|e| LearnError::io(path, e))?;
         self.resume_from_bytes(&bytes, path, registry)
@@ -747,7 +913,9 @@ impl<'a> Trainer<'a> {
             Some(v) => restore(v, cp.validation_eval_messages, "validation")?,
             None => Vec::new(),
         };
+        let best_model = cp.best_model.map(|b| StructuredModel::from_bytes(&b, registry, path)).transpose()?;
         self.train_eval_messages = train_eval;
+        self.best_model = best_model;
         self.validation_eval_messages = validation_eval;
         self.models = models;
         self.completed = cp.completed;
@@ -765,7 +933,7 @@ fn pooled_rows(trainer: &Trainer<'_>, t: usize, k: usize, c: usize) -> std::ops:
 }
 
 /// Magic bytes of checkpoint files (last byte: format version).
-pub const CHECKPOINT_MAGIC: &[u8; 8] = b"SLCHKPT\x02";
+pub const CHECKPOINT_MAGIC: &[u8; 8] = b"SLCHKPT\x03";
 
 #[derive(Debug, Serialize, Deserialize)]
 struct CheckpointBody {
@@ -781,6 +949,8 @@ struct CheckpointBody {
     train_eval_messages: Vec<Vec<f64>>,
     /// The same for the validation set attached when the checkpoint was written.
     validation_eval_messages: Vec<Vec<f64>>,
+    /// With early stopping: the best validation iteration's model file bytes.
+    best_model: Option<Vec<u8>>,
 }
 
 /// Pools the regions of type `t` of every example (features, true configurations).
@@ -808,6 +978,12 @@ fn pool(data: &Dataset, t: usize) -> Result<Pooled, LearnError> {
 
 /// Seed of the oracle call at step `step` of learning iteration `iteration`
 /// (SplitMix64 finaliser over the three).
+///
+/// ```
+/// use structlearn::mix_seed;
+/// assert_eq!(mix_seed(1, 2, 3), mix_seed(1, 2, 3));
+/// assert_ne!(mix_seed(1, 2, 3), mix_seed(1, 3, 2));
+/// ```
 pub fn mix_seed(seed: u64, iteration: usize, step: usize) -> u64 {
     let mut z = seed
         ^ (iteration as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
