@@ -3,6 +3,8 @@
 
 mod denoising;
 mod fuzz;
+mod hazan_urtasun;
+mod punyakanok;
 
 /// Counts each fuzz input's memory (inactive outside `cargo xtask fuzz`).
 #[global_allocator]
@@ -37,13 +39,14 @@ enum Command {
         /// Output folder (default: target/reproduce/EXPERIMENT[-quick|-full]).
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Repeat with this many seeds and report mean ± std.
-        #[arg(long, default_value_t = 1)]
-        seeds: usize,
+        /// Repeat with this many seeds (punyakanok: trials, default 10) and report mean ± std.
+        #[arg(long)]
+        seeds: Option<usize>,
         /// First seed.
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Only these cells, as UNARY/PAIRWISE (repeatable), e.g. `--cell linear/boosting`.
+        /// Only these cells, as UNARY/PAIRWISE (repeatable), e.g. `--cell linear/boosting`;
+        /// for hazan-urtasun the parts `clock` or `tables`.
         #[arg(long = "cell", value_name = "UNARY/PAIRWISE")]
         cells: Vec<String>,
         /// Learning iterations (overrides the preset).
@@ -64,6 +67,10 @@ enum Command {
         /// Also print one line per step of every learning iteration.
         #[arg(long, short)]
         verbose: bool,
+        /// Worker threads (default: one per core); results are bitwise
+        /// reproducible for a given seed and thread count.
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
     },
     /// Fuzzes every file loader with structure-aware mutations of valid files
     /// (docs/ROBUSTNESS.md); saves failing inputs and a summary.
@@ -78,6 +85,10 @@ enum Command {
 enum Experiment {
     /// Synthetic binary denoising (NIPS 2013 Table 1 left, Figs. 1–3; docs/MATH.md §6.1).
     Denoising,
+    /// Hazan & Urtasun 2010: noisy shapes, tied/untied, ε tables, wall clock vs Algorithm 1 (docs/MATH.md §6.4).
+    HazanUrtasun,
+    /// Punyakanok et al. 2005 Fig. 2: LO / L+I / IBT and smoothed L+I / IBT (docs/MATH.md §6.5).
+    Punyakanok,
 }
 
 fn main() {
@@ -105,7 +116,12 @@ fn run() -> Result<()> {
             predict_iterations,
             quiet,
             verbose,
+            threads,
         } => {
+            if let Some(n) = threads {
+                anyhow::ensure!(n >= 1, "--threads must be at least 1");
+                rayon::ThreadPoolBuilder::new().num_threads(n).build_global()?;
+            }
             let scale = if quick {
                 denoising::Scale::Quick
             } else if full {
@@ -117,7 +133,7 @@ fn run() -> Result<()> {
                 Experiment::Denoising => denoising::reproduce(&denoising::Options {
                     scale,
                     out,
-                    seeds,
+                    seeds: seeds.unwrap_or(1),
                     first_seed: seed,
                     cells,
                     iterations,
@@ -126,6 +142,12 @@ fn run() -> Result<()> {
                     predict_iterations,
                     verbosity: structlearn_cli::Verbosity::from_flags(quiet, verbose),
                 }),
+                Experiment::HazanUrtasun => {
+                    hazan_urtasun::reproduce(&hazan_urtasun::Options { scale, out, seed, iterations, parts: cells })
+                }
+                Experiment::Punyakanok => {
+                    punyakanok::reproduce(&punyakanok::Options { scale, out, trials: seeds, first_seed: seed })
+                }
             }
         }
     }

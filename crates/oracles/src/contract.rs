@@ -273,7 +273,8 @@ impl ModelRegistry {
         Self::default()
     }
 
-    /// A registry with the five built-in classes: zero, constant, linear, boosting, mlp.
+    /// A registry with the built-in classes: zero, constant, linear, boosting, mlp,
+    /// indexed-linear, fixed.
     pub fn with_builtin() -> Self {
         let mut r = Self::new();
         for (kind, loader) in crate::builtin_loaders() {

@@ -588,3 +588,101 @@ mod tests {
         assert!(plot_predictions(&path, &columns, &bad).is_err());
     }
 }
+
+/// One curve of [`plot_lines`]: a name for the legend and its points.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// Legend entry.
+    pub name: String,
+    /// `(x, y)` points, drawn in order.
+    pub points: Vec<(f64, f64)>,
+    /// Dashed instead of solid.
+    pub dashed: bool,
+}
+
+/// A line chart of several series on shared axes, with a legend: Punyakanok
+/// et al.'s Fig. 2 (accuracy vs training examples, `log_x`) and the
+/// wall-clock comparisons of the learners (objective or error vs seconds;
+/// `log_y` for objectives spanning decades). Non-finite points (and, on a log
+/// axis, non-positive ones) are skipped.
+pub fn plot_lines(
+    path: &Path,
+    title: &str,
+    (x_label, y_label): (&str, &str),
+    (log_x, log_y): (bool, bool),
+    series: &[Series],
+) -> Result<()> {
+    const PALETTE: [RGBColor; 8] = [
+        RGBColor(31, 119, 180),
+        RGBColor(214, 39, 40),
+        RGBColor(44, 160, 44),
+        RGBColor(255, 127, 14),
+        RGBColor(148, 103, 189),
+        RGBColor(140, 86, 75),
+        RGBColor(227, 119, 194),
+        RGBColor(23, 190, 207),
+    ];
+    let keep = |p: &(f64, f64)| p.0.is_finite() && p.1.is_finite() && (!log_x || p.0 > 0.0) && (!log_y || p.1 > 0.0);
+    let pts: Vec<Vec<(f64, f64)>> = series.iter().map(|s| s.points.iter().copied().filter(keep).collect()).collect();
+    let all = || pts.iter().flatten();
+    ensure!(all().next().is_some(), "{}: no finite points to plot", path.display());
+    let tr = |v: f64, log: bool| if log { v.log10() } else { v };
+    let (x0, x1) = padded_range(all().map(|p| tr(p.0, log_x)), 0.03).unwrap_or((0.0, 1.0));
+    let (y0, y1) = padded_range(all().map(|p| tr(p.1, log_y)), 0.05).unwrap_or((0.0, 1.0));
+    // The legend goes where the curves are not: up for falling curves, down for rising ones.
+    let falling = pts.iter().find(|p| p.len() > 1).is_some_and(|p| p[p.len() - 1].1 < p[0].1);
+    let legend = if falling { SeriesLabelPosition::UpperRight } else { SeriesLabelPosition::LowerRight };
+    let size = figure_size(760, 520)?;
+    render(path, size, Vec::new(), |root| {
+        root.fill(&WHITE)?;
+        root.draw(&Text::new(title, (size.0 as i32 / 2, 16), centred(18.0)))?;
+        let area = root.margin(34, 8, 8, 16);
+        let mut chart = ChartBuilder::on(&area)
+            .margin(8)
+            .x_label_area_size(42)
+            .y_label_area_size(64)
+            .build_cartesian_2d(x0..x1, y0..y1)?;
+        let fmt = |v: &f64, log: bool| {
+            if log {
+                let u = 10f64.powf(*v);
+                if u >= 10.0 {
+                    format!("{u:.0}")
+                } else if u >= 1.0 {
+                    format!("{u:.1}")
+                } else {
+                    format!("{u:.3}")
+                }
+            } else {
+                format!("{v:.3}")
+            }
+        };
+        chart
+            .configure_mesh()
+            .x_desc(x_label)
+            .y_desc(y_label)
+            .label_style((FAMILY, 13))
+            .axis_desc_style((FAMILY, 15))
+            .x_label_formatter(&|v| fmt(v, log_x))
+            .y_label_formatter(&|v| fmt(v, log_y))
+            .draw()?;
+        for (i, (s, p)) in series.iter().zip(&pts).enumerate() {
+            let color = PALETTE[i % PALETTE.len()];
+            let p: Vec<(f64, f64)> = p.iter().map(|&(x, y)| (tr(x, log_x), tr(y, log_y))).collect();
+            let style = color.stroke_width(2);
+            let legend = move |(x, y): (i32, i32)| PathElement::new(vec![(x, y), (x + 20, y)], style);
+            if s.dashed {
+                chart.draw_series(DashedLineSeries::new(p, 7, 4, style))?.label(s.name.as_str()).legend(legend);
+            } else {
+                chart.draw_series(LineSeries::new(p, style))?.label(s.name.as_str()).legend(legend);
+            }
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font((FAMILY, 13))
+            .position(legend)
+            .draw()?;
+        Ok(())
+    })
+}

@@ -195,6 +195,24 @@ pub enum LearnError {
         /// Learning iterations completed.
         completed: usize,
     },
+    /// Exact inference by enumeration was asked for a graph with too many labelings.
+    #[error(
+        "example {example}: exact inference would enumerate {labelings} labelings (limit {limit}); use smoothed inference for graphs this large"
+    )]
+    TooManyLabelings {
+        /// Example index.
+        example: usize,
+        /// Labelings of the graph (saturating).
+        labelings: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// Every labeling of an example is forbidden by its hard constraints (`θ = −∞`).
+    #[error("example {example}: every labeling is forbidden by a hard constraint (θ = -inf)")]
+    Infeasible {
+        /// Example index.
+        example: usize,
+    },
 }
 
 impl LearnError {

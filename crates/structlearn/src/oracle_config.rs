@@ -2,7 +2,7 @@
 //! the command line and configuration files).
 //!
 //! A specification is a JSON object with `"kind"` (`zero`, `constant`,
-//! `linear`, `boosting`, `mlp`) and any hyper-parameters of that class; missing
+//! `linear`, `boosting`, `mlp`, `indexed-linear`, `fixed`) and any hyper-parameters of that class; missing
 //! ones take the class's defaults, unknown ones are an error. On the command
 //! line the same is written `TYPE=KIND[:KEY=VALUE,...]` ([`parse_oracle_arg`]),
 //! nested keys with dots (`lbfgs.max_iterations=50`).
@@ -54,7 +54,11 @@ use serde_json::Value;
 use crate::LearnError;
 
 /// Names of the built-in function classes.
-pub const BUILTIN_KINDS: [&str; 5] = ["zero", "constant", "linear", "boosting", "mlp"];
+pub const BUILTIN_KINDS: [&str; 6] = ["zero", "constant", "linear", "boosting", "mlp", "indexed-linear"];
+
+/// The kind of the fixed class (a table with `−∞` for forbidden
+/// configurations, never learned), which needs its table as a parameter.
+pub const FIXED_KIND: &str = oracles::fixed::KIND;
 
 /// A built-in oracle with default hyper-parameters.
 ///
@@ -90,9 +94,11 @@ pub fn oracle_from_json(spec: &Value) -> Result<Box<dyn Oracle>, LearnError> {
         "linear" => build::<oracles::linear::LinearOracle>(kind, params, false)?,
         "boosting" => build::<oracles::boosting::BoostingOracle>(kind, params, false)?,
         "mlp" => build::<oracles::mlp::MlpOracle>(kind, params, false)?,
+        "indexed-linear" => build::<oracles::indexed::IndexedLinearOracle>(kind, params, false)?,
+        FIXED_KIND => build::<oracles::fixed::FixedOracle>(kind, params, false)?,
         other => {
             return Err(LearnError::Config(format!(
-                "unknown oracle kind `{other}` (built-in: {})",
+                "unknown oracle kind `{other}` (built-in: {}, {FIXED_KIND})",
                 BUILTIN_KINDS.join(", ")
             )));
         }
@@ -221,6 +227,10 @@ pub struct HyperParameter {
 /// with that nested L-BFGS block).
 const MEANINGS: &[(&str, &str, &str)] = &[
     ("linear", "l2", "ridge (λ/2)‖W‖² on the weights, ≥ 0"),
+    ("indexed-linear", "l2", "ridge (λ/2)‖W‖² on every group's weights, ≥ 0"),
+    ("indexed-linear", "groups", "number of groups (the last feature is the group index; 0: from the data)"),
+    ("fixed", "table", "the score t_y of every class (finite; never learned)"),
+    ("fixed", "forbidden", "classes scored −∞: configurations a hard constraint forbids"),
     ("boosting", "rounds", "trees added per fit (the ensemble grows across learning iterations), ≥ 1"),
     ("boosting", "shrinkage", "step length ν of each tree, in (0, 1]"),
     ("boosting", "subsample", "rows drawn per round (all when fewer), ≥ 1"),
@@ -255,6 +265,8 @@ pub fn kind_summary(kind: &str) -> &'static str {
         "linear" => "multiclass logistic regression on the features, fitted by L-BFGS",
         "boosting" => "gradient-boosted regression trees (multiclass logistic loss)",
         "mlp" => "a one-hidden-layer perceptron trained by momentum SGD",
+        "indexed-linear" => "untied linear functions: one per group, the group index being the last feature",
+        "fixed" => "a fixed table, −∞ on forbidden classes (hard constraints), never learned",
         _ => "",
     }
 }
@@ -275,6 +287,8 @@ pub fn hyper_parameters(kind: &str) -> Result<Vec<HyperParameter>, LearnError> {
         "linear" => serde_json::to_value(oracles::linear::LinearOracle::default()),
         "boosting" => serde_json::to_value(oracles::boosting::BoostingOracle::default()),
         "mlp" => serde_json::to_value(oracles::mlp::MlpOracle::default()),
+        "indexed-linear" => serde_json::to_value(oracles::indexed::IndexedLinearOracle::default()),
+        "fixed" => serde_json::to_value(oracles::fixed::FixedOracle::default()),
         other => {
             return Err(LearnError::Config(format!(
                 "unknown oracle kind `{other}` (built-in: {})",
