@@ -301,6 +301,18 @@ impl Dataset {
     }
 
     /// Reads a data set file (JSON for `.json`, binary otherwise; module docs).
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("data.json");
+    /// std::fs::write(&path, r#"{"format": "structlearn-dataset", "version": 1,
+    ///   "factor_types": [{"name": "unary", "dim": 1}],
+    ///   "graphs": [{"cardinalities": [2, 2], "factor_types": ["unary"],
+    ///               "regions": [{"variables": [0], "factor_type": 0}, {"variables": [1], "factor_type": 0}], "edges": []}],
+    ///   "examples": [{"name": "a", "graph": 0, "labels": [0, 1], "features": [{"dim": 1, "values": [0.2, 0.8]}]}]}"#).unwrap();
+    /// let data = structlearn::Dataset::load(&path).unwrap();
+    /// assert_eq!((data.len(), data.num_variables()), (1, 2));
+    /// ```
     pub fn load(path: &Path) -> Result<Self, LearnError> {
         let bytes = std::fs::read(path).map_err(|e| LearnError::io(path, e))?;
         let file: DatasetFile = if is_json(path) {

@@ -274,6 +274,30 @@ impl StructuredModel {
     /// starts, not where it converges: a trainer re-predicting after every
     /// learning iteration can keep each example's messages and spend a small
     /// budget per evaluation, accumulating iterations as the model settles.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock, StructuredModel};
+    /// # let graph = Arc::new(factor_graph::grid(3, 3, 2).unwrap());
+    /// # let ex = Example { name: "a".into(), graph, labels: None,
+    /// #     features: vec![FeatureBlock { dim: 1, values: (0..9).map(|i| i as f64 / 8.0).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 12] }] };
+    /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)], vec![ex]).unwrap();
+    /// # let unary = Box::new(oracles::linear::LinearModel::new(1, 2, vec![-20.0, 20.0]).unwrap()) as Box<dyn oracles::Model>;
+    /// # let pair = Box::new(oracles::linear::LinearModel::new(1, 4, vec![10.0, 0.0, 0.0, 10.0]).unwrap()) as Box<dyn oracles::Model>;
+    /// # let model = StructuredModel::new(data.factor_types.clone(), vec![0.1, 0.1], vec![unary, pair]).unwrap();
+    /// use smoothed_inference::Messages;
+    /// use structlearn::PredictOptions;
+    /// let few = PredictOptions { iterations: 3, tolerance: None };
+    /// let mut messages = Messages::zeros(&data.examples[0].graph);
+    /// // Budgets add up: 3 + 3 + 3 iterations from the same messages …
+    /// for _ in 0..3 {
+    ///     model.predict_example_from(&data, 0, &few, &mut messages).unwrap();
+    /// }
+    /// // … continue where one run of 9 iterations from zero would be.
+    /// let nine = model.predict_example(&data, 0, &PredictOptions { iterations: 9, tolerance: None }).unwrap();
+    /// let again = model.predict_example_from(&data, 0, &PredictOptions { iterations: 0, tolerance: None }, &mut messages).unwrap();
+    /// assert_eq!(again.labels, nine.labels);
+    /// ```
     pub fn predict_example_from(
         &self,
         data: &Dataset,
@@ -422,6 +446,15 @@ impl StructuredModel {
 
     /// A readable JSON export: the header plus each type's parameters where
     /// its class supports [`Model::to_json`].
+    ///
+    /// ```
+    /// # use structlearn::{FactorTypeInfo, StructuredModel};
+    /// # let types = vec![FactorTypeInfo { name: "unary".into(), dim: 1, classes: 2 }, FactorTypeInfo { name: "pairwise".into(), dim: 1, classes: 4 }];
+    /// # let lin = |c: usize| Box::new(oracles::linear::LinearModel::zeros(1, c)) as Box<dyn oracles::Model>;
+    /// # let model = StructuredModel::new(types, vec![0.1, 0.1], vec![lin(2), lin(4)]).unwrap();
+    /// let json = model.to_json();
+    /// println!("{}", serde_json::to_string_pretty(&json).unwrap());
+    /// ```
     pub fn to_json(&self) -> serde_json::Value {
         let header = self.header();
         let types: Vec<serde_json::Value> = header

@@ -426,6 +426,21 @@ impl<'a> Trainer<'a> {
     }
 
     /// Replaces the Hamming discrepancy. Must be called before training starts.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+    /// # let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
+    /// # let ex = Example { name: "x".into(), graph, labels: Some(vec![0, 1]),
+    /// #     features: vec![FeatureBlock { dim: 1, values: vec![0.1, 0.9] }, FeatureBlock { dim: 1, values: vec![1.0] }] };
+    /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)], vec![ex]).unwrap();
+    /// use structlearn::oracle_config::builtin_oracle;
+    /// use structlearn::{NoDiscrepancy, TrainConfig, Trainer};
+    /// let oracles = vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("linear").unwrap())];
+    /// // No loss augmentation: a smoothed CRF-like objective.
+    /// let trainer = Trainer::new(&data, oracles, TrainConfig::default()).unwrap().with_discrepancy(Box::new(NoDiscrepancy)).unwrap();
+    /// # drop(trainer);
+    /// ```
     pub fn with_discrepancy(mut self, discrepancy: Box<dyn Discrepancy>) -> Result<Self, LearnError> {
         self.discrepancy = discrepancy;
         self.initial_states()?;
@@ -439,6 +454,25 @@ impl<'a> Trainer<'a> {
 
     /// A flag that, once set, stops training at the next learning-iteration
     /// boundary (after writing the checkpoint, if configured).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+    /// # let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
+    /// # let ex = |labels: Vec<usize>, x: [f64; 4]| Example { name: "x".into(), graph: graph.clone(), labels: Some(labels),
+    /// #     features: vec![FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 4] }] };
+    /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)],
+    /// #     vec![ex(vec![0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8]), ex(vec![1, 1, 0, 0], [0.9, 0.7, 0.1, 0.3])]).unwrap();
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use structlearn::oracle_config::builtin_oracle;
+    /// use structlearn::{LearnError, TrainConfig, Trainer};
+    /// let oracles = vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("linear").unwrap())];
+    /// let mut trainer = Trainer::new(&data, oracles, TrainConfig::default()).unwrap();
+    /// let stop = Arc::new(AtomicBool::new(false));
+    /// trainer.set_stop_flag(stop.clone()); // e.g. set from a Ctrl-C handler
+    /// stop.store(true, Ordering::SeqCst);
+    /// assert!(matches!(trainer.train(), Err(LearnError::Interrupted { completed: 0 })));
+    /// ```
     pub fn set_stop_flag(&mut self, stop: Arc<AtomicBool>) {
         self.stop = Some(stop);
     }
@@ -533,6 +567,24 @@ impl<'a> Trainer<'a> {
     }
 
     /// The training objective `R = Σ_k [A(λ^k, θ^k) − Σ_α θ^k_α(y^k_α)]` (docs/MATH.md §4).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+    /// # let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
+    /// # let ex = |labels: Vec<usize>, x: [f64; 4]| Example { name: "x".into(), graph: graph.clone(), labels: Some(labels),
+    /// #     features: vec![FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 4] }] };
+    /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)],
+    /// #     vec![ex(vec![0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8]), ex(vec![1, 1, 0, 0], [0.9, 0.7, 0.1, 0.3])]).unwrap();
+    /// use structlearn::oracle_config::builtin_oracle;
+    /// use structlearn::{TrainConfig, Trainer};
+    /// let oracles = vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("linear").unwrap())];
+    /// let mut trainer = Trainer::new(&data, oracles, TrainConfig { learning_iterations: 3, ..TrainConfig::default() }).unwrap();
+    /// let before = trainer.objective().unwrap();
+    /// let outcome = trainer.train().unwrap();
+    /// assert!(outcome.history.last().unwrap().objective < before); // exact oracles: R falls
+    /// assert!(trainer.objective().unwrap() >= 0.0);
+    /// ```
     pub fn objective(&self) -> Result<f64, LearnError> {
         let parts: Vec<f64> = (0..self.train.len())
             .into_par_iter()
