@@ -2,8 +2,13 @@
 //! runs the papers' experiments and writes tables and figures.
 
 mod denoising;
+mod fuzz;
 mod hazan_urtasun;
 mod punyakanok;
+
+/// Counts each fuzz input's memory (inactive outside `cargo xtask fuzz`).
+#[global_allocator]
+static ALLOC: structlearn_fuzz::LimitAlloc = structlearn_fuzz::LimitAlloc;
 
 use std::path::PathBuf;
 
@@ -67,6 +72,12 @@ enum Command {
         #[arg(long, value_name = "N")]
         threads: Option<usize>,
     },
+    /// Fuzzes every file loader with structure-aware mutations of valid files
+    /// (docs/ROBUSTNESS.md); saves failing inputs and a summary.
+    Fuzz(fuzz::FuzzArgs),
+    /// One supervised fuzz worker (run by `fuzz`).
+    #[command(hide = true)]
+    FuzzWorker(fuzz::WorkerArgs),
 }
 
 /// Experiments `reproduce` knows.
@@ -89,6 +100,8 @@ fn main() {
 
 fn run() -> Result<()> {
     match Cli::parse().command {
+        Command::Fuzz(a) => fuzz::fuzz(&a),
+        Command::FuzzWorker(a) => fuzz::worker(&a),
         Command::Reproduce {
             experiment,
             quick,
