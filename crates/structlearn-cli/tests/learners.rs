@@ -11,7 +11,7 @@ fn write_data(dir: &Path) {
     let graph = Arc::new(factor_graph::grid(3, 3, 2).unwrap());
     let layout = factor_graph::GridLayout { height: 3, width: 3 };
     let image = |k: usize| {
-        let labels: Vec<usize> = (0..9).map(|i| usize::from((i + k) % 3 == 0)).collect();
+        let labels: Vec<usize> = (0..9).map(|i| usize::from((i + k).is_multiple_of(3))).collect();
         let unary =
             labels.iter().enumerate().flat_map(|(i, &y)| [y as f64 * 0.6 + (i % 4) as f64 * 0.1, 1.0]).collect();
         let pair = (0..layout.num_pairs()).map(|_| 1.0).collect();
