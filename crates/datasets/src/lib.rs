@@ -3,13 +3,16 @@
 //!
 //! * [`denoising`]: the seeded synthetic binary denoising data of NIPS §8 (docs/MATH.md §6.1);
 //! * [`image`]: per-pixel arrays, label maps and palettes, per-pixel and per-pair
-//!   feature blocks in grid region order, PNG/JPEG reading and atomic PNG writing.
+//!   feature blocks in grid region order, PNG/JPEG reading and atomic PNG writing;
+//! * [`scene`]: a seeded synthetic data set of Stanford Background's shape
+//!   (any image count, size, label count and feature dimensions) for scale benchmarks.
 //!
 //! Errors are [`DatasetError`] values; no function panics on bad input.
 
 pub mod denoising;
 mod error;
 pub mod image;
+pub mod scene;
 
 pub use crate::denoising::{DenoisingConfig, DenoisingData, DenoisingImage};
 pub use crate::error::DatasetError;
