@@ -1,8 +1,10 @@
 //! `cargo xtask bench-scale`: one cell of Algorithm 1 on the Stanford-shaped
 //! synthetic data ([`datasets::scene`]), printing per learning iteration the
 //! seconds spent in message passing, in each oracle fit and in everything
-//! else (objective, θ refresh, bookkeeping), and the process's peak resident
-//! memory. Figures and how they were taken: docs/BENCHMARKS.md.
+//! else (objective, θ refresh, bookkeeping), the process's CPU seconds (on a
+//! shared machine wall-clock time mostly measures the other processes; CPU
+//! seconds / threads is what the iteration takes on idle cores), and the peak
+//! resident memory. Figures and how they were taken: docs/BENCHMARKS.md.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -37,6 +39,7 @@ struct IterationTimes {
     steps: f64,
     objective: f64,
     violation: f64,
+    cpu_start: f64,
 }
 
 /// Runs the benchmark and prints one line per learning iteration.
@@ -89,7 +92,10 @@ pub fn run(opts: &Options) -> Result<()> {
         let mut guard = shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (start, times) = &mut *guard;
         match event {
-            TrainEvent::Started { .. } => *start = Instant::now(),
+            TrainEvent::Started { .. } => {
+                *start = Instant::now();
+                times.cpu_start = cpu_seconds();
+            }
             TrainEvent::Step(r) => {
                 times.steps += r.step_seconds;
                 times.objective = r.objective;
@@ -103,18 +109,20 @@ pub fn run(opts: &Options) -> Result<()> {
             TrainEvent::IterationFinished { iteration, .. } => {
                 let total = start.elapsed().as_secs_f64();
                 let fits: Vec<String> = times.fits.iter().map(|(t, s)| format!("fit {t} {s:.2} s")).collect();
+                let cpu = cpu_seconds();
                 println!(
                     "iteration {iteration}: total {total:.2} s = message passing {:.2} s + {} + rest {:.2} s; \
-                     objective {:.6e}, max violation {:.2e}, peak RSS {}",
+                     CPU {:.1} s; objective {:.6e}, max violation {:.2e}, peak RSS {}",
                     times.message_passing,
                     fits.join(" + "),
                     total - times.steps,
+                    cpu - times.cpu_start,
                     times.objective,
                     times.violation,
                     peak_rss(),
                 );
                 *start = Instant::now();
-                *times = IterationTimes::default();
+                *times = IterationTimes { cpu_start: cpu, ..IterationTimes::default() };
             }
             _ => {}
         }
@@ -122,6 +130,17 @@ pub fn run(opts: &Options) -> Result<()> {
     })));
     trainer.train()?;
     Ok(())
+}
+
+/// User + system CPU seconds of this process (Linux `/proc/self/stat`, 10 ms
+/// ticks), NaN elsewhere.
+fn cpu_seconds() -> f64 {
+    let ticks = || -> Option<u64> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        let fields: Vec<&str> = stat.rsplit(')').next()?.split_whitespace().collect();
+        Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+    };
+    ticks().map_or(f64::NAN, |t| t as f64 / 100.0)
 }
 
 /// The process's peak resident set size (`VmHWM` of `/proc/self/status`), or
