@@ -16,14 +16,14 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use datasets::denoising::{DenoisingConfig, DenoisingData, generate};
 use datasets::{LabelPalette, Raster};
-use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use indicatif::MultiProgress;
 use oracles::{Features, ModelRegistry, Oracle};
 use structlearn::files::write_atomic;
 use structlearn::oracle_config::oracle_from_json;
 use structlearn::{Evaluate, LearnError, PredictOptions, StructuredModel, TrainConfig, Trainer};
-use structlearn_cli::ProgressObserver;
+use structlearn_cli::{ProgressMode, ProgressObserver, Verbosity, human_duration};
 
-use crate::plots::{self, CurveData, PlotImage};
+use structlearn_cli::plots::{self, CurveData, PlotImage};
 
 /// The function classes, in the paper's order (rows and columns of Table 1).
 pub const CLASSES: [&str; 5] = ["zero", "constant", "linear", "boosting", "mlp"];
@@ -39,6 +39,15 @@ pub const PAPER: [[f64; 5]; 5] = [
     [0.444, 0.034, 0.015, 0.009, 0.007],
     [0.445, 0.032, 0.015, 0.009, 0.008],
 ];
+
+/// The paper's test error of a cell (NaN for an unknown class name).
+fn paper_error(unary: &str, pairwise: &str) -> f64 {
+    let index = |c: &str| CLASSES.iter().position(|k| *k == c);
+    match (index(unary), index(pairwise)) {
+        (Some(u), Some(p)) => PAPER[u][p],
+        _ => f64::NAN,
+    }
+}
 
 /// How big a run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +82,8 @@ pub struct Options {
     pub save_data: bool,
     /// Prediction's message-passing iterations, overriding the preset.
     pub predict_iterations: Option<usize>,
+    /// Progress on standard error (`--quiet`, `--verbose`).
+    pub verbosity: Verbosity,
 }
 
 /// The settings behind a [`Scale`].
@@ -182,32 +193,36 @@ pub fn reproduce(opts: &Options) -> Result<()> {
     if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)) {
         eprintln!("warning: Ctrl-C will not stop cleanly: {e}");
     }
-    eprintln!(
-        "denoising ({}): {} train + {} test images of {}×{}, {} learning iterations, {} cells × {} seeds → {}",
-        p.name,
-        p.train,
-        p.test,
-        p.height,
-        p.width,
-        p.learning_iterations,
-        cells.len(),
-        seeds.len(),
-        out.display()
-    );
+    let mode = opts.verbosity.mode();
+    if opts.verbosity.normal() {
+        eprintln!(
+            "denoising ({}): {} train + {} test images of {}×{}, {} learning iterations, {} cells × {} seeds → {}",
+            p.name,
+            p.train,
+            p.test,
+            p.height,
+            p.width,
+            p.learning_iterations,
+            cells.len(),
+            seeds.len(),
+            out.display()
+        );
+    }
     // The commit is taken before training: later commits made while a long
     // run is going on must not be credited with its results.
     let commit = current_commit();
     // Written again at the end; until then it marks the folder as unfinished
     // and lets `--resume` check that it continues with the same preset.
-    write_run_info(&out, &p, opts, commit.as_deref(), 0.0, true)?;
+    // A resumed run adds its time to the earlier sessions' (a finished folder
+    // resumed with nothing left to do keeps its time).
+    let seconds_before = if opts.resume { previous_seconds(&out) } else { 0.0 };
+    write_run_info(&out, &p, opts, commit.as_deref(), seconds_before, true)?;
     let wall = Instant::now();
     let multi = MultiProgress::new();
-    let overall = multi.add(ProgressBar::new((seeds.len() * cells.len()) as u64));
-    overall.set_style(
-        ProgressStyle::with_template("cells [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let total_cells = seeds.len() * cells.len();
+    let overall = multi.add(mode.bar(total_cells as u64, "cells [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}"));
     overall.set_position(done.len() as u64);
+    let done_before = done.len();
     let mut data_by_seed: BTreeMap<u64, DenoisingData> = BTreeMap::new();
     let mut interrupted = false;
     for (seed, u, pw) in &todo {
@@ -225,9 +240,26 @@ pub fn reproduce(opts: &Options) -> Result<()> {
         }
         let data = &data_by_seed[seed];
         overall.set_message(format!("seed {seed} {u}/{pw}"));
-        let bar = multi.add(ProgressBar::new(0));
-        match run_cell(&p, data, *seed, u, pw, &stop, bar.clone(), &out) {
+        let bar = multi.add(mode.bar(0, "{prefix:>20} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}"));
+        let label = format!("cell {}/{total_cells} {u}/{pw} seed {seed}", done.len() + 1);
+        let progress = ProgressObserver::with_bar(bar.clone(), &label, opts.verbosity);
+        match run_cell(&p, data, *seed, u, pw, &stop, progress, &out) {
             Ok(result) => {
+                if mode != ProgressMode::Off {
+                    let finished_here = done.len() + 1 - done_before;
+                    let elapsed = wall.elapsed().as_secs_f64();
+                    let eta = elapsed / finished_here as f64 * (total_cells - done.len() - 1) as f64;
+                    let line = format!(
+                        "{label}: done in {}: train error {:.4}, test error {:.4} (paper {:.3}); {} elapsed, ETA {}",
+                        human_duration(result.seconds),
+                        result.train_error,
+                        result.test_error,
+                        paper_error(u, pw),
+                        human_duration(elapsed),
+                        human_duration(eta)
+                    );
+                    if mode == ProgressMode::Bar { multi.suspend(|| eprintln!("{line}")) } else { eprintln!("{line}") }
+                }
                 done.push(result);
                 write_outputs(&out, &done, &seeds, &cells, &shares(&data_by_seed))?;
             }
@@ -242,7 +274,7 @@ pub fn reproduce(opts: &Options) -> Result<()> {
         overall.inc(1);
     }
     overall.finish_and_clear();
-    let seconds = wall.elapsed().as_secs_f64();
+    let seconds = seconds_before + wall.elapsed().as_secs_f64();
     let first = seeds[0];
     if !data_by_seed.contains_key(&first) && !interrupted {
         data_by_seed.insert(first, make_data(&p, first)?);
@@ -302,7 +334,7 @@ fn run_cell(
     unary: &str,
     pairwise: &str,
     stop: &Arc<AtomicBool>,
-    bar: ProgressBar,
+    progress: ProgressObserver,
     out: &Path,
 ) -> Result<CellResult> {
     let start = Instant::now();
@@ -319,12 +351,7 @@ fn run_cell(
         ..TrainConfig::default()
     };
     let mut trainer = Trainer::new(&data.train, oracles, config)?.with_validation(&data.test);
-    bar.set_style(
-        ProgressStyle::with_template("{prefix:>20} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar.set_prefix(format!("{unary}/{pairwise}"));
-    trainer.add_observer(Box::new(ProgressObserver::with_bar(bar)));
+    trainer.add_observer(Box::new(progress));
     trainer.set_stop_flag(stop.clone());
     let outcome = trainer.train()?;
     let seconds = start.elapsed().as_secs_f64();
@@ -583,6 +610,29 @@ fn check_same_preset(out: &Path, p: &Preset) -> Result<()> {
     Ok(())
 }
 
+/// Wall-clock seconds recorded in the folder's `run.json` (0 if none).
+fn previous_seconds(out: &Path) -> f64 {
+    std::fs::read_to_string(out.join("run.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v.get("wall_clock_seconds")?.as_f64())
+        .unwrap_or(0.0)
+}
+
+/// The command as a user types it (`cargo xtask reproduce --quick`), not the
+/// machine-specific path of the xtask binary; arguments with spaces or shell
+/// characters are single-quoted.
+fn typed_command(args: impl IntoIterator<Item = String>) -> String {
+    let quote = |a: String| {
+        if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
+            a
+        } else {
+            format!("'{}'", a.replace('\'', r"'\''"))
+        }
+    };
+    std::iter::once("cargo xtask".to_string()).chain(args.into_iter().skip(1).map(quote)).collect::<Vec<_>>().join(" ")
+}
+
 /// The short commit hash of `HEAD`, with `-dirty` if tracked files differ from it.
 fn current_commit() -> Option<String> {
     let run = |args: &[&str]| std::process::Command::new("git").args(args).output().ok().filter(|o| o.status.success());
@@ -600,7 +650,7 @@ fn write_run_info(
     interrupted: bool,
 ) -> Result<()> {
     let info = serde_json::json!({
-        "command": std::env::args().collect::<Vec<_>>().join(" "),
+        "command": typed_command(std::env::args()),
         "commit": commit,
         "preset": p,
         "seeds": opts.seeds,
@@ -631,6 +681,7 @@ mod tests {
             resume: true,
             save_data: false,
             predict_iterations: None,
+            verbosity: structlearn_cli::Verbosity::Quiet,
         }
     }
 
@@ -652,6 +703,21 @@ mod tests {
         assert_eq!(info["commit"], "abc");
         std::fs::write(dir.path().join("run.json"), "not json").unwrap();
         assert!(check_same_preset(dir.path(), &quick).is_err());
+    }
+
+    #[test]
+    fn run_json_records_the_typed_command() {
+        let args = ["/x/target/debug/xtask", "reproduce", "--quick", "--out", "my dir"].map(String::from);
+        assert_eq!(typed_command(args), "cargo xtask reproduce --quick --out 'my dir'");
+    }
+
+    #[test]
+    fn resuming_a_finished_folder_keeps_its_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let quick = preset(Scale::Quick);
+        write_run_info(dir.path(), &quick, &opts(), Some("abc"), 42.5, false).unwrap();
+        assert_eq!(previous_seconds(dir.path()), 42.5);
+        assert_eq!(previous_seconds(&dir.path().join("missing")), 0.0);
     }
 
     #[test]

@@ -4,7 +4,6 @@
 
 mod bench_scale;
 mod denoising;
-mod plots;
 
 use std::path::PathBuf;
 
@@ -56,6 +55,12 @@ enum Command {
         /// Message-passing iterations of prediction (overrides the preset).
         #[arg(long)]
         predict_iterations: Option<usize>,
+        /// Print nothing but the table and errors (no progress).
+        #[arg(long, short, conflicts_with = "verbose")]
+        quiet: bool,
+        /// Also print one line per step of every learning iteration.
+        #[arg(long, short)]
+        verbose: bool,
     },
     /// Times learning iterations of one cell on Stanford-shaped synthetic data
     /// (message passing, each oracle fit, the rest, peak RSS).
@@ -160,6 +165,8 @@ fn run() -> Result<()> {
             resume,
             save_data,
             predict_iterations,
+            quiet,
+            verbose,
         } => {
             let scale = if quick {
                 denoising::Scale::Quick
@@ -179,6 +186,7 @@ fn run() -> Result<()> {
                     resume,
                     save_data,
                     predict_iterations,
+                    verbosity: structlearn_cli::Verbosity::from_flags(quiet, verbose),
                 }),
             }
         }

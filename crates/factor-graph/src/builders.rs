@@ -64,6 +64,33 @@ impl GridLayout {
     pub fn pair_region(&self, p: usize) -> usize {
         self.num_pixels() + p
     }
+
+    /// The layout of a graph laid out exactly as [`grid`] builds one (pixel
+    /// singletons in raster order, then horizontal, then vertical pairs), or
+    /// `None`. A single row is reported as `1 × N`. Lets tools draw a labelling
+    /// of grid-shaped examples as an image.
+    ///
+    /// ```
+    /// use factor_graph::{GridLayout, grid};
+    /// let g = grid(3, 4, 2).unwrap();
+    /// assert_eq!(GridLayout::of(&g), Some(GridLayout { height: 3, width: 4 }));
+    /// let chain = factor_graph::factors_with_singletons(
+    ///     vec![2; 3],
+    ///     &[factor_graph::Scope { variables: vec![0, 2], factor_type: "pair".into() }],
+    /// ).unwrap();
+    /// assert_eq!(GridLayout::of(&chain), None);
+    /// ```
+    pub fn of(graph: &RegionGraph) -> Option<GridLayout> {
+        let n = graph.num_variables();
+        (1..=n).filter(|h| n.is_multiple_of(*h)).map(|height| GridLayout { height, width: n / height }).find(|layout| {
+            graph.num_regions() == n + layout.num_pairs()
+                && (0..n).all(|i| graph.region_variables(i) == [i])
+                && (0..layout.num_pairs()).all(|p| {
+                    let (i, j) = layout.pair_pixels(p);
+                    graph.region_variables(layout.pair_region(p)) == [i, j]
+                })
+        })
+    }
 }
 
 /// A 4-connected `height × width` grid with `labels` labels per pixel and two

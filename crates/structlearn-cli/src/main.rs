@@ -1,6 +1,8 @@
 //! The `structlearn` command line: inference on UAI models, and training,
 //! prediction and evaluation on data set files (see `structlearn --help`).
 
+mod report;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,23 +13,41 @@ use factor_graph::UaiModel;
 use oracles::ModelRegistry;
 use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace};
 use structlearn::files::write_atomic;
-use structlearn::oracle_config::oracle_from_json;
+use structlearn::oracle_config::{oracle_from_json, oracle_help, parse_oracle_arg};
 use structlearn::{
-    CheckpointConfig, CsvCurveWriter, Dataset, LearnError, PredictOptions, StructuredModel, TrainConfig, Trainer,
+    CheckpointConfig, ConfusionMatrix, CsvCurveWriter, Dataset, EarlyStopping, LearnError, PredictOptions,
+    StructuredModel, TrainConfig, Trainer,
 };
-use structlearn_cli::ProgressObserver;
+use structlearn_cli::{ProgressObserver, Verbosity};
 
 #[derive(Parser)]
 #[command(name = "structlearn", version, about = "Structured learning with any function class (Domke 2013)")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Print only results and errors: no progress, no notes.
+    #[arg(long, short, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Also print a line per step of every learning iteration (oracle loss,
+    /// message-passing violation).
+    #[arg(long, short, global = true)]
+    verbose: bool,
+    /// Worker threads for parallel work over examples (default: one per
+    /// core). Training is bitwise reproducible for a given seed and thread count.
+    #[arg(long, global = true, value_name = "N")]
+    threads: Option<usize>,
 }
 
 #[derive(Subcommand)]
 enum Command {
     /// Entropy-smoothed LP inference on a UAI MARKOV model: writes the dual
-    /// value, the largest marginalisation violation and all beliefs as JSON.
+    /// value, the largest marginalisation violation, the decoded labelling and
+    /// all beliefs as JSON.
+    ///
+    /// The beliefs are the ε-smoothed LP-relaxation beliefs (pseudo-marginals
+    /// of the optimum of the smoothed dual, docs/MATH.md §3), not the model's
+    /// exact marginals; they approach an LP-relaxed MAP solution as ε → 0.
+    /// "labels" is the decoding of the beliefs: each variable's most believed label.
     Infer {
         /// The UAI model file.
         model: PathBuf,
@@ -50,8 +70,11 @@ enum Command {
         output: Option<PathBuf>,
     },
     /// Trains a model with Algorithm 1 on a data set file.
+    #[command(after_long_help = oracle_help())]
     Train(TrainArgs),
-    /// Predicts labels and writes them (and optionally beliefs) as JSON.
+    /// Predicts labels and writes them (and optionally beliefs) as JSON, and
+    /// label maps of grid-shaped examples as PNG (--png-dir). Prints what it
+    /// did, and the error if the data set has labels.
     Predict {
         /// Model file.
         #[arg(long)]
@@ -71,8 +94,22 @@ enum Command {
         /// Also write the singleton beliefs.
         #[arg(long)]
         beliefs: bool,
+        /// Also write one PNG label map per grid-shaped example into this folder.
+        #[arg(long, value_name = "DIR")]
+        png_dir: Option<PathBuf>,
     },
-    /// Prints the error rate (fraction of misclassified variables) of a model on a labelled data set.
+    /// Evaluates a model on a labelled data set: error rate (fraction of
+    /// misclassified variables), per-class accuracy, confusion matrix and mean
+    /// IoU, as text and (--json) JSON.
+    ///
+    /// Prediction starts message passing from zero messages and runs up to
+    /// --iterations. The errors reported during training (and in `cargo xtask
+    /// reproduce`'s tables) use warm-started evaluation: each evaluation
+    /// continues from the previous one's messages, so small budgets add up over
+    /// learning iterations. On strongly coupled models the same budget from
+    /// zero may stop before message passing has settled, giving a different
+    /// number; eval reports how many examples reached the tolerance — raise
+    /// --iterations until all do to get the converged error.
     Eval {
         /// Model file.
         #[arg(long)]
@@ -86,6 +123,9 @@ enum Command {
         /// Stop once the largest violation is below this.
         #[arg(long, default_value_t = 1e-4)]
         tolerance: f64,
+        /// Also write the metrics as JSON to this file.
+        #[arg(long, value_name = "FILE")]
+        json: Option<PathBuf>,
     },
 }
 
@@ -97,16 +137,26 @@ fn main() {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    let verbosity = Verbosity::from_flags(cli.quiet, cli.verbose);
+    if let Some(n) = cli.threads {
+        if n == 0 {
+            bail!("--threads must be at least 1");
+        }
+        rayon::ThreadPoolBuilder::new().num_threads(n).build_global().context("--threads: starting the thread pool")?;
+    }
     match cli.command {
         Command::Infer { model, eps, iterations, tolerance, polish, output } => {
             infer(&model, eps, iterations, tolerance, polish, output.as_deref())
         }
-        Command::Train(args) => train(args),
-        Command::Predict { model, data, output, iterations, tolerance, beliefs } => {
-            let model = StructuredModel::load(&model, &ModelRegistry::with_builtin())?;
-            let data = Dataset::load(&data)?;
+        Command::Train(args) => train(args, verbosity),
+        Command::Predict { model, data, output, iterations, tolerance, beliefs, png_dir } => {
+            let model_path = model;
+            let model = StructuredModel::load(&model_path, &ModelRegistry::with_builtin())?;
+            let data_path = data;
+            let data = Dataset::load(&data_path)?;
             let opts = PredictOptions { iterations, tolerance: Some(tolerance) };
-            let predictions = model.predict(&data, &opts)?;
+            let start = std::time::Instant::now();
+            let predictions = report::predict_all(&model, &data, &opts, "predict", verbosity)?;
             let out: Vec<serde_json::Value> = predictions
                 .iter()
                 .zip(&data.examples)
@@ -121,13 +171,73 @@ fn run(cli: Cli) -> Result<()> {
                     v
                 })
                 .collect();
-            write_json(&output, &serde_json::json!({ "predictions": out }))
+            write_json(&output, &serde_json::json!({ "predictions": out }))?;
+            let pngs = png_dir.as_deref().map(|d| report::write_label_pngs(d, &data, &predictions)).transpose()?;
+            if verbosity.normal() {
+                let (converged, worst) = report::convergence(&predictions);
+                eprintln!(
+                    "predicted {} examples ({} variables) of {} with {} in {}; {converged} reached the tolerance (largest violation {worst:.2e})",
+                    data.len(),
+                    data.num_variables(),
+                    data_path.display(),
+                    model_path.display(),
+                    structlearn_cli::human_duration(start.elapsed().as_secs_f64())
+                );
+                if (0..data.len()).all(|k| data.labels(k).is_ok()) {
+                    let m = ConfusionMatrix::from_predictions(&data, &predictions)?;
+                    eprintln!(
+                        "labels present: error {:.6}, mean IoU {}",
+                        m.error_rate(),
+                        m.mean_iou().map_or("-".into(), |v| format!("{v:.4}"))
+                    );
+                }
+                eprintln!("wrote {}", output.display());
+                if let (Some(dir), Some((files, skipped))) = (&png_dir, &pngs) {
+                    eprintln!(
+                        "wrote {} label-map PNGs into {}{}",
+                        files.len(),
+                        dir.display(),
+                        if *skipped > 0 {
+                            format!(" ({skipped} examples are not grid-shaped: no PNG)")
+                        } else {
+                            String::new()
+                        }
+                    );
+                }
+            }
+            Ok(())
         }
-        Command::Eval { model, data, iterations, tolerance } => {
+        Command::Eval { model, data, iterations, tolerance, json } => {
             let model = StructuredModel::load(&model, &ModelRegistry::with_builtin())?;
             let data = Dataset::load(&data)?;
-            let error = model.error_rate(&data, &PredictOptions { iterations, tolerance: Some(tolerance) })?;
-            println!("error {error:.6} on {} variables of {} examples", data.num_variables(), data.len());
+            for k in 0..data.len() {
+                data.labels(k)?;
+            }
+            let opts = PredictOptions { iterations, tolerance: Some(tolerance) };
+            let predictions = report::predict_all(&model, &data, &opts, "eval", verbosity)?;
+            let metrics = ConfusionMatrix::from_predictions(&data, &predictions)?.report();
+            let (converged, worst) = report::convergence(&predictions);
+            print!("{}", report::metrics_text(&metrics));
+            println!(
+                "{} examples; message passing from zero messages, up to {iterations} iterations: {converged} of {} reached the tolerance {tolerance:e} (largest violation {worst:.2e})",
+                data.len(),
+                data.len()
+            );
+            if verbosity.normal() && converged < data.len() {
+                eprintln!(
+                    "note: not every example converged, so this error can differ from the one reported during training \
+                     (which continues each evaluation from the previous one's messages); raise --iterations until all examples reach the tolerance"
+                );
+            }
+            if let Some(path) = json {
+                let mut value = serde_json::to_value(&metrics)?;
+                value["examples"] = data.len().into();
+                value["converged_examples"] = converged.into();
+                value["max_violation"] = worst.into();
+                value["predict"] =
+                    serde_json::json!({ "iterations": iterations, "tolerance": tolerance, "start": "zero messages" });
+                write_json(&path, &value)?;
+            }
             Ok(())
         }
     }
@@ -187,10 +297,13 @@ fn infer(
             None => vec![1.0],
         })
         .collect();
+    let labels = smoothed_inference::decode(g, &beliefs)?;
     let value = serde_json::json!({
         "dual_value": report.dual_value + m.constant,
         "max_violation": report.max_violation,
         "iterations": report.iterations,
+        "beliefs_are": format!("ε-smoothed LP-relaxation beliefs at ε = {eps} (pseudo-marginals), not exact marginals"),
+        "labels": labels,
         "variables": singleton_beliefs(g, &beliefs),
         "factors": factors,
     });
@@ -258,9 +371,10 @@ struct TrainArgs {
     /// Where to write the model file.
     #[arg(long)]
     model: PathBuf,
-    /// Oracle per factor type, as TYPE=KIND (zero, constant, linear, boosting, mlp);
-    /// repeatable. Overrides the configuration file.
-    #[arg(long = "oracle", value_name = "TYPE=KIND")]
+    /// Oracle per factor type, as TYPE=KIND[:KEY=VALUE,...] (kinds: zero,
+    /// constant, linear, boosting, mlp; hyper-parameters and defaults: see
+    /// --help); repeatable. Overrides the configuration file.
+    #[arg(long = "oracle", value_name = "TYPE=KIND[:KEY=VALUE,...]")]
     oracles: Vec<String>,
     /// JSON configuration: {"train": {TrainConfig fields}, "oracles": {"TYPE": {"kind": ..., params}}}.
     #[arg(long)]
@@ -280,6 +394,17 @@ struct TrainArgs {
     /// Write the learning curve (one row per step) to this CSV file.
     #[arg(long)]
     curve: Option<PathBuf>,
+    /// Draw the learning curve (objective; train and validation error) as a PNG.
+    #[arg(long, value_name = "FILE")]
+    curve_png: Option<PathBuf>,
+    /// Early stopping: stop once the validation error has not improved for
+    /// this many learning iterations, and save the best iteration's model
+    /// (needs --validation).
+    #[arg(long, value_name = "N", requires = "validation")]
+    patience: Option<usize>,
+    /// With --patience: least decrease of the validation error that counts as an improvement.
+    #[arg(long, default_value_t = 0.0, requires = "patience")]
+    min_delta: f64,
     /// Checkpoint file, written after every learning iteration.
     #[arg(long)]
     checkpoint: Option<PathBuf>,
@@ -288,7 +413,7 @@ struct TrainArgs {
     resume: bool,
 }
 
-fn train(a: TrainArgs) -> Result<()> {
+fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
     let data = Dataset::load(&a.data)?;
     let validation = a.validation.as_deref().map(Dataset::load).transpose()?;
     let (mut config, mut oracle_specs) = match &a.config {
@@ -314,9 +439,12 @@ fn train(a: TrainArgs) -> Result<()> {
         None => (TrainConfig::default(), Vec::new()),
     };
     for o in &a.oracles {
-        let (t, kind) = o.split_once('=').with_context(|| format!("--oracle `{o}` is not TYPE=KIND"))?;
-        oracle_specs.retain(|(name, _)| name != t);
-        oracle_specs.push((t.to_string(), serde_json::json!({ "kind": kind })));
+        let (t, spec) = parse_oracle_arg(o)?;
+        oracle_specs.retain(|(name, _)| *name != t);
+        oracle_specs.push((t, spec));
+    }
+    if let Some(patience) = a.patience {
+        config.early_stopping = Some(EarlyStopping { patience, min_delta: a.min_delta });
     }
     if let Some(i) = a.iterations {
         config.learning_iterations = i;
@@ -342,9 +470,11 @@ fn train(a: TrainArgs) -> Result<()> {
         && let Some(c) = a.checkpoint.as_deref().filter(|c| c.exists())
     {
         trainer.resume_from(c, &ModelRegistry::with_builtin())?;
-        eprintln!("resumed after learning iteration {}", trainer.completed_iterations());
+        if verbosity.normal() {
+            eprintln!("resumed after learning iteration {}", trainer.completed_iterations());
+        }
     }
-    trainer.add_observer(Box::new(ProgressObserver::new("train")));
+    trainer.add_observer(Box::new(ProgressObserver::new("train", verbosity)));
     if let Some(c) = &a.curve {
         trainer.add_observer(Box::new(CsvCurveWriter::create(c)?));
     }
@@ -357,13 +487,23 @@ fn train(a: TrainArgs) -> Result<()> {
     trainer.set_stop_flag(stop);
     let outcome = trainer.train()?;
     outcome.model.save(&a.model)?;
-    if let Some(last) = outcome.history.last() {
-        eprintln!(
-            "objective R = {:.6e}; train error {}; validation error {}",
-            last.objective,
-            last.train_error.map_or("-".into(), |e| format!("{e:.4}")),
-            last.validation_error.map_or("-".into(), |e| format!("{e:.4}"))
-        );
+    if let Some(path) = &a.curve_png {
+        report::write_curve_png(path, &format!("structlearn train: {}", a.data.display()), &outcome.history)?;
+    }
+    if verbosity.normal() {
+        if let Some(last) = outcome.history.last() {
+            eprintln!(
+                "objective R = {:.6e}; train error {}; validation error {}",
+                last.objective,
+                last.train_error.map_or("-".into(), |e| format!("{e:.4}")),
+                last.validation_error.map_or("-".into(), |e| format!("{e:.4}"))
+            );
+        }
+        if let Some(best) = outcome.best_iteration {
+            let stopped = if outcome.stopped_early { "stopped early; " } else { "" };
+            eprintln!("early stopping: {stopped}the model is the one of iteration {best} (best validation error)");
+        }
+        eprintln!("wrote {}", a.model.display());
     }
     Ok(())
 }

@@ -7,11 +7,14 @@
 //!   checkpoints.
 //! * [`model`]: the learned [`StructuredModel`], prediction and model files.
 //! * [`discrepancy`]: the loss-augmentation `Δ` (Hamming by default).
+//! * [`metrics`]: error rate, per-class accuracy, confusion matrix, mean IoU.
 
 pub mod data;
 pub mod discrepancy;
+pub mod early_stopping;
 mod error;
 pub mod files;
+pub mod metrics;
 pub mod model;
 pub mod observer;
 pub mod oracle_config;
@@ -19,7 +22,9 @@ pub mod train;
 
 pub use data::{Dataset, DatasetFile, Example, ExampleRecord, FactorTypeInfo, FeatureBlock};
 pub use discrepancy::{Discrepancy, Hamming, NoDiscrepancy};
+pub use early_stopping::EarlyStopping;
 pub use error::LearnError;
+pub use metrics::{ConfusionMatrix, MetricsReport};
 pub use model::{ModelHeader, ModelTypeHeader, PredictOptions, Prediction, StructuredModel};
 pub use observer::{Callback, CsvCurveWriter, JsonLinesWriter, Observer, Record, TrainEvent};
 pub use train::{

@@ -32,6 +32,7 @@ pub const MODEL_FORMAT_VERSION: u32 = 1;
 /// How prediction runs message passing (docs/MATH.md §4: messages from 0, message
 /// passing to convergence or a fixed budget, decode).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PredictOptions {
     /// Largest number of message-passing iterations.
     pub iterations: usize,

@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace, message_offsets};
 
 use crate::discrepancy::{Discrepancy, Hamming};
+use crate::early_stopping::{BestValidation, EarlyStopping, Verdict};
 use crate::files::{unwrap_binary, wrap_binary, write_atomic};
 use crate::model::{graph_epsilon, oracle_err, zero_messages};
 use crate::observer::{Observer, Record, TrainEvent};
@@ -72,6 +73,7 @@ pub enum Evaluate {
 
 /// Where and how often to checkpoint.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CheckpointConfig {
     /// The checkpoint file (written atomically).
     pub path: PathBuf,
@@ -89,7 +91,7 @@ pub const DEFAULT_MESSAGE_PASSING_TOLERANCE: f64 = 1e-6;
 /// iteration fits each factor type in order followed by 25 message-passing
 /// iterations, evaluation after every learning iteration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct TrainConfig {
     /// Entropy weight `ε` of every factor type without an override.
     pub epsilon: f64,
@@ -128,6 +130,9 @@ pub struct TrainConfig {
     pub warm_start_evaluation: bool,
     /// Optional checkpointing.
     pub checkpoint: Option<CheckpointConfig>,
+    /// Stop when the validation error stops improving, returning the best
+    /// iteration's model ([`crate::early_stopping`]); needs a validation set.
+    pub early_stopping: Option<EarlyStopping>,
 }
 
 impl Default for TrainConfig {
@@ -145,6 +150,7 @@ impl Default for TrainConfig {
             evaluate_train: true,
             warm_start_evaluation: true,
             checkpoint: None,
+            early_stopping: None,
         }
     }
 }
@@ -208,8 +214,13 @@ struct ExampleState {
 /// What [`Trainer::train`] returns.
 #[derive(Debug)]
 pub struct TrainOutcome {
-    /// The learned model.
+    /// The learned model: the last iteration's or, with early stopping, the
+    /// best validation iteration's.
     pub model: StructuredModel,
+    /// With early stopping: the iteration of the best validation error.
+    pub best_iteration: Option<usize>,
+    /// Whether early stopping ended training before the last iteration.
+    pub stopped_early: bool,
     /// Every step's record (including those before a resume).
     pub history: Vec<Record>,
 }
@@ -236,6 +247,8 @@ pub struct Trainer<'a> {
     train_eval_messages: Vec<Messages>,
     /// Evaluation messages per validation example.
     validation_eval_messages: Vec<Messages>,
+    /// With early stopping: the model of the best validation iteration.
+    best_model: Option<StructuredModel>,
 }
 
 impl<'a> Trainer<'a> {
@@ -287,6 +300,14 @@ impl<'a> Trainer<'a> {
         {
             return Err(LearnError::Config(format!("message_passing_tolerance is {tol}; it must be > 0")));
         }
+        if let Some(e) = &config.early_stopping
+            && (e.patience == 0 || !(e.min_delta >= 0.0 && e.min_delta.is_finite()))
+        {
+            return Err(LearnError::Config(format!(
+                "early_stopping needs patience ≥ 1 and a finite min_delta ≥ 0 (got {} and {})",
+                e.patience, e.min_delta
+            )));
+        }
         let steps = config.steps(train);
         if steps.is_empty() {
             return Err(LearnError::Config("the schedule has no steps".into()));
@@ -322,6 +343,7 @@ impl<'a> Trainer<'a> {
             elapsed_before: 0.0,
             train_eval_messages: zero_messages(train),
             validation_eval_messages: Vec::new(),
+            best_model: None,
         };
         trainer.initial_states()?;
         Ok(trainer)
@@ -561,6 +583,15 @@ impl<'a> Trainer<'a> {
     /// resumed checkpoint). Returns [`LearnError::Interrupted`] if the stop flag
     /// was set (after checkpointing, if configured).
     pub fn train(&mut self) -> Result<TrainOutcome, LearnError> {
+        if self.config.early_stopping.is_some()
+            && (self.validation.is_none() || self.config.evaluate == Evaluate::Never)
+        {
+            return Err(LearnError::Config(
+                "early stopping needs a validation set and evaluation (evaluate is not `never`)".into(),
+            ));
+        }
+        let mut best = self.config.early_stopping.map(|rule| BestValidation::from_history(rule, &self.history));
+        let mut stopped_early = false;
         if let Some(v) = self.validation {
             let model = self.model()?;
             model.check_dataset(v)?;
@@ -638,6 +669,11 @@ impl<'a> Trainer<'a> {
             self.completed = iteration;
             let model = self.model()?;
             self.emit(&TrainEvent::IterationFinished { iteration, model: &model })?;
+            let verdict =
+                best.as_mut().map(|b| b.update(iteration, self.history.last().and_then(|r| r.validation_error)));
+            if verdict == Some(Verdict::Improved) {
+                self.best_model = Some(model);
+            }
             if let Some(c) = self.config.checkpoint.clone()
                 && (iteration.is_multiple_of(c.every) || iteration == total)
             {
@@ -646,9 +682,22 @@ impl<'a> Trainer<'a> {
                 self.elapsed_before -= start.elapsed().as_secs_f64();
                 self.emit(&TrainEvent::Checkpointed { iteration, path: &c.path })?;
             }
+            if verdict == Some(Verdict::Stop) && iteration < total {
+                stopped_early = true;
+                break;
+            }
         }
         self.emit(&TrainEvent::Finished)?;
-        Ok(TrainOutcome { model: self.model()?, history: self.history.clone() })
+        let model = match &self.best_model {
+            Some(m) => m.clone(),
+            None => self.model()?,
+        };
+        Ok(TrainOutcome {
+            model,
+            best_iteration: best.and_then(|b| b.best()).map(|(i, _)| i),
+            stopped_early,
+            history: self.history.clone(),
+        })
     }
 
     /// Writes the learner's state (models, messages, completed iterations,
@@ -673,6 +722,7 @@ impl<'a> Trainer<'a> {
             elapsed_seconds: self.elapsed_before,
             train_eval_messages: self.train_eval_messages.iter().map(|m| m.as_slice().to_vec()).collect(),
             validation_eval_messages: self.validation_eval_messages.iter().map(|m| m.as_slice().to_vec()).collect(),
+            best_model: self.best_model.as_ref().map(StructuredModel::to_bytes).transpose()?,
         };
         let bytes = postcard::to_stdvec(&body).map_err(|e| LearnError::bad_file(path, e.to_string()))?;
         write_atomic(path, &wrap_binary(CHECKPOINT_MAGIC, &bytes))
@@ -753,7 +803,9 @@ impl<'a> Trainer<'a> {
             Some(v) => restore(v, cp.validation_eval_messages, "validation")?,
             None => Vec::new(),
         };
+        let best_model = cp.best_model.map(|b| StructuredModel::from_bytes(&b, registry, path)).transpose()?;
         self.train_eval_messages = train_eval;
+        self.best_model = best_model;
         self.validation_eval_messages = validation_eval;
         self.models = models;
         self.completed = cp.completed;
@@ -771,7 +823,7 @@ fn pooled_rows(trainer: &Trainer<'_>, t: usize, k: usize, c: usize) -> std::ops:
 }
 
 /// Magic bytes of checkpoint files (last byte: format version).
-pub const CHECKPOINT_MAGIC: &[u8; 8] = b"SLCHKPT\x02";
+pub const CHECKPOINT_MAGIC: &[u8; 8] = b"SLCHKPT\x03";
 
 #[derive(Debug, Serialize, Deserialize)]
 struct CheckpointBody {
@@ -787,6 +839,8 @@ struct CheckpointBody {
     train_eval_messages: Vec<Vec<f64>>,
     /// The same for the validation set attached when the checkpoint was written.
     validation_eval_messages: Vec<Vec<f64>>,
+    /// With early stopping: the best validation iteration's model file bytes.
+    best_model: Option<Vec<u8>>,
 }
 
 /// `Σ_α θ^k_α(y^k_α)`: the score of example `k`'s true labelling.

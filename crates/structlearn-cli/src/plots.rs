@@ -1,10 +1,11 @@
-//! The figures of `cargo xtask reproduce` (NIPS 2013 Figs. 1–3), as pure
-//! functions from plain data to PNG files.
+//! Figures as pure functions from plain data to PNG files: the learning curve
+//! of `structlearn train --curve-png`, and the figures of `cargo xtask
+//! reproduce` (NIPS 2013 Figs. 1–3).
 //!
 //! Figures are drawn with plotters into an in-memory RGB buffer and encoded
 //! with the workspace's `image` crate, written atomically
 //! ([`datasets::image::write_png`]). Text uses an embedded subset of DejaVu
-//! Sans (`xtask/assets/fonts`, licence beside it) registered with plotters'
+//! Sans (`assets/fonts` of this crate, licence beside it) registered with plotters'
 //! `ab_glyph` renderer, so no system font and no download is needed.
 
 use std::path::Path;
@@ -352,6 +353,70 @@ pub fn plot_predictions(path: &Path, columns: &[String], images: &[Vec<PlotImage
     })
 }
 
+/// The learning curve of one training run: the objective `R` after every
+/// step (left panel, against fractional learning iterations) and the train
+/// (dashed) / validation (solid) error after every evaluation (right panel).
+/// Empty series are drawn as "no data".
+pub fn plot_learning_curve(path: &Path, title: &str, objective: &[(f64, f64)], errors: &CurveData) -> Result<()> {
+    let (panel_w, panel_h, top) = (460u32, 340u32, 50u32);
+    let size = figure_size(2 * panel_w as usize, (top + panel_h) as usize)?;
+    render(path, size, Vec::new(), |root| {
+        root.fill(&WHITE)?;
+        root.draw(&Text::new(title, (size.0 as i32 / 2, 18), centred(18.0)))?;
+        let body = root.margin(top, 0, 0, 0);
+        let panels = body.split_evenly((1, 2));
+        let objective = finite_points(objective);
+        let (x0, x1) = padded_range(objective.iter().map(|p| p.0), 0.0).unwrap_or((0.0, 1.0));
+        let (y0, y1) = padded_range(objective.iter().map(|p| p.1), 0.05).unwrap_or((0.0, 1.0));
+        let mut chart = ChartBuilder::on(&panels[0])
+            .caption("objective R", (FAMILY, 15))
+            .margin(10)
+            .x_label_area_size(36)
+            .y_label_area_size(70)
+            .build_cartesian_2d(x0..x1, y0..y1)?;
+        chart
+            .configure_mesh()
+            .light_line_style(WHITE)
+            .label_style((FAMILY, 11))
+            .x_desc("learning iteration")
+            .axis_desc_style((FAMILY, 12))
+            .y_label_formatter(&|v| format!("{v:.3e}"))
+            .draw()?;
+        chart.draw_series(LineSeries::new(objective.iter().copied(), SERIES_COLORS[0].stroke_width(2)))?;
+
+        let train = finite_points(&errors.train);
+        let test = finite_points(&errors.test);
+        let all = || train.iter().chain(&test);
+        let (ex0, ex1) = padded_range(all().map(|p| p.0), 0.0).unwrap_or((0.0, 1.0));
+        let ey1 = padded_range(all().map(|p| p.1), 0.0).map_or(1.0, |(_, hi)| hi.max(0.0) * 1.08).max(0.01);
+        let mut chart = ChartBuilder::on(&panels[1])
+            .caption("error (dashed: train, solid: validation)", (FAMILY, 15))
+            .margin(10)
+            .x_label_area_size(36)
+            .y_label_area_size(50)
+            .build_cartesian_2d(ex0..ex1, 0.0..ey1)?;
+        chart
+            .configure_mesh()
+            .light_line_style(WHITE)
+            .label_style((FAMILY, 11))
+            .x_desc("learning iteration")
+            .axis_desc_style((FAMILY, 12))
+            .y_label_formatter(&|v| format!("{v:.3}"))
+            .draw()?;
+        if train.is_empty() && test.is_empty() {
+            let (pw, ph) = panels[1].dim_in_pixel();
+            panels[1].draw(&Text::new("no data", (pw as i32 / 2, ph as i32 / 2), centred(14.0)))?;
+        }
+        chart.draw_series(DashedLineSeries::new(train, 6, 4, CURVE_COLOR.stroke_width(2)))?;
+        chart.draw_series(LineSeries::new(test.iter().copied(), SERIES_COLORS[1].stroke_width(2)))?;
+        if objective.is_empty() {
+            let (pw, ph) = panels[0].dim_in_pixel();
+            panels[0].draw(&Text::new("no data", (pw as i32 / 2, ph as i32 / 2), centred(14.0)))?;
+        }
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -411,6 +476,21 @@ mod tests {
         plot_error_curves(&path, &classes, &classes, &cells).unwrap();
         assert_eq!(decoded_size(&path), (120 + 5 * 250 + 15, 80 + 5 * 190 + 40));
         assert!(plot_error_curves(&path, &classes, &classes, &cells[..4]).is_err());
+    }
+
+    #[test]
+    fn learning_curve_renders_with_and_without_errors() {
+        let dir = TempDir::new("curve");
+        let objective: Vec<(f64, f64)> = (1..=40).map(|s| (s as f64 / 4.0, 1e4 / s as f64)).collect();
+        let errors = CurveData {
+            train: (1..=10).map(|i| (i as f64, 0.3 / i as f64)).collect(),
+            test: (1..=10).map(|i| (i as f64, 0.32 / i as f64)).collect(),
+        };
+        let path = dir.path().join("curve.png");
+        plot_learning_curve(&path, "train", &objective, &errors).unwrap();
+        assert_eq!(decoded_size(&path), (920, 390));
+        plot_learning_curve(&path, "no evaluation", &objective, &CurveData::default()).unwrap();
+        plot_learning_curve(&path, "nothing", &[], &CurveData::default()).unwrap();
     }
 
     #[test]
