@@ -198,8 +198,8 @@ fn singleton_star<A: Arith>(
             step = step.max(x.abs());
             *f = exp_nonpos::<A>(x);
         }
-        // `!(step <= …)` also catches a NaN step.
-        if !(step <= MAX_CACHE_STEP) {
+        // `f64::max` ignores NaN, so a NaN step is caught by `is_nan`.
+        if step > MAX_CACHE_STEP || step.is_nan() {
             bufs.cache_age[ep.parent] = STALE;
         } else {
             scale_strided(&mut bufs.cache[range], ep.stride, factors);
