@@ -105,7 +105,8 @@ struct Sizes {
 
 impl Sizes {
     fn of(graph: &RegionGraph) -> Self {
-        let mut s = Sizes { total_configs: graph.total_configs(), num_regions: graph.num_regions(), ..Sizes::default() };
+        let mut s =
+            Sizes { total_configs: graph.total_configs(), num_regions: graph.num_regions(), ..Sizes::default() };
         for r in 0..graph.num_regions() {
             let len = graph.num_configs(r);
             s.max_region = s.max_region.max(len);
@@ -380,7 +381,8 @@ impl<'a> InferenceProblem<'a> {
         if let Some(tol) = opts.tolerance {
             while iterations < opts.iterations {
                 // Sweep up to the next check in one call (the caches persist within it).
-                let chunk = (TOLERANCE_CHECK_EVERY - iterations % TOLERANCE_CHECK_EVERY).min(opts.iterations - iterations);
+                let chunk =
+                    (TOLERANCE_CHECK_EVERY - iterations % TOLERANCE_CHECK_EVERY).min(opts.iterations - iterations);
                 let (tt, mut bufs) = ws.split(total);
                 dispatch_sweep(self, lambda, tt, &mut bufs, order, chunk);
                 iterations += chunk;

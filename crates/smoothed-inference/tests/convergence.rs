@@ -384,7 +384,8 @@ fn cached_fast_paths_equal_the_general_path_over_long_runs() {
             let (mut bf, mut bg) = (vec![0.0; g.total_configs()], vec![0.0; g.total_configs()]);
             fast.beliefs(&mf, &mut bf);
             general.beliefs(&mg, &mut bg);
-            let worst = bf.iter().zip(&bg).filter(|(_, b)| **b > 1e-200).map(|(a, b)| (a - b).abs() / b).fold(0.0, f64::max);
+            let worst =
+                bf.iter().zip(&bg).filter(|(_, b)| **b > 1e-200).map(|(a, b)| (a - b).abs() / b).fold(0.0, f64::max);
             // Rounding of θ̃ is amplified by 1/ε in the beliefs: 1e-12 relative
             // down to ε = 0.02, proportionally more below.
             let tol = 1e-12 * (0.02 / eps).max(1.0);
