@@ -407,7 +407,7 @@ fn read_previous(out: &Path) -> Result<Vec<CellResult>> {
     Ok(results)
 }
 
-fn mean_std(v: &[f64]) -> (f64, f64) {
+pub(crate) fn mean_std(v: &[f64]) -> (f64, f64) {
     let n = v.len() as f64;
     let m = v.iter().sum::<f64>() / n;
     let var = if v.len() > 1 { v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0) } else { 0.0 };
@@ -485,6 +485,13 @@ fn write_outputs(
         }
         let _ = writeln!(table);
     }
+    let _ = writeln!(
+        table,
+        "\nErrors are those of the last learning iteration's evaluation, which is warm-started: it continues \
+         message passing from the previous evaluation's messages. `structlearn eval` on a saved model \
+         (models/) predicts from zero messages with its own --iterations budget; the two agree once message \
+         passing has converged (eval reports how many examples reached its tolerance)."
+    );
     if !shares.is_empty() {
         let list: Vec<String> = shares
             .iter()
@@ -634,7 +641,7 @@ fn typed_command(args: impl IntoIterator<Item = String>) -> String {
 }
 
 /// The short commit hash of `HEAD`, with `-dirty` if tracked files differ from it.
-fn current_commit() -> Option<String> {
+pub(crate) fn current_commit() -> Option<String> {
     let run = |args: &[&str]| std::process::Command::new("git").args(args).output().ok().filter(|o| o.status.success());
     let hash = String::from_utf8_lossy(&run(&["rev-parse", "--short", "HEAD"])?.stdout).trim().to_string();
     let dirty = run(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|o| !o.stdout.is_empty());

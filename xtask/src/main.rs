@@ -4,6 +4,8 @@
 
 mod bench_scale;
 mod denoising;
+mod hazan_urtasun;
+mod punyakanok;
 
 use std::path::PathBuf;
 
@@ -34,13 +36,14 @@ enum Command {
         /// Output folder (default: target/reproduce/EXPERIMENT[-quick|-full]).
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Repeat with this many seeds and report mean ± std.
-        #[arg(long, default_value_t = 1)]
-        seeds: usize,
+        /// Repeat with this many seeds (punyakanok: trials, default 10) and report mean ± std.
+        #[arg(long)]
+        seeds: Option<usize>,
         /// First seed.
         #[arg(long, default_value_t = 0)]
         seed: u64,
-        /// Only these cells, as UNARY/PAIRWISE (repeatable), e.g. `--cell linear/boosting`.
+        /// Only these cells, as UNARY/PAIRWISE (repeatable), e.g. `--cell linear/boosting`;
+        /// for hazan-urtasun the parts `clock` or `tables`.
         #[arg(long = "cell", value_name = "UNARY/PAIRWISE")]
         cells: Vec<String>,
         /// Learning iterations (overrides the preset).
@@ -61,6 +64,10 @@ enum Command {
         /// Also print one line per step of every learning iteration.
         #[arg(long, short)]
         verbose: bool,
+        /// Worker threads (default: one per core); results are bitwise
+        /// reproducible for a given seed and thread count.
+        #[arg(long, value_name = "N")]
+        threads: Option<usize>,
     },
     /// Times learning iterations of one cell on Stanford-shaped synthetic data
     /// (message passing, each oracle fit, the rest, peak RSS).
@@ -106,6 +113,10 @@ enum Command {
 enum Experiment {
     /// Synthetic binary denoising (NIPS 2013 Table 1 left, Figs. 1–3; docs/MATH.md §6.1).
     Denoising,
+    /// Hazan & Urtasun 2010: noisy shapes, tied/untied, ε tables, wall clock vs Algorithm 1 (docs/MATH.md §6.4).
+    HazanUrtasun,
+    /// Punyakanok et al. 2005 Fig. 2: LO / L+I / IBT and smoothed L+I / IBT (docs/MATH.md §6.5).
+    Punyakanok,
 }
 
 fn main() {
@@ -167,7 +178,12 @@ fn run() -> Result<()> {
             predict_iterations,
             quiet,
             verbose,
+            threads,
         } => {
+            if let Some(n) = threads {
+                anyhow::ensure!(n >= 1, "--threads must be at least 1");
+                rayon::ThreadPoolBuilder::new().num_threads(n).build_global()?;
+            }
             let scale = if quick {
                 denoising::Scale::Quick
             } else if full {
@@ -179,7 +195,7 @@ fn run() -> Result<()> {
                 Experiment::Denoising => denoising::reproduce(&denoising::Options {
                     scale,
                     out,
-                    seeds,
+                    seeds: seeds.unwrap_or(1),
                     first_seed: seed,
                     cells,
                     iterations,
@@ -188,6 +204,12 @@ fn run() -> Result<()> {
                     predict_iterations,
                     verbosity: structlearn_cli::Verbosity::from_flags(quiet, verbose),
                 }),
+                Experiment::HazanUrtasun => {
+                    hazan_urtasun::reproduce(&hazan_urtasun::Options { scale, out, seed, iterations, parts: cells })
+                }
+                Experiment::Punyakanok => {
+                    punyakanok::reproduce(&punyakanok::Options { scale, out, trials: seeds, first_seed: seed })
+                }
             }
         }
     }

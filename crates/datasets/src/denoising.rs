@@ -56,6 +56,14 @@ pub const KERNEL_RADIUS_SIGMAS: f64 = 4.0;
 
 /// Settings of the denoising generator; [`Default`] is the paper's setting
 /// (16 training and 16 test images of 100 × 100, `σ = 10`), seed 0.
+///
+/// ```
+/// use datasets::denoising::{DenoisingConfig, generate};
+/// let cfg = DenoisingConfig { height: 20, width: 30, train: 2, test: 1, seed: 3, ..DenoisingConfig::default() };
+/// let data = generate(&cfg).unwrap();
+/// assert_eq!((data.train.len(), data.test.len()), (2, 1));
+/// assert_eq!(data.train.examples[0].graph.num_variables(), 20 * 30);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DenoisingConfig {
@@ -121,6 +129,12 @@ impl DenoisingConfig {
 }
 
 /// Which data set an image belongs to; selects its random stream.
+///
+/// ```
+/// use datasets::denoising::{DenoisingConfig, generate};
+/// let data = generate(&DenoisingConfig { height: 5, width: 5, train: 1, test: 1, ..Default::default() }).unwrap();
+/// assert_eq!(data.test_images[0].name, "denoising-test-000");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Split {
     /// Training images (stream family 0).
@@ -139,6 +153,14 @@ impl Split {
 }
 
 /// One generated image in plain form, for plotting and inspection.
+///
+/// ```
+/// let data = datasets::denoising::generate(&datasets::denoising::DenoisingConfig {
+///     height: 4, width: 6, train: 1, test: 1, ..Default::default()
+/// }).unwrap();
+/// let img = &data.train_images[0];
+/// assert!(img.truth.data().iter().all(|&y| y <= 1) && img.noisy.width() == 6);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct DenoisingImage {
     /// The example's name, e.g. `denoising-test-003`.
@@ -150,6 +172,15 @@ pub struct DenoisingImage {
 }
 
 /// A generated denoising data set.
+///
+/// ```
+/// let data = datasets::denoising::generate(&datasets::denoising::DenoisingConfig {
+///     height: 10, width: 10, train: 1, test: 1, ..Default::default()
+/// }).unwrap();
+/// // `train` / `test` are `structlearn::Dataset`s; the images are kept for plotting.
+/// let img = &data.test_images[0];
+/// assert_eq!((img.noisy.height(), img.truth.width()), (10, 10));
+/// ```
 #[derive(Debug, Clone)]
 pub struct DenoisingData {
     /// The settings it was made from.
@@ -169,6 +200,13 @@ pub struct DenoisingData {
 
 /// Generates the training and test sets (module docs for the recipe and the
 /// random streams). The same config always gives the same data.
+///
+/// ```
+/// use datasets::denoising::{DenoisingConfig, generate};
+/// let cfg = DenoisingConfig { height: 8, width: 8, train: 1, test: 1, ..DenoisingConfig::default() };
+/// // Same seed, same images, bit for bit.
+/// assert_eq!(generate(&cfg).unwrap().train_images, generate(&cfg).unwrap().train_images);
+/// ```
 pub fn generate(cfg: &DenoisingConfig) -> Result<DenoisingData, DatasetError> {
     cfg.validate()?;
     let graph = Arc::new(factor_graph::grid(cfg.height, cfg.width, 2)?);
@@ -189,6 +227,11 @@ pub fn generate(cfg: &DenoisingConfig) -> Result<DenoisingData, DatasetError> {
 }
 
 /// The factor types of the data set: `unary` and `pairwise`, both of dimension 2.
+///
+/// ```
+/// let types = datasets::denoising::factor_types();
+/// assert_eq!((types[0].name.as_str(), types[1].dim), ("unary", 2));
+/// ```
 pub fn factor_types() -> Vec<FactorTypeInfo> {
     vec![FactorTypeInfo::new(UNARY, 2), FactorTypeInfo::new(PAIRWISE, 2)]
 }
@@ -254,6 +297,11 @@ fn generate_example(
 /// `d = −R..=R`, `R = min(⌈4σ⌉, max_radius)` (index `d + R`). Taps beyond
 /// `max_radius` could never reach another pixel of an image whose longer side
 /// is `max_radius + 1`, so capping keeps huge `σ` cheap without changing results.
+///
+/// ```
+/// let k = datasets::denoising::gaussian_kernel(1.0, 10).unwrap();
+/// assert!((k.iter().sum::<f64>() - 1.0).abs() < 1e-12);
+/// ```
 pub fn gaussian_kernel(sigma: f64, max_radius: usize) -> Result<Vec<f64>, DatasetError> {
     if !(sigma.is_finite() && sigma > 0.0) {
         return Err(DatasetError::config("sigma", format!("must be finite and positive, got {sigma}")));
@@ -286,6 +334,13 @@ pub fn gaussian_kernel(sigma: f64, max_radius: usize) -> Result<Vec<f64>, Datase
 /// camera crop of a larger smooth scene would show. Since the image domain is
 /// a rectangle and the kernel separable, renormalising each 1-D pass by its
 /// in-image mass equals renormalising the 2-D kernel.
+///
+/// ```
+/// use datasets::Raster;
+/// let flat = Raster::filled(5, 5, 0.3).unwrap();
+/// let blurred = datasets::denoising::gaussian_blur(&flat, 2.0).unwrap();
+/// assert!(blurred.data().iter().all(|v| (v - 0.3).abs() < 1e-12)); // constants stay constant
+/// ```
 pub fn gaussian_blur(image: &Raster<f64>, sigma: f64) -> Result<Raster<f64>, DatasetError> {
     let longer = image.height().max(image.width());
     let kernel = gaussian_kernel(sigma, longer.saturating_sub(1))?;

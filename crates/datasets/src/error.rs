@@ -4,6 +4,11 @@ use factor_graph::GraphError;
 use structlearn::LearnError;
 
 /// Everything that can go wrong generating, loading or writing data.
+///
+/// ```
+/// let err = datasets::Raster::new(2, 2, vec![0.0; 3]).unwrap_err();
+/// println!("{err}");
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum DatasetError {
     /// A generator setting is out of range.

@@ -30,6 +30,13 @@ use crate::DatasetError;
 /// (`Raster<f64>`), a label map (`Raster<usize>`), one feature channel, ….
 ///
 /// Invariant: `data.len() == height · width` (checked by [`Raster::new`]).
+///
+/// ```
+/// use datasets::Raster;
+/// let r = Raster::new(2, 3, vec![1, 2, 3, 4, 5, 6]).unwrap(); // row-major
+/// assert_eq!(r.get(1, 0), Some(&4));
+/// assert!(Raster::new(2, 3, vec![0; 5]).is_err());
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct Raster<T> {
     height: usize,
@@ -97,6 +104,12 @@ fn pixel_count(height: usize, width: usize) -> Result<usize, DatasetError> {
 }
 
 /// Converts an 8-bit grayscale image to values in `[0, 1]` (`v / 255`).
+///
+/// ```
+/// let img = image::GrayImage::from_raw(2, 1, vec![0, 255]).unwrap();
+/// let r = datasets::image::gray_to_raster(&img);
+/// assert_eq!(r.data(), &[0.0, 1.0]);
+/// ```
 pub fn gray_to_raster(img: &GrayImage) -> Raster<f64> {
     let (w, h) = img.dimensions();
     let data = img.as_raw().iter().map(|&v| f64::from(v) / 255.0).collect();
@@ -104,6 +117,12 @@ pub fn gray_to_raster(img: &GrayImage) -> Raster<f64> {
 }
 
 /// The three channels of an RGB image as values in `[0, 1]`.
+///
+/// ```
+/// let img = image::RgbImage::from_raw(1, 1, vec![255, 0, 51]).unwrap();
+/// let [r, g, b] = datasets::image::rgb_to_rasters(&img);
+/// assert_eq!((r.data()[0], g.data()[0], b.data()[0]), (1.0, 0.0, 0.2));
+/// ```
 pub fn rgb_to_rasters(img: &RgbImage) -> [Raster<f64>; 3] {
     let (w, h) = img.dimensions();
     let (height, width) = (h as usize, w as usize);
@@ -114,6 +133,11 @@ pub fn rgb_to_rasters(img: &RgbImage) -> [Raster<f64>; 3] {
 
 /// A binary label map from a grayscale mask: label 1 where the pixel is
 /// `≥ threshold`, else 0 (e.g. foreground masks stored as 0/255).
+///
+/// ```
+/// let mask = image::GrayImage::from_raw(3, 1, vec![0, 127, 200]).unwrap();
+/// assert_eq!(datasets::image::labels_from_mask(&mask, 128).data(), &[0, 0, 1]);
+/// ```
 pub fn labels_from_mask(img: &GrayImage, threshold: u8) -> Raster<usize> {
     let (w, h) = img.dimensions();
     let data = img.as_raw().iter().map(|&v| usize::from(v >= threshold)).collect();
@@ -122,6 +146,12 @@ pub fn labels_from_mask(img: &GrayImage, threshold: u8) -> Raster<usize> {
 
 /// Maps values linearly from `[lo, hi]` to gray levels `0..=255`, clamping
 /// outside the range; NaN becomes 0. `lo == hi` maps everything to 0.
+///
+/// ```
+/// let r = datasets::Raster::new(1, 3, vec![-1.0, 0.5, 2.0]).unwrap();
+/// let img = datasets::image::raster_to_gray(&r, 0.0, 1.0).unwrap(); // clamped to [lo, hi]
+/// assert_eq!(img.as_raw(), &[0, 128, 255]);
+/// ```
 pub fn raster_to_gray(raster: &Raster<f64>, lo: f64, hi: f64) -> Result<GrayImage, DatasetError> {
     let (w, h) = image_dims(raster.height, raster.width)?;
     let span = hi - lo;
@@ -152,6 +182,15 @@ fn image_dims(height: usize, width: usize) -> Result<(u32, u32), DatasetError> {
 }
 
 /// Colours of the labels of a multi-class label map (label `l` ↦ `colors[l]`).
+///
+/// ```
+/// use datasets::{LabelPalette, Raster};
+/// let palette = LabelPalette::distinct(3).unwrap();
+/// let labels = Raster::new(1, 3, vec![0, 1, 2]).unwrap();
+/// let img = palette.to_image(&labels).unwrap();
+/// assert_eq!(palette.from_image(&img).unwrap(), labels); // colours map back to labels
+/// assert_eq!(LabelPalette::binary().color(1), Some([255, 255, 255]));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LabelPalette {
     colors: Vec<[u8; 3]>,
@@ -387,6 +426,14 @@ where
 /// Shares one grid region graph per image shape and label count, so that the
 /// examples of a data set with many images of few sizes share graphs (as
 /// [`structlearn::Dataset`] and its file format expect).
+///
+/// ```
+/// let mut graphs = datasets::image::GridGraphs::new();
+/// let a = graphs.get(10, 12, 2).unwrap();
+/// let b = graphs.get(10, 12, 2).unwrap();
+/// assert!(std::sync::Arc::ptr_eq(&a, &b)); // one graph per shape
+/// assert_eq!(graphs.len(), 1);
+/// ```
 #[derive(Debug, Default)]
 pub struct GridGraphs {
     graphs: HashMap<(usize, usize, usize), Arc<RegionGraph>>,
@@ -422,6 +469,11 @@ impl GridGraphs {
 /// Reads a PNG or JPEG file (format guessed from its contents). A missing or
 /// unreadable file is [`DatasetError::Io`]; anything the decoders reject
 /// (corrupt, truncated, another format) is [`DatasetError::BadImage`].
+///
+/// ```
+/// let err = datasets::image::load_image("no/such.png".as_ref()).unwrap_err();
+/// println!("{err}"); // names the file
+/// ```
 pub fn load_image(path: &Path) -> Result<DynamicImage, DatasetError> {
     let bad = |reason: String| DatasetError::BadImage { path: path.display().to_string(), reason };
     let reader = ImageReader::open(path).map_err(|e| DatasetError::io(path, e))?;
@@ -436,17 +488,42 @@ pub fn load_image(path: &Path) -> Result<DynamicImage, DatasetError> {
 }
 
 /// [`load_image`] converted to 8-bit RGB.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("x.png");
+/// let img = image::DynamicImage::ImageRgb8(image::RgbImage::from_raw(1, 1, vec![1, 2, 3]).unwrap());
+/// datasets::image::write_png(&path, &img).unwrap();
+/// assert_eq!(datasets::image::load_rgb(&path).unwrap().as_raw(), &[1, 2, 3]);
+/// ```
 pub fn load_rgb(path: &Path) -> Result<RgbImage, DatasetError> {
     Ok(load_image(path)?.to_rgb8())
 }
 
 /// [`load_image`] converted to 8-bit grayscale.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("g.png");
+/// datasets::image::write_gray_png(&path, &datasets::Raster::new(1, 2, vec![0.0, 1.0]).unwrap(), 0.0, 1.0).unwrap();
+/// assert_eq!(datasets::image::load_gray(&path).unwrap().as_raw(), &[0, 255]);
+/// ```
 pub fn load_gray(path: &Path) -> Result<GrayImage, DatasetError> {
     Ok(load_image(path)?.to_luma8())
 }
 
 /// Reads a label map stored as a colour image in `palette`'s colours (a lossless
 /// format such as PNG; JPEG artefacts would give unknown colours).
+///
+/// ```
+/// use datasets::{LabelPalette, Raster};
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("truth.png");
+/// let palette = LabelPalette::distinct(4).unwrap();
+/// let labels = Raster::new(1, 4, vec![3, 2, 1, 0]).unwrap();
+/// datasets::image::write_label_png(&path, &labels, &palette).unwrap();
+/// assert_eq!(datasets::image::load_label_map(&path, &palette).unwrap(), labels);
+/// ```
 pub fn load_label_map(path: &Path, palette: &LabelPalette) -> Result<Raster<usize>, DatasetError> {
     palette.from_image(&load_rgb(path)?).map_err(|e| match e {
         DatasetError::UnknownColor { row, col, color, .. } => {
@@ -459,6 +536,16 @@ pub fn load_label_map(path: &Path, palette: &LabelPalette) -> Result<Raster<usiz
 /// Writes `img` as PNG atomically: encoded in memory, written to a temporary
 /// file in the target's folder, then renamed over `path` (a reader never sees
 /// a half-written file). Parent folders must exist.
+///
+/// ```
+/// use datasets::{LabelPalette, Raster};
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("labels.png");
+/// let labels = Raster::new(2, 2, vec![0, 1, 1, 0]).unwrap();
+/// datasets::image::write_label_png(&path, &labels, &LabelPalette::binary()).unwrap();
+/// let back = datasets::image::load_label_map(&path, &LabelPalette::binary()).unwrap();
+/// assert_eq!(back, labels);
+/// ```
 pub fn write_png(path: &Path, img: &DynamicImage) -> Result<(), DatasetError> {
     let mut bytes = Vec::new();
     img.write_to(&mut Cursor::new(&mut bytes), ImageFormat::Png)
@@ -468,17 +555,36 @@ pub fn write_png(path: &Path, img: &DynamicImage) -> Result<(), DatasetError> {
 
 /// Writes a grayscale float image as PNG, mapping `[lo, hi]` to black…white
 /// (see [`raster_to_gray`]).
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let noisy = datasets::Raster::new(2, 2, vec![0.0, 0.3, 0.6, 1.0]).unwrap();
+/// datasets::image::write_gray_png(&dir.path().join("noisy.png"), &noisy, 0.0, 1.0).unwrap();
+/// ```
 pub fn write_gray_png(path: &Path, raster: &Raster<f64>, lo: f64, hi: f64) -> Result<(), DatasetError> {
     write_png(path, &DynamicImage::ImageLuma8(raster_to_gray(raster, lo, hi)?))
 }
 
 /// Writes a label map as an RGB PNG in `palette`'s colours.
+///
+/// ```
+/// use datasets::{LabelPalette, Raster};
+/// let dir = tempfile::tempdir().unwrap();
+/// let labels = Raster::new(2, 2, vec![0, 1, 1, 0]).unwrap();
+/// datasets::image::write_label_png(&dir.path().join("labels.png"), &labels, &LabelPalette::binary()).unwrap();
+/// assert!(datasets::image::write_label_png(&dir.path().join("bad.png"), &Raster::new(1, 1, vec![5]).unwrap(), &LabelPalette::binary()).is_err());
+/// ```
 pub fn write_label_png(path: &Path, labels: &Raster<usize>, palette: &LabelPalette) -> Result<(), DatasetError> {
     write_png(path, &DynamicImage::ImageRgb8(palette.to_image(labels)?))
 }
 
 /// Writes `bytes` to `path` through a synced temporary file in the same folder
 /// and a rename.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// datasets::image::write_atomic(&dir.path().join("f.bin"), &[1, 2, 3]).unwrap();
+/// ```
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DatasetError> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,

@@ -2,6 +2,9 @@
 //! produce [`structlearn::Dataset`]s over [`factor_graph::grid`] region graphs.
 //!
 //! * [`denoising`]: the seeded synthetic binary denoising data of NIPS §8 (docs/MATH.md §6.1);
+//! * [`punyakanok`]: Punyakanok et al.'s constrained-output data (docs/MATH.md §6.5);
+//! * [`shapes`]: noisy binary shapes, tied and untied, for Hazan & Urtasun's
+//!   experiment (docs/MATH.md §6.4);
 //! * [`image`]: per-pixel arrays, label maps and palettes, per-pixel and per-pair
 //!   feature blocks in grid region order, PNG/JPEG reading and atomic PNG writing;
 //! * [`scene`]: a seeded synthetic data set of Stanford Background's shape
@@ -12,7 +15,9 @@
 pub mod denoising;
 mod error;
 pub mod image;
+pub mod punyakanok;
 pub mod scene;
+pub mod shapes;
 
 pub use crate::denoising::{DenoisingConfig, DenoisingData, DenoisingImage};
 pub use crate::error::DatasetError;

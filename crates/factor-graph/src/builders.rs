@@ -16,6 +16,13 @@ pub const PAIRWISE: &str = "pairwise";
 ///
 /// A pair's variables are (left, right) or (top, bottom), so its configuration
 /// is `y_first · L + y_second`. Each pair is the parent of its two singletons.
+///
+/// ```
+/// let layout = factor_graph::GridLayout { height: 2, width: 3 };
+/// assert_eq!((layout.num_horizontal(), layout.num_vertical()), (4, 3));
+/// assert_eq!(layout.pair_pixels(4), (0, 3)); // the first vertical pair
+/// assert_eq!(layout.pair_region(0), 6); // pairs come after the 6 pixel singletons
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GridLayout {
     /// Rows `H`.
@@ -124,6 +131,18 @@ pub fn grid(height: usize, width: usize, labels: usize) -> Result<RegionGraph, G
 }
 
 /// A factor for [`factors_with_singletons`]: its scope and factor-type name.
+///
+/// ```
+/// use factor_graph::{Scope, factors_with_singletons};
+/// // Three binary variables, a pairwise and a third-order factor.
+/// let scopes = [
+///     Scope { variables: vec![0, 1], factor_type: "pair".into() },
+///     Scope { variables: vec![0, 1, 2], factor_type: "triple".into() },
+/// ];
+/// let g = factors_with_singletons(vec![2, 2, 2], &scopes).unwrap();
+/// assert_eq!(g.num_regions(), 3 + 2);
+/// assert_eq!(g.factor_types(), ["unary", "pair", "triple"]);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scope {
     /// Variables, in configuration-index order.

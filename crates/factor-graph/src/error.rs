@@ -1,6 +1,11 @@
 //! Typed errors of region-graph construction and model I/O.
 
 /// Errors building or validating a region graph.
+///
+/// ```
+/// let err = factor_graph::grid(0, 3, 2).unwrap_err();
+/// assert!(matches!(err, factor_graph::GraphError::EmptyGrid { height: 0, .. }));
+/// ```
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum GraphError {
     /// A variable has cardinality 0.
@@ -114,6 +119,11 @@ pub enum GraphError {
 }
 
 /// Errors reading or writing the UAI model format.
+///
+/// ```
+/// let err = factor_graph::UaiModel::parse("BAYES\n").unwrap_err();
+/// println!("{err}"); // names the line and what was expected
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum UaiError {
     /// The text does not follow the format; names the line and what was expected.

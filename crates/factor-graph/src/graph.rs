@@ -34,6 +34,11 @@ pub const MAX_REGION_CONFIGS: usize = 1 << 28;
 
 /// A region as declared: its variables (order defines the configuration index)
 /// and its factor type.
+///
+/// ```
+/// let spec = factor_graph::RegionSpec { variables: vec![0, 1], factor_type: 1 };
+/// assert_eq!(spec.variables.len(), 2);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegionSpec {
     /// Variables of the region, in configuration-index order (last fastest).
@@ -43,6 +48,15 @@ pub struct RegionSpec {
 }
 
 /// Everything that defines a region graph; the serialised form of [`RegionGraph`].
+///
+/// ```
+/// use factor_graph::{RegionGraph, RegionGraphSpec};
+/// let g = factor_graph::grid(1, 2, 2).unwrap();
+/// let spec: RegionGraphSpec = g.spec().clone(); // what data set files store
+/// assert_eq!(spec.edges, vec![(2, 0), (2, 1)]);
+/// let back = RegionGraph::from_spec(spec).unwrap(); // validated again
+/// assert_eq!(back.num_regions(), 3);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegionGraphSpec {
     /// `|Y_i|` for every variable `i`.
@@ -180,6 +194,21 @@ impl RegionGraphBuilder {
 }
 
 /// A validated region graph with flat, precomputed indexing (see module docs).
+///
+/// ```
+/// // A 1 × 2 grid: two pixel singletons (regions 0, 1) and their pair (region 2).
+/// let g = factor_graph::grid(1, 2, 3).unwrap();
+/// assert_eq!((g.num_variables(), g.num_regions(), g.num_edges()), (2, 3, 2));
+/// assert_eq!(g.region_variables(2), &[0, 1]);
+/// assert_eq!(g.num_configs(2), 9);
+/// // Flat per-configuration storage: region 2 follows the two singletons.
+/// assert_eq!(g.config_range(2), 6..15);
+/// // Configuration index: last variable fastest.
+/// assert_eq!(g.config_of(2, &[1, 2]), 1 * 3 + 2);
+/// let mut y = [0; 2];
+/// g.decode_config(2, 5, &mut y);
+/// assert_eq!(y, [1, 2]);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "RegionGraphSpec", into = "RegionGraphSpec")]
 pub struct RegionGraph {
@@ -458,6 +487,11 @@ impl RegionGraph {
 }
 
 /// Strides of each variable of `vars` in the mixed-radix index (last fastest).
+///
+/// ```
+/// // Variables 0 and 2 of cardinalities [2, 5, 3]: last variable fastest.
+/// assert_eq!(factor_graph::graph::strides(&[0, 2], &[2, 5, 3]), vec![3, 1]);
+/// ```
 pub fn strides(vars: &[usize], cardinalities: &[usize]) -> Vec<usize> {
     let mut s = vec![1; vars.len()];
     for i in (0..vars.len().saturating_sub(1)).rev() {

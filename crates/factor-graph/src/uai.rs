@@ -31,6 +31,11 @@ use crate::{RegionGraph, RegionGraphBuilder, UNARY, UaiError};
 pub const UAI_FACTOR_TYPE: &str = "factor";
 
 /// One factor of a UAI file: its scope and table (last scope variable fastest).
+///
+/// ```
+/// let f = factor_graph::UaiFactor { scope: vec![0, 1], table: vec![1.0, 2.0, 3.0, 4.0] };
+/// assert_eq!(f.table.len(), 4); // |Y_0| · |Y_1|, last variable fastest
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct UaiFactor {
     /// Variables in the order of the file.
@@ -40,6 +45,19 @@ pub struct UaiFactor {
 }
 
 /// A MARKOV network as written in a UAI file.
+///
+/// ```
+/// use factor_graph::UaiModel;
+/// // Two binary variables, a unary and a pairwise table (UAI MARKOV format).
+/// let text = "MARKOV\n2\n2 2\n2\n1 0\n2 0 1\n\n2\n0.4 0.6\n\n4\n1 2 2 1\n";
+/// let model = UaiModel::parse(text).unwrap();
+/// assert_eq!(model.cardinalities, vec![2, 2]);
+/// // As a region graph with log-potentials θ = ln(table):
+/// let m = model.to_region_graph().unwrap();
+/// let r = m.placements[1].region.unwrap();
+/// assert_eq!(m.graph.region_variables(r), &[0, 1]);
+/// assert!((m.theta[m.graph.config_range(r).start + 1] - 2f64.ln()).abs() < 1e-12);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct UaiModel {
     /// `|Y_i|` per variable.
@@ -49,6 +67,12 @@ pub struct UaiModel {
 }
 
 /// Where a factor of the file lives in the converted region graph.
+///
+/// ```
+/// let m = factor_graph::UaiModel::parse("MARKOV\n1\n2\n1\n1 0\n2\n1 3\n").unwrap().to_region_graph().unwrap();
+/// let p = &m.placements[0];
+/// assert_eq!(p.map, vec![0, 1]); // table entry i is configuration p.map[i] of region p.region
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct FactorPlacement {
     /// The region holding the factor (`None` for an empty scope).
@@ -59,6 +83,12 @@ pub struct FactorPlacement {
 }
 
 /// A UAI model converted to a region graph and potentials.
+///
+/// ```
+/// let m = factor_graph::UaiModel::parse("MARKOV\n1\n2\n1\n1 0\n2\n1 3\n").unwrap().to_region_graph().unwrap();
+/// assert_eq!(m.graph.num_regions(), 1);
+/// assert_eq!(m.theta.len(), 2);
+/// ```
 #[derive(Debug, Clone)]
 pub struct UaiRegionModel {
     /// The region graph.

@@ -23,6 +23,17 @@ pub const KIND: &str = "constant";
 static ONE: [f64; 1] = [1.0];
 
 /// The constant oracle: L-BFGS on `L(t)` (module docs).
+///
+/// ```
+/// use oracles::{Features, FitContext, Oracle, Problem};
+/// // g(φ, y) = c_y: fits the (biased) class frequencies.
+/// let x = [0.0; 4];
+/// let p = Problem::new(Features::new(&x, 4, 1).unwrap(), &[0, 1, 1, 1], &[0.0; 8], 2, None).unwrap();
+/// let model = oracles::constant::ConstantOracle::default().fit(&p, None, FitContext { seed: 0 }).unwrap();
+/// let mut s = [0.0; 2];
+/// model.score(Features::new(&[0.0], 1, 1).unwrap(), &mut s).unwrap();
+/// assert!((s[1] - s[0] - 3f64.ln()).abs() < 1e-4); // log odds 3 : 1
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct ConstantOracle {
     /// Settings of the L-BFGS minimiser (it sees `L / Σ_k w_k`).
@@ -30,6 +41,12 @@ pub struct ConstantOracle {
 }
 
 /// `g(φ, y) = t_y` for inputs of dimension `dim` (ignored) and `classes` outputs.
+///
+/// ```
+/// use oracles::Model;
+/// let m = oracles::constant::ConstantModel::new(3, vec![0.0, 1.0]).unwrap();
+/// assert_eq!((m.dim(), m.classes()), (3, 2));
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConstantModel {
     dim: usize,
@@ -144,6 +161,12 @@ impl Model for ConstantModel {
 }
 
 /// Loader for the registry; checks that the table is finite.
+///
+/// ```
+/// use oracles::Model;
+/// let m = oracles::constant::ConstantModel::new(1, vec![0.0, 1.0]).unwrap();
+/// assert_eq!(oracles::constant::load(&m.to_bytes().unwrap()).unwrap().kind(), "constant");
+/// ```
 pub fn load(bytes: &[u8]) -> Result<Box<dyn Model>, OracleError> {
     let raw = decode::<ConstantModel>(KIND, bytes)?;
     Ok(Box::new(ConstantModel::new(raw.dim, raw.table)?))

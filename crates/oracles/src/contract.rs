@@ -18,6 +18,15 @@ use std::fmt::Debug;
 use crate::{Features, OracleError, Problem};
 
 /// A fitted function `g(φ, ·): R^d → R^C` of one function class.
+///
+/// ```
+/// use oracles::{Features, Model};
+/// let model = oracles::linear::LinearModel::new(2, 2, vec![1.0, -1.0, 0.0, 0.5]).unwrap();
+/// let x = [0.5, 2.0, 1.0, 0.0];
+/// let mut scores = [0.0; 4]; // rows × classes, caller-owned
+/// model.score(Features::new(&x, 2, 2).unwrap(), &mut scores).unwrap();
+/// assert_eq!(model.classes(), 2);
+/// ```
 pub trait Model: Send + Sync + Debug + 'static {
     /// The function class's registry name, e.g. `"linear"`.
     fn kind(&self) -> &str;
@@ -57,6 +66,13 @@ impl Clone for Box<dyn Model> {
 }
 
 /// Randomness and bookkeeping handed to one oracle call.
+///
+/// ```
+/// use oracles::{FitContext, Oracle};
+/// // The same seed gives the same model (here: a boosted ensemble's subsamples).
+/// let ctx = FitContext { seed: 42 };
+/// # drop(ctx);
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct FitContext {
     /// Seed for every random choice of this call (subsamples, initialisation,
@@ -66,6 +82,19 @@ pub struct FitContext {
 
 /// A function class with its hyper-parameters: fits biased logistic regression
 /// problems, warm-started.
+///
+/// ```
+/// use oracles::{Features, FitContext, Oracle, Problem};
+/// let x = [0.0, 1.0, 2.0, 3.0];
+/// let features = Features::new(&x, 4, 1).unwrap();
+/// let labels = [0, 0, 1, 1];
+/// let bias = [0.0; 8]; // rows × classes; Algorithm 1 passes its message biases here
+/// let problem = Problem::new(features, &labels, &bias, 2, None).unwrap();
+/// let oracle = oracles::linear::LinearOracle::default();
+/// let model = oracle.fit(&problem, None, FitContext { seed: 0 }).unwrap();
+/// let loss = oracles::model_loss(model.as_ref(), &problem).unwrap();
+/// assert!(loss < 4.0 * 2f64.ln()); // better than g = 0
+/// ```
 pub trait Oracle: Send + Sync + Debug {
     /// The registry name of the models this oracle produces.
     fn kind(&self) -> &str;
@@ -107,6 +136,12 @@ pub struct FitLosses {
 }
 
 /// Checks that a model fits a problem's shape.
+///
+/// ```
+/// let m = oracles::linear::LinearModel::zeros(3, 2);
+/// assert!(oracles::check_model_shape(&m, 3, 2).is_ok());
+/// assert!(oracles::check_model_shape(&m, 4, 2).is_err());
+/// ```
 pub fn check_model_shape(model: &dyn Model, dim: usize, classes: usize) -> Result<(), OracleError> {
     if model.dim() != dim || model.classes() != classes {
         return Err(OracleError::ModelMismatch {
@@ -120,6 +155,13 @@ pub fn check_model_shape(model: &dyn Model, dim: usize, classes: usize) -> Resul
 }
 
 /// Checks the `out` buffer for scoring `features` with `classes` outputs.
+///
+/// ```
+/// let x = [0.0; 6];
+/// let f = oracles::Features::new(&x, 3, 2).unwrap();
+/// assert!(oracles::check_score_buffer(f, 2, &[0.0; 6]).is_ok());
+/// assert!(oracles::check_score_buffer(f, 2, &[0.0; 5]).is_err());
+/// ```
 pub fn check_score_buffer(features: Features<'_>, classes: usize, out: &[f64]) -> Result<(), OracleError> {
     let expected = features.rows() * classes;
     if out.len() != expected {
@@ -130,6 +172,14 @@ pub fn check_score_buffer(features: Features<'_>, classes: usize, out: &[f64]) -
 
 /// Downcasts a warm-start model to the oracle's concrete model type, with a
 /// typed error naming both kinds when it is of another class.
+///
+/// ```
+/// use oracles::linear::LinearModel;
+/// let m = LinearModel::zeros(2, 2);
+/// let warm = oracles::downcast_warm::<LinearModel>(Some(&m), "linear").unwrap();
+/// assert!(warm.is_some());
+/// assert!(oracles::downcast_warm::<LinearModel>(None, "linear").unwrap().is_none());
+/// ```
 pub fn downcast_warm<'m, M: Model>(warm: Option<&'m dyn Model>, expected: &str) -> Result<Option<&'m M>, OracleError> {
     match warm {
         None => Ok(None),
@@ -142,6 +192,14 @@ pub fn downcast_warm<'m, M: Model>(warm: Option<&'m dyn Model>, expected: &str) 
 }
 
 /// Loss `L` of `model` on `problem` (scores the rows, then [`crate::logistic_loss`]).
+///
+/// ```
+/// use oracles::{Features, Problem, model_loss};
+/// let x = [1.0, 1.0];
+/// let p = Problem::new(Features::new(&x, 2, 1).unwrap(), &[0, 1], &[0.0; 4], 2, None).unwrap();
+/// let zero = oracles::linear::LinearModel::zeros(1, 2);
+/// assert!((model_loss(&zero, &p).unwrap() - 2.0 * 2f64.ln()).abs() < 1e-12);
+/// ```
 pub fn model_loss(model: &dyn Model, problem: &Problem<'_>) -> Result<f64, OracleError> {
     check_model_shape(model, problem.dim(), problem.classes())?;
     let mut scores = vec![0.0; problem.rows() * problem.classes()];
@@ -150,6 +208,18 @@ pub fn model_loss(model: &dyn Model, problem: &Problem<'_>) -> Result<f64, Oracl
 }
 
 /// Outcome of [`fit_monotone`].
+///
+/// ```
+/// use oracles::{Features, FitContext, Problem, fit_monotone};
+/// let x = [0.0, 1.0, 2.0, 3.0];
+/// let p = Problem::new(Features::new(&x, 4, 1).unwrap(), &[0, 0, 1, 1], &[0.0; 8], 2, None).unwrap();
+/// let oracle = oracles::linear::LinearOracle::default();
+/// let first = fit_monotone(&oracle, &p, None, FitContext { seed: 0 }).unwrap();
+/// // A warm-started re-fit never returns a worse loss than its start.
+/// let second = fit_monotone(&oracle, &p, Some(first.model.as_ref()), FitContext { seed: 1 }).unwrap();
+/// assert!(second.loss <= first.loss);
+/// assert_eq!(second.previous_loss, Some(first.loss));
+/// ```
 #[derive(Debug)]
 pub struct MonotoneFit {
     /// The model kept: the new one, or a copy of the warm start if the new one was worse.
@@ -165,6 +235,14 @@ pub struct MonotoneFit {
 /// Fits with `oracle` and keeps the result only if it does not increase the
 /// loss over `warm` (docs/MATH.md §4: "an oracle step never increases R when the oracle
 /// is warm-started from its previous function and only accepts improvements").
+///
+/// ```
+/// use oracles::{Features, FitContext, Problem, fit_monotone};
+/// let x = [0.0, 1.0];
+/// let p = Problem::new(Features::new(&x, 2, 1).unwrap(), &[0, 1], &[0.0; 4], 2, None).unwrap();
+/// let fit = fit_monotone(&oracles::constant::ConstantOracle::default(), &p, None, FitContext { seed: 0 }).unwrap();
+/// assert!(!fit.rejected && fit.previous_loss.is_none());
+/// ```
 pub fn fit_monotone(
     oracle: &dyn Oracle,
     problem: &Problem<'_>,
@@ -192,10 +270,27 @@ pub fn fit_monotone(
 }
 
 /// Reads a model of one kind back from [`Model::to_bytes`].
+///
+/// ```
+/// let loader: oracles::ModelLoader = oracles::linear::load;
+/// let m = oracles::linear::LinearModel::zeros(2, 3);
+/// use oracles::Model;
+/// assert_eq!(loader(&m.to_bytes().unwrap()).unwrap().classes(), 3);
+/// ```
 pub type ModelLoader = fn(&[u8]) -> Result<Box<dyn Model>, OracleError>;
 
 /// Maps model kinds to loaders. Function classes from other crates register
 /// their own loader, so model files can hold them without editing this crate.
+///
+/// ```
+/// use oracles::{Model, ModelRegistry};
+/// let registry = ModelRegistry::with_builtin();
+/// assert_eq!(registry.kinds().collect::<Vec<_>>(), ["boosting", "constant", "linear", "mlp", "zero"]);
+/// let m = oracles::linear::LinearModel::zeros(2, 2);
+/// let back = registry.load("linear", &m.to_bytes().unwrap()).unwrap();
+/// assert_eq!(back.dim(), 2);
+/// // Classes from other crates: registry.register("my-kind", my_crate::load)?
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct ModelRegistry {
     loaders: BTreeMap<String, ModelLoader>,
@@ -207,7 +302,8 @@ impl ModelRegistry {
         Self::default()
     }
 
-    /// A registry with the five built-in classes: zero, constant, linear, boosting, mlp.
+    /// A registry with the built-in classes: zero, constant, linear, boosting, mlp,
+    /// indexed-linear, fixed.
     pub fn with_builtin() -> Self {
         let mut r = Self::new();
         for (kind, loader) in crate::builtin_loaders() {
@@ -238,11 +334,22 @@ impl ModelRegistry {
 }
 
 /// Encodes a serde model with postcard (helper for [`Model::to_bytes`]).
+///
+/// ```
+/// let bytes = oracles::encode("demo", &(3u32, vec![1.5f64])).unwrap();
+/// let back: (u32, Vec<f64>) = oracles::decode("demo", &bytes).unwrap();
+/// assert_eq!(back, (3, vec![1.5]));
+/// ```
 pub fn encode<T: serde::Serialize>(kind: &str, value: &T) -> Result<Vec<u8>, OracleError> {
     postcard::to_stdvec(value).map_err(|source| OracleError::Codec { kind: kind.to_string(), source })
 }
 
 /// Decodes a serde model with postcard (helper for loaders).
+///
+/// ```
+/// let err = oracles::decode::<Vec<f64>>("demo", &[0xff]).unwrap_err();
+/// assert!(err.to_string().contains("demo"));
+/// ```
 pub fn decode<T: serde::de::DeserializeOwned>(kind: &str, bytes: &[u8]) -> Result<T, OracleError> {
     postcard::from_bytes(bytes).map_err(|source| OracleError::Codec { kind: kind.to_string(), source })
 }

@@ -2,6 +2,11 @@
 
 /// Everything that can go wrong when building a problem, validating
 /// hyper-parameters, fitting, scoring or loading a model.
+///
+/// ```
+/// let err = oracles::Features::new(&[1.0], 2, 1).unwrap_err();
+/// println!("{err}");
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum OracleError {
     /// The feature buffer does not hold `rows × dim` values.
@@ -150,4 +155,15 @@ pub enum OracleError {
     /// The numerical optimiser failed (e.g. non-finite loss).
     #[error("optimiser failed: {0}")]
     Optimizer(String),
+    /// The group-index feature (the last one) of an indexed linear model's
+    /// row is not an integer in `0..groups`.
+    #[error("row {row}: group index (last feature) is {value}; it must be an integer in 0..{groups}")]
+    GroupIndex {
+        /// Row.
+        row: usize,
+        /// The value of its last feature.
+        value: f64,
+        /// Groups of the model.
+        groups: usize,
+    },
 }

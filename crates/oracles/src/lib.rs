@@ -3,17 +3,24 @@
 //!
 //! The contract lives in [`contract`] ([`Oracle`], [`Model`], [`ModelRegistry`]);
 //! the problem and its loss in [`problem`]. Built-in classes: [`zero`],
-//! [`constant`], [`linear`], [`boosting`], [`mlp`]. A new function class is a
-//! crate that depends on this one and implements [`Oracle`] and [`Model`].
+//! [`constant`], [`linear`], [`boosting`], [`mlp`], [`indexed`] (untied
+//! linear functions, one per group) and [`fixed`] (a table that is never
+//! learned, `−∞` allowed: hard constraints). [`step`] is the one-gradient-step
+//! update of Hazan & Urtasun's learner for classes linear in their parameters.
+//! A new function class is a crate that depends on this one and implements
+//! [`Oracle`] and [`Model`].
 
 pub mod boosting;
 pub mod constant;
 pub mod contract;
 mod error;
+pub mod fixed;
+pub mod indexed;
 pub mod linear;
 pub mod mlp;
 pub mod optim;
 pub mod problem;
+pub mod step;
 pub mod zero;
 
 pub use contract::{
@@ -31,5 +38,7 @@ pub(crate) fn builtin_loaders() -> Vec<(&'static str, ModelLoader)> {
         (linear::KIND, linear::load),
         (boosting::KIND, boosting::load),
         (mlp::KIND, mlp::load),
+        (indexed::KIND, indexed::load),
+        (fixed::KIND, fixed::load),
     ]
 }

@@ -50,6 +50,15 @@ const CHUNK_ROWS: usize = 4096;
 pub const DEFAULT_WARM_MAX_ITERATIONS: usize = 10;
 
 /// The linear oracle: batch L-BFGS on `J(W)` (module docs).
+///
+/// ```
+/// use oracles::{Features, FitContext, Oracle, Problem};
+/// let oracle = oracles::linear::LinearOracle { l2: 0.1, ..Default::default() };
+/// let x = [0.0, 1.0, 1.0, 1.0];
+/// let p = Problem::new(Features::new(&x, 2, 2).unwrap(), &[0, 1], &[0.0; 4], 2, None).unwrap();
+/// let model = oracle.fit(&p, None, FitContext { seed: 0 }).unwrap();
+/// assert_eq!(model.kind(), "linear");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LinearOracle {
     /// Settings of the L-BFGS minimiser (a cold fit runs to these limits).
@@ -76,6 +85,15 @@ impl Default for LinearOracle {
 }
 
 /// `g(φ, y) = (W φ)_y` with `W` stored row-major, one row of `d` weights per class.
+///
+/// ```
+/// use oracles::Model;
+/// // g(φ, y) = Σ_j φ_j W[j][y]: 2 features × 2 classes, row-major.
+/// let m = oracles::linear::LinearModel::new(2, 2, vec![1.0, 0.0, 0.0, 2.0]).unwrap();
+/// let mut out = [0.0; 2];
+/// m.score(oracles::Features::new(&[3.0, 4.0], 1, 2).unwrap(), &mut out).unwrap();
+/// assert_eq!(out, [3.0, 8.0]);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LinearModel {
     dim: usize,
@@ -281,6 +299,12 @@ impl Model for LinearModel {
 }
 
 /// Loader for the registry; checks the shape and finiteness of `W`.
+///
+/// ```
+/// use oracles::Model;
+/// let m = oracles::linear::LinearModel::zeros(2, 2);
+/// assert_eq!(oracles::linear::load(&m.to_bytes().unwrap()).unwrap().kind(), "linear");
+/// ```
 pub fn load(bytes: &[u8]) -> Result<Box<dyn Model>, OracleError> {
     let raw = decode::<LinearModel>(KIND, bytes)?;
     Ok(Box::new(LinearModel::new(raw.dim, raw.classes, raw.weights)?))

@@ -294,6 +294,16 @@ impl Oracle for MlpOracle {
 
 /// A fitted MLP `g(φ, y) = (W tanh(V φ + c) + a)_y` (`c`, `a` absent unless
 /// fitted with [`MlpOracle::biases`]).
+///
+/// ```
+/// use oracles::{Features, FitContext, Oracle, Problem};
+/// let oracle = oracles::mlp::MlpOracle { hidden: 4, epochs: 5, ..Default::default() };
+/// let x = [0.0, 1.0, 0.2, 1.0, 0.8, 1.0, 1.0, 1.0];
+/// let p = Problem::new(Features::new(&x, 4, 2).unwrap(), &[0, 0, 1, 1], &[0.0; 8], 2, None).unwrap();
+/// let model = oracle.fit(&p, None, FitContext { seed: 7 }).unwrap();
+/// let mlp = model.as_any().downcast_ref::<oracles::mlp::MlpModel>().unwrap();
+/// assert_eq!(mlp.hidden(), 4);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MlpModel {
     layout: Layout,
@@ -390,6 +400,14 @@ impl Model for MlpModel {
 
 /// Loader for the registry: decodes an [`MlpModel`] and checks that its
 /// parameter vector matches its shape and is finite.
+///
+/// ```
+/// use oracles::{Features, FitContext, Model, Oracle, Problem};
+/// let x = [0.0, 1.0];
+/// let p = Problem::new(Features::new(&x, 2, 1).unwrap(), &[0, 1], &[0.0; 4], 2, None).unwrap();
+/// let m = oracles::mlp::MlpOracle { hidden: 2, ..Default::default() }.fit(&p, None, FitContext { seed: 0 }).unwrap();
+/// assert_eq!(oracles::mlp::load(&m.to_bytes().unwrap()).unwrap().kind(), "mlp");
+/// ```
 pub fn load(bytes: &[u8]) -> Result<Box<dyn Model>, OracleError> {
     let model = decode::<MlpModel>(KIND, bytes)?;
     let l = model.layout;

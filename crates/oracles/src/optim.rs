@@ -44,6 +44,11 @@ const C2: f64 = 0.9;
 const MAX_LINE_SEARCH_EVALUATIONS: usize = 40;
 
 /// Settings of [`lbfgs_minimize`].
+///
+/// ```
+/// let opts = oracles::optim::LbfgsOptions { max_iterations: 50, ..Default::default() };
+/// assert!(opts.validate().is_ok());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LbfgsOptions {
     /// Most iterations (accepted steps); at least 1.
@@ -101,6 +106,23 @@ impl LbfgsOptions {
 }
 
 /// What [`lbfgs_minimize`] did.
+///
+/// ```
+/// use oracles::optim::{LbfgsOptions, lbfgs_minimize};
+/// // Minimise (x − 3)² + (y + 1)².
+/// let mut x = [0.0, 0.0];
+/// let report = lbfgs_minimize(
+///     |v, g| {
+///         g[0] = 2.0 * (v[0] - 3.0);
+///         g[1] = 2.0 * (v[1] + 1.0);
+///         (v[0] - 3.0).powi(2) + (v[1] + 1.0).powi(2)
+///     },
+///     &mut x,
+///     &LbfgsOptions::default(),
+/// )
+/// .unwrap();
+/// assert!(report.converged && (x[0] - 3.0).abs() < 1e-6 && (x[1] + 1.0).abs() < 1e-6);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LbfgsReport {
     /// Accepted steps.

@@ -14,6 +14,13 @@
 use crate::OracleError;
 
 /// A dense, row-major `rows × dim` feature matrix borrowed from the caller.
+///
+/// ```
+/// let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+/// let f = oracles::Features::new(&x, 3, 2).unwrap(); // 3 rows of 2 features, row-major
+/// assert_eq!(f.row(1), &[3.0, 4.0]);
+/// assert!(oracles::Features::new(&x, 4, 2).is_err());
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Features<'a> {
     data: &'a [f64],
@@ -71,6 +78,16 @@ impl<'a> Features<'a> {
 }
 
 /// One oracle problem: features, labels, bias and optional weights (see module docs).
+///
+/// ```
+/// use oracles::{Features, Problem};
+/// // Two rows, two classes; row 1 cannot take class 0 (bias −∞), row 0 counts twice.
+/// let x = [0.5, 1.5];
+/// let bias = [0.0, 0.0, f64::NEG_INFINITY, 0.0];
+/// let p = Problem::new(Features::new(&x, 2, 1).unwrap(), &[0, 1], &bias, 2, Some(&[2.0, 1.0])).unwrap();
+/// assert_eq!((p.rows(), p.classes(), p.total_weight()), (2, 2, 3.0));
+/// assert_eq!(p.bias_row(1), &[f64::NEG_INFINITY, 0.0]);
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Problem<'a> {
     features: Features<'a>,
@@ -192,6 +209,11 @@ impl<'a> Problem<'a> {
 }
 
 /// `log Σ_y exp(v_y)`, stable; `−∞` when every entry is `−∞`.
+///
+/// ```
+/// let v = [1000.0, 1000.0];
+/// assert!((oracles::log_sum_exp(&v) - (1000.0 + 2f64.ln())).abs() < 1e-9); // no overflow
+/// ```
 #[inline]
 pub fn log_sum_exp(v: &[f64]) -> f64 {
     let m = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -204,6 +226,13 @@ pub fn log_sum_exp(v: &[f64]) -> f64 {
 /// One row's loss `w [log Σ_y exp(s_y + b_y) − s_{y_k} − b_{y_k}]` and, if
 /// `grad` is given, its gradient with respect to the scores,
 /// `w [softmax(s + b)_y − 1{y = y_k}]` (zero on classes whose bias is −∞).
+///
+/// ```
+/// let mut grad = [0.0; 2];
+/// let loss = oracles::row_loss(&[0.0, 0.0], &[0.0, 0.0], 1, 1.0, Some(&mut grad));
+/// assert!((loss - 2f64.ln()).abs() < 1e-12);
+/// assert_eq!(grad, [0.5, -0.5]); // softmax minus one-hot
+/// ```
 #[inline]
 pub fn row_loss(scores: &[f64], bias: &[f64], label: usize, weight: f64, grad: Option<&mut [f64]>) -> f64 {
     let c = scores.len();
@@ -229,6 +258,14 @@ pub fn row_loss(scores: &[f64], bias: &[f64], label: usize, weight: f64, grad: O
 ///
 /// If `grad` is given it receives `∂L/∂scores`, row-major like `scores`.
 /// Rows are processed in parallel; the sum is deterministic (fixed chunking).
+///
+/// ```
+/// use oracles::{Features, Problem, logistic_loss};
+/// let x = [0.0, 0.0];
+/// let p = Problem::new(Features::new(&x, 2, 1).unwrap(), &[0, 1], &[0.0, f64::NEG_INFINITY, 0.0, 0.0], 2, None).unwrap();
+/// // Row 0 can only be class 0 (bias −∞ on class 1): it costs nothing.
+/// assert!((logistic_loss(&p, &[0.0; 4], None) - 2f64.ln()).abs() < 1e-12);
+/// ```
 pub fn logistic_loss(problem: &Problem<'_>, scores: &[f64], grad: Option<&mut [f64]>) -> f64 {
     use rayon::prelude::*;
     let c = problem.classes();

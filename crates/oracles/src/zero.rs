@@ -9,10 +9,26 @@ use crate::{FitContext, Model, Oracle, OracleError, Problem, check_score_buffer,
 pub const KIND: &str = "zero";
 
 /// The zero oracle (no hyper-parameters).
+///
+/// ```
+/// use oracles::{Features, FitContext, Oracle, Problem};
+/// let x = [1.0, 2.0];
+/// let p = Problem::new(Features::new(&x, 2, 1).unwrap(), &[0, 1], &[0.0; 4], 2, None).unwrap();
+/// let m = oracles::zero::ZeroOracle.fit(&p, None, FitContext { seed: 0 }).unwrap();
+/// assert_eq!(m.kind(), "zero"); // scores 0 for every class: the factor type is switched off
+/// ```
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct ZeroOracle;
 
 /// `g(φ, y) = 0` for inputs of dimension `dim` and `classes` outputs.
+///
+/// ```
+/// use oracles::Model;
+/// let m = oracles::zero::ZeroModel { dim: 2, classes: 4 };
+/// let mut out = [1.0; 4];
+/// m.score(oracles::Features::new(&[0.5, 0.5], 1, 2).unwrap(), &mut out).unwrap();
+/// assert_eq!(out, [0.0; 4]);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ZeroModel {
     /// Input dimension `d`.
@@ -71,6 +87,12 @@ impl Model for ZeroModel {
 }
 
 /// Loader for the registry.
+///
+/// ```
+/// use oracles::Model;
+/// let m = oracles::zero::ZeroModel { dim: 2, classes: 4 };
+/// assert_eq!(oracles::zero::load(&m.to_bytes().unwrap()).unwrap().classes(), 4);
+/// ```
 pub fn load(bytes: &[u8]) -> Result<Box<dyn Model>, OracleError> {
     Ok(Box::new(decode::<ZeroModel>(KIND, bytes)?))
 }

@@ -4,6 +4,13 @@ use factor_graph::GraphError;
 
 /// Everything that can be wrong with the inputs of smoothed inference. Each
 /// variant names the offending region, configuration, index or shape.
+///
+/// ```
+/// let g = factor_graph::grid(1, 2, 2).unwrap();
+/// let theta = vec![f64::NAN; g.total_configs()];
+/// let err = smoothed_inference::InferenceProblem::uniform(&g, &theta, 1.0).unwrap_err();
+/// println!("{err}"); // names the region and configuration
+/// ```
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum InferenceError {
     /// `θ` does not have one entry per configuration of every region.

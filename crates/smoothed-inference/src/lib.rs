@@ -140,6 +140,14 @@ use factor_graph::RegionGraph;
 ///
 /// # Panics
 /// If `messages` do not fit the graph or `out.len() != graph.total_configs()`.
+///
+/// ```
+/// use smoothed_inference::{Messages, message_offsets};
+/// let g = factor_graph::grid(1, 2, 2).unwrap();
+/// let mut out = vec![1.0; g.total_configs()];
+/// message_offsets(&g, &Messages::zeros(&g), &mut out);
+/// assert!(out.iter().all(|&v| v == 0.0)); // zero messages: no offset
+/// ```
 pub fn message_offsets(graph: &RegionGraph, messages: &Messages, out: &mut [f64]) {
     assert_eq!(messages.len(), graph.total_message_len(), "messages do not fit the graph");
     assert_eq!(out.len(), graph.total_configs(), "output must have one entry per configuration");
@@ -167,6 +175,13 @@ pub fn message_offsets(graph: &RegionGraph, messages: &Messages, out: &mut [f64]
 /// such variable) if some variable has no singleton region — marginalising a
 /// larger region instead would be ambiguous before convergence, so the caller
 /// decides.
+///
+/// ```
+/// let g = factor_graph::grid(1, 2, 2).unwrap();
+/// // Beliefs of pixel 0, pixel 1, then the pair (4 configurations).
+/// let beliefs = [0.2, 0.8, 0.7, 0.3, 0.1, 0.1, 0.6, 0.2];
+/// assert_eq!(smoothed_inference::decode(&g, &beliefs).unwrap(), vec![1, 0]);
+/// ```
 pub fn decode(graph: &RegionGraph, beliefs: &[f64]) -> Result<Vec<usize>, InferenceError> {
     if beliefs.len() != graph.total_configs() {
         return Err(InferenceError::BeliefShape { expected: graph.total_configs(), got: beliefs.len() });

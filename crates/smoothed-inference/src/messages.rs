@@ -20,6 +20,14 @@ use crate::InferenceError;
 /// assert_eq!(m.as_slice().len(), g.total_message_len());
 /// assert!(Messages::from_vec(&g, vec![0.0; 3]).is_err());
 /// ```
+///
+/// ```
+/// use smoothed_inference::Messages;
+/// let g = factor_graph::grid(1, 2, 2).unwrap();
+/// let m = Messages::zeros(&g);
+/// assert_eq!(m.len(), g.total_message_len()); // one entry per edge and child configuration
+/// assert!(Messages::from_vec(&g, vec![0.0; 3]).is_err()); // wrong length
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Messages {

@@ -121,6 +121,13 @@ impl Sizes {
 pub const TOLERANCE_CHECK_EVERY: usize = 5;
 
 /// Options of [`InferenceProblem::run`].
+///
+/// ```
+/// use smoothed_inference::RunOptions;
+/// // At most 1000 sweeps; stop once the largest violation is below 1e-9.
+/// let opts = RunOptions { iterations: 1000, tolerance: Some(1e-9), order: None };
+/// # drop(opts);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunOptions {
     /// Maximum number of message-passing iterations (each: star updates in the
@@ -147,6 +154,17 @@ impl Default for RunOptions {
 }
 
 /// What [`InferenceProblem::run`] did.
+///
+/// ```
+/// use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace};
+/// let g = factor_graph::grid(2, 2, 2).unwrap();
+/// let theta = vec![0.5; g.total_configs()];
+/// let p = InferenceProblem::uniform(&g, &theta, 1.0).unwrap();
+/// let (mut m, mut ws) = (Messages::zeros(&g), Workspace::new(&g));
+/// let report = p.run(&mut m, &RunOptions { iterations: 100, tolerance: Some(1e-10), order: None }, &mut ws).unwrap();
+/// assert!(report.converged && report.max_violation < 1e-10);
+/// assert!(report.iterations <= 100);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RunReport {
     /// Iterations performed.
@@ -162,6 +180,13 @@ pub struct RunReport {
 /// Reusable scratch memory of inference: the cached reparameterised potentials
 /// `θ̃` and per-star buffers. One per thread; it grows to fit any problem it is
 /// used with, so it can be reused across examples and graphs.
+///
+/// ```
+/// // One per thread, reused across examples of the same shape.
+/// let g = factor_graph::grid(4, 4, 3).unwrap();
+/// let ws = smoothed_inference::Workspace::new(&g);
+/// # drop(ws);
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct Workspace {
     tt: Vec<f64>,

@@ -13,10 +13,10 @@ use factor_graph::UaiModel;
 use oracles::ModelRegistry;
 use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace};
 use structlearn::files::write_atomic;
-use structlearn::oracle_config::{oracle_from_json, oracle_help, parse_oracle_arg};
+use structlearn::oracle_config::{oracle_help, parse_oracle_arg};
 use structlearn::{
-    CheckpointConfig, ConfusionMatrix, CsvCurveWriter, Dataset, EarlyStopping, LearnError, PredictOptions,
-    StructuredModel, TrainConfig, Trainer,
+    CheckpointConfig, ConfusionMatrix, CsvCurveWriter, Dataset, EarlyStopping, LearnerKind, PredictOptions,
+    StructuredModel, TrainConfig, build_learner,
 };
 use structlearn_cli::{ProgressObserver, Verbosity};
 
@@ -69,9 +69,9 @@ enum Command {
         #[arg(long)]
         output: Option<PathBuf>,
     },
-    /// Trains a model with Algorithm 1 on a data set file.
+    /// Trains a model on a data set file (Algorithm 1 unless `--learner` says otherwise).
     #[command(after_long_help = oracle_help())]
-    Train(TrainArgs),
+    Train(Box<TrainArgs>),
     /// Predicts labels and writes them (and optionally beliefs) as JSON, and
     /// label maps of grid-shaped examples as PNG (--png-dir). Prints what it
     /// did, and the error if the data set has labels.
@@ -148,7 +148,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Infer { model, eps, iterations, tolerance, polish, output } => {
             infer(&model, eps, iterations, tolerance, polish, output.as_deref())
         }
-        Command::Train(args) => train(args, verbosity),
+        Command::Train(args) => train(*args, verbosity),
         Command::Predict { model, data, output, iterations, tolerance, beliefs, png_dir } => {
             let model_path = model;
             let model = StructuredModel::load(&model_path, &ModelRegistry::with_builtin())?;
@@ -388,6 +388,13 @@ struct TrainArgs {
     /// Entropy weight ε (overrides the configuration).
     #[arg(long)]
     eps: Option<f64>,
+    /// Entropy weight of one factor type, as TYPE=EPS (repeatable; overrides `--eps` for that type).
+    #[arg(long = "type-eps", value_name = "TYPE=EPS")]
+    type_eps: Vec<String>,
+    /// The learner: algorithm1, hazan-urtasun (linear energies, one gradient step per
+    /// round), piecewise, perceptron-local, perceptron-global.
+    #[arg(long, default_value = "algorithm1")]
+    learner: String,
     /// Seed (overrides the configuration).
     #[arg(long)]
     seed: Option<u64>,
@@ -452,26 +459,28 @@ fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
     if let Some(e) = a.eps {
         config.epsilon = e;
     }
+    for te in &a.type_eps {
+        let (t, e) = te.split_once('=').with_context(|| format!("--type-eps `{te}` is not TYPE=EPS"))?;
+        let e: f64 = e.parse().with_context(|| format!("--type-eps `{te}`: `{e}` is not a number"))?;
+        config.type_epsilon.push((t.to_string(), e));
+    }
+    let kind: LearnerKind = a.learner.parse()?;
     if let Some(s) = a.seed {
         config.seed = s;
     }
     if let Some(c) = &a.checkpoint {
         config.checkpoint = Some(CheckpointConfig { path: c.clone(), every: 1 });
     }
-    let oracles = oracle_specs
-        .iter()
-        .map(|(t, spec)| Ok((t.clone(), oracle_from_json(spec)?)))
-        .collect::<Result<Vec<_>, LearnError>>()?;
-    let mut trainer = Trainer::new(&data, oracles, config)?;
+    let mut trainer = build_learner(kind, &data, &oracle_specs, config)?;
     if let Some(v) = &validation {
-        trainer = trainer.with_validation(v);
+        trainer.set_validation(v);
     }
     if a.resume
         && let Some(c) = a.checkpoint.as_deref().filter(|c| c.exists())
     {
         trainer.resume_from(c, &ModelRegistry::with_builtin())?;
         if verbosity.normal() {
-            eprintln!("resumed after learning iteration {}", trainer.completed_iterations());
+            eprintln!("resumed after learning iteration {}", trainer.history().last().map_or(0, |r| r.iteration));
         }
     }
     trainer.add_observer(Box::new(ProgressObserver::new("train", verbosity)));

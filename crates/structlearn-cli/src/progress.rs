@@ -18,6 +18,13 @@ use std::time::{Duration, Instant};
 use structlearn::{LearnError, Observer, Record, TrainEvent};
 
 /// How much a command prints on standard error (`--quiet`, default, `--verbose`).
+///
+/// ```
+/// use structlearn_cli::{ProgressObserver, Verbosity};
+/// let verbosity = Verbosity::from_flags(false, true); // --verbose
+/// let observer = ProgressObserver::new("train", verbosity); // trainer.add_observer(Box::new(observer))
+/// # drop(observer);
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Verbosity {
     /// Errors and warnings only.
@@ -65,6 +72,14 @@ impl Verbosity {
 }
 
 /// How progress is shown (see [`Verbosity::mode`]).
+///
+/// ```
+/// use structlearn_cli::{ProgressMode, Verbosity};
+/// assert_eq!(Verbosity::Quiet.mode(), ProgressMode::Off);
+/// // A bar in Bar mode, a hidden one otherwise: drive it unconditionally.
+/// let bar = Verbosity::Normal.mode().bar(10, "{wide_bar} {pos}/{len}");
+/// bar.inc(1);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProgressMode {
     /// An indicatif bar (terminals).

@@ -46,6 +46,11 @@ use serde::{Deserialize, Serialize};
 use crate::LearnError;
 
 /// A factor type of a data set/model: parameters are shared by all its regions.
+///
+/// ```
+/// let t = structlearn::FactorTypeInfo::new("unary", 2);
+/// assert_eq!((t.name.as_str(), t.dim, t.classes), ("unary", 2, 0)); // classes: filled in by Dataset::new
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FactorTypeInfo {
     /// Name, matched against the graphs' factor-type names.
@@ -66,6 +71,12 @@ impl FactorTypeInfo {
 }
 
 /// Row-major features of the regions of one factor type in one example.
+///
+/// ```
+/// // Two regions with features [0.1, 1] and [0.9, 1].
+/// let block = structlearn::FeatureBlock { dim: 2, values: vec![0.1, 1.0, 0.9, 1.0] };
+/// assert_eq!(block.values.chunks(block.dim).nth(1), Some(&[0.9, 1.0][..]));
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FeatureBlock {
     /// Features per region.
@@ -75,6 +86,23 @@ pub struct FeatureBlock {
 }
 
 /// One structured example `x^k` (with its labelling `y^k` when known).
+///
+/// ```
+/// use std::sync::Arc;
+/// use structlearn::{Example, FeatureBlock};
+/// // A 1 × 3 image: three pixels, two neighbouring pairs.
+/// let graph = Arc::new(factor_graph::grid(1, 3, 2).unwrap());
+/// let ex = Example {
+///     name: "strip".into(),
+///     graph,
+///     labels: Some(vec![0, 1, 1]),
+///     features: vec![
+///         FeatureBlock { dim: 1, values: vec![0.2, 0.7, 0.9] }, // one row per pixel
+///         FeatureBlock { dim: 1, values: vec![1.0, 1.0] },      // one row per pair
+///     ],
+/// };
+/// assert_eq!(ex.graph.num_variables(), 3);
+/// ```
 #[derive(Debug, Clone)]
 pub struct Example {
     /// A name for messages and outputs (e.g. the image file).
@@ -88,6 +116,27 @@ pub struct Example {
 }
 
 /// A validated set of examples over a common list of factor types.
+///
+/// ```
+/// use std::sync::Arc;
+/// use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+/// let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
+/// let example = |labels: Vec<usize>| Example {
+///     name: "square".into(),
+///     graph: graph.clone(),
+///     labels: Some(labels),
+///     features: vec![FeatureBlock { dim: 1, values: vec![0.5; 4] }, FeatureBlock { dim: 1, values: vec![1.0; 4] }],
+/// };
+/// let types = vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)];
+/// let data = Dataset::new(types, vec![example(vec![0, 1, 0, 1]), example(vec![1, 1, 0, 0])]).unwrap();
+/// assert_eq!((data.len(), data.num_variables()), (2, 8));
+/// assert_eq!(data.labels(1).unwrap(), &[1, 1, 0, 0]);
+/// // Files: binary (.sld) or JSON (.json), written atomically.
+/// let dir = tempfile::tempdir().unwrap();
+/// data.save(&dir.path().join("data.sld")).unwrap();
+/// let back = Dataset::load(&dir.path().join("data.sld")).unwrap();
+/// assert_eq!(back.examples[0].labels, data.examples[0].labels);
+/// ```
 #[derive(Debug, Clone)]
 pub struct Dataset {
     /// The factor types, with `classes` filled in.
@@ -252,6 +301,18 @@ impl Dataset {
     }
 
     /// Reads a data set file (JSON for `.json`, binary otherwise; module docs).
+    ///
+    /// ```
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("data.json");
+    /// std::fs::write(&path, r#"{"format": "structlearn-dataset", "version": 1,
+    ///   "factor_types": [{"name": "unary", "dim": 1}],
+    ///   "graphs": [{"cardinalities": [2, 2], "factor_types": ["unary"],
+    ///               "regions": [{"variables": [0], "factor_type": 0}, {"variables": [1], "factor_type": 0}], "edges": []}],
+    ///   "examples": [{"name": "a", "graph": 0, "labels": [0, 1], "features": [{"dim": 1, "values": [0.2, 0.8]}]}]}"#).unwrap();
+    /// let data = structlearn::Dataset::load(&path).unwrap();
+    /// assert_eq!((data.len(), data.num_variables()), (1, 2));
+    /// ```
     pub fn load(path: &Path) -> Result<Self, LearnError> {
         let bytes = std::fs::read(path).map_err(|e| LearnError::io(path, e))?;
         let file: DatasetFile = if is_json(path) {
@@ -291,6 +352,20 @@ pub const DATASET_MAGIC: &[u8; 8] = b"SLDATA\0\x01";
 pub const DATASET_VERSION: u32 = 1;
 
 /// The serialised form of a [`Dataset`] (see module docs).
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+/// # let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
+/// # let ex = Example { name: "a".into(), graph, labels: None,
+/// #     features: vec![FeatureBlock { dim: 1, values: vec![0.0; 2] }, FeatureBlock { dim: 1, values: vec![1.0] }] };
+/// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)], vec![ex]).unwrap();
+/// use structlearn::DatasetFile;
+/// let file = DatasetFile::from_dataset(&data);
+/// let json = serde_json::to_string(&file).unwrap(); // what a .json data set holds
+/// let back: DatasetFile = serde_json::from_str(&json).unwrap();
+/// assert_eq!(back.into_dataset().unwrap().len(), 1);
+/// ```
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DatasetFile {
     /// Always `"structlearn-dataset"`.
@@ -306,6 +381,14 @@ pub struct DatasetFile {
 }
 
 /// One example in a [`DatasetFile`].
+///
+/// ```
+/// let record: structlearn::ExampleRecord = serde_json::from_value(serde_json::json!({
+///     "name": "a", "graph": 0, "labels": [0, 1],
+///     "features": [{"dim": 1, "values": [0.2, 0.8]}, {"dim": 1, "values": [1.0]}]
+/// })).unwrap();
+/// assert_eq!(record.graph, 0);
+/// ```
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExampleRecord {
     /// Name.

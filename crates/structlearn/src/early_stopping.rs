@@ -32,6 +32,13 @@ pub struct EarlyStopping {
 }
 
 /// The best validation error seen, and whether to stop.
+///
+/// ```
+/// use structlearn::early_stopping::{BestValidation, Verdict};
+/// let mut best = BestValidation::new(structlearn::EarlyStopping { patience: 1, min_delta: 0.0 });
+/// assert_eq!(best.update(1, Some(0.2)), Verdict::Improved);
+/// assert_eq!(best.update(2, Some(0.3)), Verdict::Stop);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct BestValidation {
     rule: EarlyStopping,
@@ -42,6 +49,13 @@ pub struct BestValidation {
 }
 
 /// What one learning iteration's validation error means.
+///
+/// ```
+/// use structlearn::early_stopping::{BestValidation, Verdict};
+/// let mut b = BestValidation::new(structlearn::EarlyStopping { patience: 2, min_delta: 0.0 });
+/// assert_eq!(b.update(1, Some(0.3)), Verdict::Improved);
+/// assert_eq!(b.update(2, Some(0.3)), Verdict::Wait);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
     /// A new best: keep this iteration's model.

@@ -5,6 +5,14 @@ use oracles::OracleError;
 use smoothed_inference::InferenceError;
 
 /// Everything that can go wrong in training, prediction, datasets and model files.
+///
+/// ```
+/// use structlearn::{Dataset, LearnError};
+/// match Dataset::load("no/such/file.sld".as_ref()) {
+///     Err(LearnError::Io { path, .. }) => assert!(path.ends_with("file.sld")),
+///     other => panic!("{other:?}"),
+/// }
+/// ```
 #[derive(Debug, thiserror::Error)]
 pub enum LearnError {
     /// A training set without examples.
@@ -173,6 +181,24 @@ pub enum LearnError {
     Interrupted {
         /// Learning iterations completed.
         completed: usize,
+    },
+    /// Exact inference by enumeration was asked for a graph with too many labelings.
+    #[error(
+        "example {example}: exact inference would enumerate {labelings} labelings (limit {limit}); use smoothed inference for graphs this large"
+    )]
+    TooManyLabelings {
+        /// Example index.
+        example: usize,
+        /// Labelings of the graph (saturating).
+        labelings: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// Every labeling of an example is forbidden by its hard constraints (`θ = −∞`).
+    #[error("example {example}: every labeling is forbidden by a hard constraint (θ = -inf)")]
+    Infeasible {
+        /// Example index.
+        example: usize,
     },
 }
 

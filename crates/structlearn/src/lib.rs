@@ -7,26 +7,34 @@
 //!   checkpoints.
 //! * [`model`]: the learned [`StructuredModel`], prediction and model files.
 //! * [`discrepancy`]: the loss-augmentation `Δ` (Hamming by default).
+//! * [`learner`]: the [`Learner`] interface and the choice of learner
+//!   ([`LearnerKind`]: Algorithm 1, Hazan & Urtasun, piecewise, perceptrons).
+//! * [`exact`]: exact and constrained decoding by enumeration (small graphs).
 //! * [`metrics`]: error rate, per-class accuracy, confusion matrix, mean IoU.
 
 pub mod data;
 pub mod discrepancy;
 pub mod early_stopping;
 mod error;
+pub mod exact;
 pub mod files;
+pub mod learner;
 pub mod metrics;
 pub mod model;
 pub mod observer;
 pub mod oracle_config;
+pub mod perceptron;
 pub mod train;
 
 pub use data::{Dataset, DatasetFile, Example, ExampleRecord, FactorTypeInfo, FeatureBlock};
 pub use discrepancy::{Discrepancy, Hamming, NoDiscrepancy};
 pub use early_stopping::EarlyStopping;
 pub use error::LearnError;
+pub use learner::{Learner, LearnerKind, Scheduled, build_learner};
 pub use metrics::{ConfusionMatrix, MetricsReport};
 pub use model::{ModelHeader, ModelTypeHeader, PredictOptions, Prediction, StructuredModel};
 pub use observer::{Callback, CsvCurveWriter, JsonLinesWriter, Observer, Record, TrainEvent};
+pub use perceptron::{Perceptron, PerceptronMode};
 pub use train::{
     CheckpointConfig, DEFAULT_MESSAGE_PASSING_TOLERANCE, Evaluate, Step, TrainConfig, TrainOutcome, Trainer, mix_seed,
 };

@@ -28,6 +28,13 @@ use serde::{Deserialize, Serialize};
 use crate::{Dataset, LearnError, Prediction};
 
 /// Counts of (true class, predicted class) pairs over variables.
+///
+/// ```
+/// let mut m = structlearn::ConfusionMatrix::new(3);
+/// m.add(2, 2).unwrap();
+/// m.add(2, 0).unwrap();
+/// assert_eq!((m.support(2), m.predicted(0), m.total()), (2, 1, 2));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConfusionMatrix {
     classes: usize,
@@ -210,6 +217,13 @@ fn mean_defined(values: &[Option<f64>]) -> Option<f64> {
 }
 
 /// The measures of one class in a [`MetricsReport`].
+///
+/// ```
+/// let mut m = structlearn::ConfusionMatrix::new(2);
+/// m.add_labels(&[1, 1], &[1, 0]).unwrap();
+/// let c = &m.report().per_class[1];
+/// assert_eq!((c.support, c.predicted, c.accuracy, c.iou), (2, 1, Some(0.5), Some(0.5)));
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ClassMetrics {
     /// The class (label index).
@@ -225,6 +239,14 @@ pub struct ClassMetrics {
 }
 
 /// Every measure of a [`ConfusionMatrix`] (serialised by `structlearn eval --json`).
+///
+/// ```
+/// let mut m = structlearn::ConfusionMatrix::new(2);
+/// m.add_labels(&[0, 1, 1], &[0, 1, 0]).unwrap();
+/// let report = m.report();
+/// assert_eq!(report.per_class[1].support, 2);
+/// assert_eq!(serde_json::to_value(&report).unwrap()["confusion"], serde_json::json!([[1, 0], [1, 1]]));
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricsReport {
     /// Variables counted.

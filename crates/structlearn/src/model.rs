@@ -31,6 +31,14 @@ pub const MODEL_FORMAT_VERSION: u32 = 1;
 
 /// How prediction runs message passing (docs/MATH.md §4: messages from 0, message
 /// passing to convergence or a fixed budget, decode).
+///
+/// ```
+/// use structlearn::PredictOptions;
+/// // Up to 500 iterations, stopping once the largest violation is below 1e-6.
+/// let opts = PredictOptions { iterations: 500, tolerance: Some(1e-6) };
+/// assert_eq!(PredictOptions::default().iterations, 100);
+/// # drop(opts);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PredictOptions {
@@ -48,6 +56,24 @@ impl Default for PredictOptions {
 }
 
 /// The prediction for one example.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock, StructuredModel};
+/// # let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
+/// # let ex = Example { name: "a".into(), graph, labels: None,
+/// #     features: vec![FeatureBlock { dim: 1, values: vec![0.0; 2] }, FeatureBlock { dim: 1, values: vec![1.0] }] };
+/// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)], vec![ex]).unwrap();
+/// # let zero = |c| Box::new(oracles::zero::ZeroModel { dim: 1, classes: c }) as Box<dyn oracles::Model>;
+/// # let model = StructuredModel::new(data.factor_types.clone(), vec![0.1, 0.1], vec![zero(2), zero(4)]).unwrap();
+/// use structlearn::PredictOptions;
+/// let p = model.predict_example(&data, 0, &PredictOptions::default()).unwrap();
+/// assert_eq!(p.labels.len(), 2); // one label per variable
+/// let graph = &data.examples[0].graph;
+/// let b0 = &p.beliefs[graph.config_range(0)]; // pixel 0's belief (region 0)
+/// assert!((b0[0] - 0.5).abs() < 1e-9); // zero energies: uniform beliefs
+/// assert!(p.report.converged);
+/// ```
 #[derive(Debug, Clone)]
 pub struct Prediction {
     /// `ŷ_i = argmax μ_i(y_i)` per variable.
@@ -59,6 +85,12 @@ pub struct Prediction {
 }
 
 /// Per factor type, what a model file's header says.
+///
+/// ```
+/// let h: structlearn::ModelTypeHeader =
+///     serde_json::from_str(r#"{"name": "unary", "dim": 2, "classes": 2, "epsilon": 0.1, "kind": "boosting"}"#).unwrap();
+/// assert_eq!(h.kind, "boosting");
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelTypeHeader {
     /// Factor type name.
@@ -74,6 +106,20 @@ pub struct ModelTypeHeader {
 }
 
 /// The self-describing header of a model file.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock, StructuredModel};
+/// # let types = vec![FactorTypeInfo { name: "unary".into(), dim: 1, classes: 2 }, FactorTypeInfo { name: "pairwise".into(), dim: 1, classes: 4 }];
+/// # let zero = |c| Box::new(oracles::zero::ZeroModel { dim: 1, classes: c }) as Box<dyn oracles::Model>;
+/// # let model = StructuredModel::new(types, vec![0.1, 0.1], vec![zero(2), zero(4)]).unwrap();
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("model.slm");
+/// model.save(&path).unwrap();
+/// let header = StructuredModel::read_header(&path).unwrap(); // no registry needed
+/// assert_eq!(header.factor_types[1].name, "pairwise");
+/// assert_eq!(header.factor_types[1].kind, "zero");
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelHeader {
     /// [`MODEL_FORMAT_VERSION`].
@@ -83,6 +129,36 @@ pub struct ModelHeader {
 }
 
 /// A structured predictor `F(x, y) = Σ_α ε_t g_t(φ_α, y_α)` (docs/MATH.md §4: `f = ε g`).
+///
+/// ```
+/// use std::sync::Arc;
+/// use oracles::ModelRegistry;
+/// use structlearn::oracle_config::builtin_oracle;
+/// use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock, PredictOptions, StructuredModel, TrainConfig, Trainer};
+/// let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
+/// let ex = |labels: Option<Vec<usize>>, x: [f64; 4]| Example {
+///     name: "x".into(),
+///     graph: graph.clone(),
+///     labels,
+///     features: vec![
+///         FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() },
+///         FeatureBlock { dim: 1, values: vec![1.0; 4] },
+///     ],
+/// };
+/// let types = vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)];
+/// let train = Dataset::new(types.clone(), vec![ex(Some(vec![0, 1, 0, 1]), [0.1, 0.9, 0.2, 0.8])]).unwrap();
+/// let oracles = vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("linear").unwrap())];
+/// let model = Trainer::new(&train, oracles, TrainConfig::default()).unwrap().train().unwrap().model;
+/// // New data needs no labels.
+/// let new = Dataset::new(types, vec![ex(None, [0.95, 0.05, 0.9, 0.1])]).unwrap();
+/// let predictions = model.predict(&new, &PredictOptions::default()).unwrap();
+/// assert_eq!(predictions[0].labels, vec![1, 0, 1, 0]);
+/// // Model files: binary, atomic; every oracle kind's loader comes from a registry.
+/// let dir = tempfile::tempdir().unwrap();
+/// model.save(&dir.path().join("model.slm")).unwrap();
+/// let loaded = StructuredModel::load(&dir.path().join("model.slm"), &ModelRegistry::with_builtin()).unwrap();
+/// assert_eq!(loaded.predict(&new, &PredictOptions::default()).unwrap()[0].labels, predictions[0].labels);
+/// ```
 #[derive(Debug, Clone)]
 pub struct StructuredModel {
     /// Factor types (name, dim, classes).
@@ -198,6 +274,30 @@ impl StructuredModel {
     /// starts, not where it converges: a trainer re-predicting after every
     /// learning iteration can keep each example's messages and spend a small
     /// budget per evaluation, accumulating iterations as the model settles.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock, StructuredModel};
+    /// # let graph = Arc::new(factor_graph::grid(3, 3, 2).unwrap());
+    /// # let ex = Example { name: "a".into(), graph, labels: None,
+    /// #     features: vec![FeatureBlock { dim: 1, values: (0..9).map(|i| i as f64 / 8.0).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 12] }] };
+    /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)], vec![ex]).unwrap();
+    /// # let unary = Box::new(oracles::linear::LinearModel::new(1, 2, vec![-20.0, 20.0]).unwrap()) as Box<dyn oracles::Model>;
+    /// # let pair = Box::new(oracles::linear::LinearModel::new(1, 4, vec![10.0, 0.0, 0.0, 10.0]).unwrap()) as Box<dyn oracles::Model>;
+    /// # let model = StructuredModel::new(data.factor_types.clone(), vec![0.1, 0.1], vec![unary, pair]).unwrap();
+    /// use smoothed_inference::Messages;
+    /// use structlearn::PredictOptions;
+    /// let few = PredictOptions { iterations: 3, tolerance: None };
+    /// let mut messages = Messages::zeros(&data.examples[0].graph);
+    /// // Budgets add up: 3 + 3 + 3 iterations from the same messages …
+    /// for _ in 0..3 {
+    ///     model.predict_example_from(&data, 0, &few, &mut messages).unwrap();
+    /// }
+    /// // … continue where one run of 9 iterations from zero would be.
+    /// let nine = model.predict_example(&data, 0, &PredictOptions { iterations: 9, tolerance: None }).unwrap();
+    /// let again = model.predict_example_from(&data, 0, &PredictOptions { iterations: 0, tolerance: None }, &mut messages).unwrap();
+    /// assert_eq!(again.labels, nine.labels);
+    /// ```
     pub fn predict_example_from(
         &self,
         data: &Dataset,
@@ -346,6 +446,15 @@ impl StructuredModel {
 
     /// A readable JSON export: the header plus each type's parameters where
     /// its class supports [`Model::to_json`].
+    ///
+    /// ```
+    /// # use structlearn::{FactorTypeInfo, StructuredModel};
+    /// # let types = vec![FactorTypeInfo { name: "unary".into(), dim: 1, classes: 2 }, FactorTypeInfo { name: "pairwise".into(), dim: 1, classes: 4 }];
+    /// # let lin = |c: usize| Box::new(oracles::linear::LinearModel::zeros(1, c)) as Box<dyn oracles::Model>;
+    /// # let model = StructuredModel::new(types, vec![0.1, 0.1], vec![lin(2), lin(4)]).unwrap();
+    /// let json = model.to_json();
+    /// println!("{}", serde_json::to_string_pretty(&json).unwrap());
+    /// ```
     pub fn to_json(&self) -> serde_json::Value {
         let header = self.header();
         let types: Vec<serde_json::Value> = header

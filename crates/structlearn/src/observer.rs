@@ -9,6 +9,13 @@ use serde::{Deserialize, Serialize};
 use crate::{LearnError, StructuredModel};
 
 /// What happened in one step of a learning iteration (docs/MATH.md §4).
+///
+/// ```
+/// let r: structlearn::Record = serde_json::from_str(r#"{"iteration": 1, "step": 1, "phase": "message-passing",
+///     "factor_type": null, "objective": 12.5, "oracle_loss": null, "rejected": null, "max_violation": 0.01,
+///     "train_error": 0.1, "validation_error": null, "step_seconds": 0.2, "elapsed_seconds": 0.5}"#).unwrap();
+/// assert_eq!(structlearn::CsvCurveWriter::row(&r), "1,1,message-passing,,12.5,,,0.01,0.1,,0.200000,0.500000");
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Record {
     /// Learning iteration, from 1.
@@ -38,6 +45,20 @@ pub struct Record {
 }
 
 /// Events sent to observers.
+///
+/// ```
+/// use structlearn::{Callback, TrainEvent};
+/// // Print the validation error after every learning iteration.
+/// let observer = Callback(|event: &TrainEvent<'_>| {
+///     if let TrainEvent::Step(r) = event
+///         && let Some(e) = r.validation_error
+///     {
+///         println!("iteration {}: validation error {e:.4}", r.iteration);
+///     }
+///     Ok::<(), structlearn::LearnError>(())
+/// });
+/// # drop(observer);
+/// ```
 #[derive(Debug)]
 pub enum TrainEvent<'a> {
     /// Training starts (or resumes after `completed` iterations).
@@ -70,12 +91,41 @@ pub enum TrainEvent<'a> {
 }
 
 /// Receives training events. An error stops training.
+///
+/// ```
+/// use structlearn::{LearnError, Observer, TrainEvent};
+/// /// Stops training (with an error) once the objective is below a target.
+/// struct StopBelow(f64);
+/// impl Observer for StopBelow {
+///     fn observe(&mut self, event: &TrainEvent<'_>) -> Result<(), LearnError> {
+///         match event {
+///             TrainEvent::Step(r) if r.objective < self.0 => Err(LearnError::Config("target reached".into())),
+///             _ => Ok(()),
+///         }
+///     }
+/// }
+/// // trainer.add_observer(Box::new(StopBelow(100.0)));
+/// # drop(StopBelow(1.0));
+/// ```
 pub trait Observer {
     /// Handles one event.
     fn observe(&mut self, event: &TrainEvent<'_>) -> Result<(), LearnError>;
 }
 
 /// An observer from a closure.
+///
+/// ```
+/// use structlearn::{Callback, TrainEvent};
+/// let mut finished = 0;
+/// let mut count = Callback(|e: &TrainEvent<'_>| {
+///     if let TrainEvent::IterationFinished { .. } = e {
+///         finished += 1;
+///     }
+///     Ok(())
+/// });
+/// use structlearn::Observer;
+/// count.observe(&TrainEvent::Finished).unwrap();
+/// ```
 pub struct Callback<F>(pub F);
 
 impl<F: FnMut(&TrainEvent<'_>) -> Result<(), LearnError>> Observer for Callback<F> {
@@ -86,6 +136,14 @@ impl<F: FnMut(&TrainEvent<'_>) -> Result<(), LearnError>> Observer for Callback<
 
 /// Writes every [`Record`] as a CSV row, flushed at once, so an interrupted
 /// run keeps its curve.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("curve.csv");
+/// let writer = structlearn::CsvCurveWriter::create(&path).unwrap(); // trainer.add_observer(Box::new(writer))
+/// drop(writer);
+/// assert_eq!(std::fs::read_to_string(&path).unwrap().trim(), structlearn::observer::CURVE_CSV_HEADER);
+/// ```
 pub struct CsvCurveWriter {
     out: std::io::BufWriter<std::fs::File>,
     path: std::path::PathBuf,
@@ -137,6 +195,13 @@ impl Observer for CsvCurveWriter {
 }
 
 /// Writes every [`Record`] as one JSON object per line.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let writer = structlearn::JsonLinesWriter::create(&dir.path().join("curve.jsonl")).unwrap();
+/// # drop(writer);
+/// // trainer.add_observer(Box::new(writer)); each line then is one serialised `Record`.
+/// ```
 pub struct JsonLinesWriter {
     out: std::io::BufWriter<std::fs::File>,
     path: std::path::PathBuf,

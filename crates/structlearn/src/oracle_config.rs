@@ -2,7 +2,7 @@
 //! the command line and configuration files).
 //!
 //! A specification is a JSON object with `"kind"` (`zero`, `constant`,
-//! `linear`, `boosting`, `mlp`) and any hyper-parameters of that class; missing
+//! `linear`, `boosting`, `mlp`, `indexed-linear`, `fixed`) and any hyper-parameters of that class; missing
 //! ones take the class's defaults, unknown ones are an error. On the command
 //! line the same is written `TYPE=KIND[:KEY=VALUE,...]` ([`parse_oracle_arg`]),
 //! nested keys with dots (`lbfgs.max_iterations=50`).
@@ -55,14 +55,31 @@ use serde_json::Value;
 use crate::LearnError;
 
 /// Names of the built-in function classes.
-pub const BUILTIN_KINDS: [&str; 5] = ["zero", "constant", "linear", "boosting", "mlp"];
+pub const BUILTIN_KINDS: [&str; 6] = ["zero", "constant", "linear", "boosting", "mlp", "indexed-linear"];
+
+/// The kind of the fixed class (a table with `−∞` for forbidden
+/// configurations, never learned), which needs its table as a parameter.
+pub const FIXED_KIND: &str = oracles::fixed::KIND;
 
 /// A built-in oracle with default hyper-parameters.
+///
+/// ```
+/// let oracle = structlearn::oracle_config::builtin_oracle("boosting").unwrap();
+/// assert_eq!(oracle.kind(), "boosting");
+/// assert!(structlearn::oracle_config::builtin_oracle("forest").is_err());
+/// ```
 pub fn builtin_oracle(kind: &str) -> Result<Box<dyn Oracle>, LearnError> {
     oracle_from_json(&serde_json::json!({ "kind": kind }))
 }
 
 /// A built-in oracle from `{"kind": ..., hyper-parameters...}` (module docs).
+///
+/// ```
+/// use structlearn::oracle_config::oracle_from_json;
+/// let spec = serde_json::json!({"kind": "linear", "l2": 0.5, "lbfgs": {"max_iterations": 50}});
+/// assert_eq!(oracle_from_json(&spec).unwrap().kind(), "linear");
+/// assert!(oracle_from_json(&serde_json::json!({"kind": "linear", "l2": -1.0})).is_err()); // validated
+/// ```
 pub fn oracle_from_json(spec: &Value) -> Result<Box<dyn Oracle>, LearnError> {
     let obj =
         spec.as_object().ok_or_else(|| LearnError::Config(format!("oracle specification {spec} is not an object")))?;
@@ -78,9 +95,11 @@ pub fn oracle_from_json(spec: &Value) -> Result<Box<dyn Oracle>, LearnError> {
         "linear" => build::<oracles::linear::LinearOracle>(kind, params, false)?,
         "boosting" => build::<oracles::boosting::BoostingOracle>(kind, params, false)?,
         "mlp" => build::<oracles::mlp::MlpOracle>(kind, params, false)?,
+        "indexed-linear" => build::<oracles::indexed::IndexedLinearOracle>(kind, params, false)?,
+        FIXED_KIND => build::<oracles::fixed::FixedOracle>(kind, params, false)?,
         other => {
             return Err(LearnError::Config(format!(
-                "unknown oracle kind `{other}` (built-in: {})",
+                "unknown oracle kind `{other}` (built-in: {}, {FIXED_KIND})",
                 BUILTIN_KINDS.join(", ")
             )));
         }
@@ -189,6 +208,12 @@ pub fn parse_oracle_arg(text: &str) -> Result<(String, Value), LearnError> {
 }
 
 /// One hyper-parameter of a built-in oracle.
+///
+/// ```
+/// for h in structlearn::oracle_config::hyper_parameters("linear").unwrap() {
+///     println!("{} [{}]: {}", h.name, h.default, h.meaning);
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct HyperParameter {
     /// Key, nested keys joined with dots (`lbfgs.max_iterations`).
@@ -204,6 +229,10 @@ pub struct HyperParameter {
 const MEANINGS: &[(&str, &str, &str)] = &[
     ("linear", "l2", "ridge (λ/2)‖W‖² on the weights, ≥ 0"),
     ("linear", "warm_max_iterations", "L-BFGS steps of a warm-started fit inside learning, ≥ 1 (null: full fits)"),
+    ("indexed-linear", "l2", "ridge (λ/2)‖W‖² on every group's weights, ≥ 0"),
+    ("indexed-linear", "groups", "number of groups (the last feature is the group index; 0: from the data)"),
+    ("fixed", "table", "the score t_y of every class (finite; never learned)"),
+    ("fixed", "forbidden", "classes scored −∞: configurations a hard constraint forbids"),
     ("boosting", "rounds", "trees added per fit (the ensemble grows across learning iterations), ≥ 1"),
     ("boosting", "shrinkage", "step length ν of each tree, in (0, 1]"),
     ("boosting", "subsample", "rows drawn per round (all when fewer), ≥ 1"),
@@ -227,6 +256,10 @@ const MEANINGS: &[(&str, &str, &str)] = &[
 ];
 
 /// One line of what a built-in kind is (for `--help`).
+///
+/// ```
+/// assert!(structlearn::oracle_config::kind_summary("boosting").contains("trees"));
+/// ```
 pub fn kind_summary(kind: &str) -> &'static str {
     match kind {
         "zero" => "g = 0: the factor type contributes nothing (no hyper-parameters)",
@@ -234,6 +267,8 @@ pub fn kind_summary(kind: &str) -> &'static str {
         "linear" => "multiclass logistic regression on the features, fitted by L-BFGS",
         "boosting" => "gradient-boosted regression trees (multiclass logistic loss)",
         "mlp" => "a one-hidden-layer perceptron trained by momentum SGD",
+        "indexed-linear" => "untied linear functions: one per group, the group index being the last feature",
+        "fixed" => "a fixed table, −∞ on forbidden classes (hard constraints), never learned",
         _ => "",
     }
 }
@@ -254,6 +289,8 @@ pub fn hyper_parameters(kind: &str) -> Result<Vec<HyperParameter>, LearnError> {
         "linear" => serde_json::to_value(oracles::linear::LinearOracle::default()),
         "boosting" => serde_json::to_value(oracles::boosting::BoostingOracle::default()),
         "mlp" => serde_json::to_value(oracles::mlp::MlpOracle::default()),
+        "indexed-linear" => serde_json::to_value(oracles::indexed::IndexedLinearOracle::default()),
+        "fixed" => serde_json::to_value(oracles::fixed::FixedOracle::default()),
         other => {
             return Err(LearnError::Config(format!(
                 "unknown oracle kind `{other}` (built-in: {})",
@@ -288,6 +325,10 @@ fn flatten(kind: &str, prefix: &str, value: &Value, out: &mut Vec<HyperParameter
 
 /// The text `structlearn train --help` prints about oracles: every built-in
 /// kind, its hyper-parameters, defaults and meanings.
+///
+/// ```
+/// assert!(structlearn::oracle_config::oracle_help().contains("rounds [20]"));
+/// ```
 pub fn oracle_help() -> String {
     let mut text = String::from(
         "Oracles: --oracle TYPE=KIND[:KEY=VALUE,...], e.g. --oracle unary=boosting:rounds=20,max_depth=4 \

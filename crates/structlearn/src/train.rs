@@ -44,6 +44,20 @@ use crate::observer::{Observer, Record, TrainEvent};
 use crate::{Dataset, LearnError, PredictOptions, StructuredModel};
 
 /// One step of a learning iteration.
+///
+/// ```
+/// use structlearn::{Step, TrainConfig};
+/// // Fit the unary type, 50 message-passing iterations, then the pairwise type.
+/// let config = TrainConfig {
+///     schedule: Some(vec![
+///         Step::Fit { factor_type: "unary".into() },
+///         Step::MessagePassing { iterations: 50 },
+///         Step::Fit { factor_type: "pairwise".into() },
+///     ]),
+///     ..TrainConfig::default()
+/// };
+/// assert_eq!(config.schedule.unwrap().len(), 3);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Step {
@@ -60,6 +74,12 @@ pub enum Step {
 }
 
 /// When to predict on the training and validation sets.
+///
+/// ```
+/// use structlearn::{Evaluate, TrainConfig};
+/// let config = TrainConfig { evaluate: Evaluate::Never, ..TrainConfig::default() }; // objective only
+/// assert_eq!(serde_json::to_value(config.evaluate).unwrap(), "never");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Evaluate {
@@ -72,6 +92,15 @@ pub enum Evaluate {
 }
 
 /// Where and how often to checkpoint.
+///
+/// ```
+/// use structlearn::{CheckpointConfig, TrainConfig};
+/// let config = TrainConfig {
+///     checkpoint: Some(CheckpointConfig { path: "run.ckpt".into(), every: 1 }),
+///     ..TrainConfig::default()
+/// };
+/// assert_eq!(config.checkpoint.unwrap().every, 1);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CheckpointConfig {
@@ -90,6 +119,15 @@ pub const DEFAULT_MESSAGE_PASSING_TOLERANCE: f64 = 1e-6;
 /// Settings of Algorithm 1. `Default` is docs/MATH.md §4: `ε = 0.1`, each learning
 /// iteration fits each factor type in order followed by 25 message-passing
 /// iterations, evaluation after every learning iteration.
+///
+/// ```
+/// use structlearn::TrainConfig;
+/// let config = TrainConfig { epsilon: 0.1, learning_iterations: 20, seed: 7, ..TrainConfig::default() };
+/// // Configuration files hold the same fields; unknown ones are errors.
+/// let from_file: TrainConfig = serde_json::from_str(r#"{"learning_iterations": 20, "seed": 7}"#).unwrap();
+/// assert_eq!(from_file, config);
+/// assert!(serde_json::from_str::<TrainConfig>(r#"{"learning_iteratons": 20}"#).is_err());
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TrainConfig {
@@ -212,6 +250,26 @@ struct ExampleState {
 }
 
 /// What [`Trainer::train`] returns.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+/// # let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
+/// # let ex = |labels: Vec<usize>, x: [f64; 4]| Example { name: "x".into(), graph: graph.clone(), labels: Some(labels),
+/// #     features: vec![FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 4] }] };
+/// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)],
+/// #     vec![ex(vec![0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8]), ex(vec![1, 1, 0, 0], [0.9, 0.7, 0.1, 0.3])]).unwrap();
+/// use structlearn::oracle_config::builtin_oracle;
+/// use structlearn::{TrainConfig, Trainer};
+/// let oracles = vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("linear").unwrap())];
+/// let outcome = Trainer::new(&data, oracles, TrainConfig { learning_iterations: 3, ..TrainConfig::default() })
+///     .unwrap()
+///     .train()
+///     .unwrap();
+/// // One record per step: 2 fits + 2 message-passing steps per learning iteration.
+/// assert_eq!(outcome.history.len(), 3 * 4);
+/// assert!(!outcome.stopped_early && outcome.best_iteration.is_none());
+/// ```
 #[derive(Debug)]
 pub struct TrainOutcome {
     /// The learned model: the last iteration's or, with early stopping, the
@@ -226,6 +284,37 @@ pub struct TrainOutcome {
 }
 
 /// Runs Algorithm 1 on a training set with one oracle per factor type.
+///
+/// ```
+/// use std::sync::Arc;
+/// use structlearn::oracle_config::builtin_oracle;
+/// use structlearn::{Callback, Dataset, Example, FactorTypeInfo, FeatureBlock, PredictOptions, TrainConfig, TrainEvent, Trainer};
+/// // Two 2 × 2 images; unary features [x, 1], pair features [1].
+/// let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
+/// let ex = |labels: Vec<usize>, x: [f64; 4]| Example {
+///     name: "x".into(),
+///     graph: graph.clone(),
+///     labels: Some(labels),
+///     features: vec![
+///         FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() },
+///         FeatureBlock { dim: 1, values: vec![1.0; 4] },
+///     ],
+/// };
+/// let types = vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)];
+/// let data = Dataset::new(types, vec![ex(vec![0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8]), ex(vec![1, 1, 0, 0], [0.9, 0.7, 0.1, 0.3])])
+///     .unwrap();
+/// let oracles = vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("constant").unwrap())];
+/// let config = TrainConfig { learning_iterations: 5, ..TrainConfig::default() };
+/// let mut trainer = Trainer::new(&data, oracles, config).unwrap().with_validation(&data);
+/// trainer.add_observer(Box::new(Callback(|e: &TrainEvent<'_>| {
+///     if let TrainEvent::Step(r) = e {
+///         println!("iteration {} step {}: objective {:.4}", r.iteration, r.step, r.objective);
+///     }
+///     Ok(())
+/// })));
+/// let outcome = trainer.train().unwrap();
+/// assert_eq!(outcome.model.error_rate(&data, &PredictOptions::default()).unwrap(), 0.0);
+/// ```
 pub struct Trainer<'a> {
     train: &'a Dataset,
     validation: Option<&'a Dataset>,
@@ -351,12 +440,32 @@ impl<'a> Trainer<'a> {
 
     /// Also reports prediction error on this (validation or test) set.
     pub fn with_validation(mut self, validation: &'a Dataset) -> Self {
-        self.validation = Some(validation);
-        self.validation_eval_messages = zero_messages(validation);
+        self.set_validation(validation);
         self
     }
 
+    /// [`Trainer::with_validation`] in place (for [`crate::Learner`]).
+    pub(crate) fn set_validation(&mut self, validation: &'a Dataset) {
+        self.validation = Some(validation);
+        self.validation_eval_messages = zero_messages(validation);
+    }
+
     /// Replaces the Hamming discrepancy. Must be called before training starts.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+    /// # let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
+    /// # let ex = Example { name: "x".into(), graph, labels: Some(vec![0, 1]),
+    /// #     features: vec![FeatureBlock { dim: 1, values: vec![0.1, 0.9] }, FeatureBlock { dim: 1, values: vec![1.0] }] };
+    /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)], vec![ex]).unwrap();
+    /// use structlearn::oracle_config::builtin_oracle;
+    /// use structlearn::{NoDiscrepancy, TrainConfig, Trainer};
+    /// let oracles = vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("linear").unwrap())];
+    /// // No loss augmentation: a smoothed CRF-like objective.
+    /// let trainer = Trainer::new(&data, oracles, TrainConfig::default()).unwrap().with_discrepancy(Box::new(NoDiscrepancy)).unwrap();
+    /// # drop(trainer);
+    /// ```
     pub fn with_discrepancy(mut self, discrepancy: Box<dyn Discrepancy>) -> Result<Self, LearnError> {
         self.discrepancy = discrepancy;
         self.initial_states()?;
@@ -370,6 +479,25 @@ impl<'a> Trainer<'a> {
 
     /// A flag that, once set, stops training at the next learning-iteration
     /// boundary (after writing the checkpoint, if configured).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+    /// # let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
+    /// # let ex = |labels: Vec<usize>, x: [f64; 4]| Example { name: "x".into(), graph: graph.clone(), labels: Some(labels),
+    /// #     features: vec![FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 4] }] };
+    /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)],
+    /// #     vec![ex(vec![0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8]), ex(vec![1, 1, 0, 0], [0.9, 0.7, 0.1, 0.3])]).unwrap();
+    /// use std::sync::atomic::{AtomicBool, Ordering};
+    /// use structlearn::oracle_config::builtin_oracle;
+    /// use structlearn::{LearnError, TrainConfig, Trainer};
+    /// let oracles = vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("linear").unwrap())];
+    /// let mut trainer = Trainer::new(&data, oracles, TrainConfig::default()).unwrap();
+    /// let stop = Arc::new(AtomicBool::new(false));
+    /// trainer.set_stop_flag(stop.clone()); // e.g. set from a Ctrl-C handler
+    /// stop.store(true, Ordering::SeqCst);
+    /// assert!(matches!(trainer.train(), Err(LearnError::Interrupted { completed: 0 })));
+    /// ```
     pub fn set_stop_flag(&mut self, stop: Arc<AtomicBool>) {
         self.stop = Some(stop);
     }
@@ -464,6 +592,24 @@ impl<'a> Trainer<'a> {
     }
 
     /// The training objective `R = Σ_k [A(λ^k, θ^k) − Σ_α θ^k_α(y^k_α)]` (docs/MATH.md §4).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+    /// # let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
+    /// # let ex = |labels: Vec<usize>, x: [f64; 4]| Example { name: "x".into(), graph: graph.clone(), labels: Some(labels),
+    /// #     features: vec![FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 4] }] };
+    /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)],
+    /// #     vec![ex(vec![0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8]), ex(vec![1, 1, 0, 0], [0.9, 0.7, 0.1, 0.3])]).unwrap();
+    /// use structlearn::oracle_config::builtin_oracle;
+    /// use structlearn::{TrainConfig, Trainer};
+    /// let oracles = vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("linear").unwrap())];
+    /// let mut trainer = Trainer::new(&data, oracles, TrainConfig { learning_iterations: 3, ..TrainConfig::default() }).unwrap();
+    /// let before = trainer.objective().unwrap();
+    /// let outcome = trainer.train().unwrap();
+    /// assert!(outcome.history.last().unwrap().objective < before); // exact oracles: R falls
+    /// assert!(trainer.objective().unwrap() >= 0.0);
+    /// ```
     pub fn objective(&self) -> Result<f64, LearnError> {
         let parts: Vec<f64> = (0..self.train.len())
             .into_par_iter()
@@ -732,6 +878,33 @@ impl<'a> Trainer<'a> {
     /// same training set and seed; `train` then continues from it. Attach the
     /// validation set ([`Trainer::with_validation`]) first, so that its
     /// evaluation messages are restored too.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+    /// # let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
+    /// # let ex = |labels: Vec<usize>, x: [f64; 4]| Example { name: "x".into(), graph: graph.clone(), labels: Some(labels),
+    /// #     features: vec![FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 4] }] };
+    /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)],
+    /// #     vec![ex(vec![0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8]), ex(vec![1, 1, 0, 0], [0.9, 0.7, 0.1, 0.3])]).unwrap();
+    /// use oracles::ModelRegistry;
+    /// use structlearn::oracle_config::builtin_oracle;
+    /// use structlearn::{CheckpointConfig, TrainConfig, Trainer};
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let path = dir.path().join("run.ckpt");
+    /// let oracles = || vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("linear").unwrap())];
+    /// let config = |n| TrainConfig {
+    ///     learning_iterations: n,
+    ///     checkpoint: Some(CheckpointConfig { path: path.clone(), every: 1 }),
+    ///     ..TrainConfig::default()
+    /// };
+    /// let whole = Trainer::new(&data, oracles(), config(4)).unwrap().train().unwrap();
+    /// Trainer::new(&data, oracles(), config(2)).unwrap().train().unwrap(); // "interrupted" after 2
+    /// let mut trainer = Trainer::new(&data, oracles(), config(4)).unwrap();
+    /// trainer.resume_from(&path, &ModelRegistry::with_builtin()).unwrap();
+    /// let resumed = trainer.train().unwrap();
+    /// assert_eq!(resumed.model.to_bytes().unwrap(), whole.model.to_bytes().unwrap());
+    /// ```
     pub fn resume_from(&mut self, path: &Path, registry: &ModelRegistry) -> Result<(), LearnError> {
         let bytes = std::fs::read(path).map_err(|e| LearnError::io(path, e))?;
         let body = unwrap_binary(path, &bytes, CHECKPOINT_MAGIC)?;
@@ -875,6 +1048,12 @@ fn pool(data: &Dataset, t: usize) -> Result<Pooled, LearnError> {
 
 /// Seed of the oracle call at step `step` of learning iteration `iteration`
 /// (SplitMix64 finaliser over the three).
+///
+/// ```
+/// use structlearn::mix_seed;
+/// assert_eq!(mix_seed(1, 2, 3), mix_seed(1, 2, 3));
+/// assert_ne!(mix_seed(1, 2, 3), mix_seed(1, 3, 2));
+/// ```
 pub fn mix_seed(seed: u64, iteration: usize, step: usize) -> u64 {
     let mut z = seed
         ^ (iteration as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)

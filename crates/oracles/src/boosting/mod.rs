@@ -63,6 +63,20 @@ const UPDATE_CHUNK_ROWS: usize = 4096;
 
 /// The boosting oracle's hyper-parameters (ch. §1.9.4; defaults from the chapter
 /// where it gives one).
+///
+/// ```
+/// use oracles::{Features, FitContext, Oracle, Problem};
+/// let oracle = oracles::boosting::BoostingOracle { rounds: 5, max_depth: Some(3), leaf_l2: 1.0, ..Default::default() };
+/// let x: Vec<f64> = (0..30).map(|i| (i % 10) as f64).collect();
+/// let labels: Vec<usize> = x.iter().map(|&v| usize::from(v > 4.0)).collect();
+/// let bias = vec![0.0; 60];
+/// let p = Problem::new(Features::new(&x, 30, 1).unwrap(), &labels, &bias, 2, None).unwrap();
+/// let first = oracle.fit(&p, None, FitContext { seed: 0 }).unwrap();
+/// // Warm-started: the ensemble grows by `rounds` more trees per call.
+/// let second = oracle.fit(&p, Some(first.as_ref()), FitContext { seed: 1 }).unwrap();
+/// let loss = |m: &dyn oracles::Model| oracles::model_loss(m, &p).unwrap();
+/// assert!(loss(second.as_ref()) < loss(first.as_ref()));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct BoostingOracle {
     /// Boosting rounds (trees added) per fit call; the ensemble keeps growing

@@ -27,6 +27,18 @@ const SCORE_CHUNK_BYTES: usize = 16 * 1024;
 /// `c`, a child `c < 0` its leaf `!c`; a tree without internal nodes is one leaf.
 /// The invariants are checked when a model is loaded, so scoring never indexes
 /// out of bounds or loops.
+///
+/// ```
+/// use oracles::{Features, FitContext, Oracle, Problem};
+/// let x: Vec<f64> = (0..40).map(|i| i as f64).collect();
+/// let labels: Vec<usize> = (0..40).map(|i| usize::from(i >= 20)).collect();
+/// let bias = vec![0.0; 80];
+/// let p = Problem::new(Features::new(&x, 40, 1).unwrap(), &labels, &bias, 2, None).unwrap();
+/// let oracle = oracles::boosting::BoostingOracle { rounds: 3, ..Default::default() };
+/// let model = oracle.fit(&p, None, FitContext { seed: 0 }).unwrap();
+/// let trees = model.as_any().downcast_ref::<oracles::boosting::BoostingModel>().unwrap().trees();
+/// assert_eq!(trees, 3); // one tree per round, each leaf holding a score per class
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BoostingModel {
     pub(super) dim: usize,

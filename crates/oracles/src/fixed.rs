@@ -1,0 +1,198 @@
+//! The fixed function class: `g(φ, y) = t_y`, a table given by the user that
+//! learning never changes, with `t_y = −∞` allowed for **forbidden**
+//! configurations (docs/MATH.md §6.5: a hard constraint is a region whose
+//! function is `log 0` on the labelings it forbids).
+//!
+//! The oracle ignores the problem's labels and biases and returns its table;
+//! a warm start is returned unchanged as well, so the [`Oracle`] contract
+//! (never a higher loss than the warm start) holds trivially.
+//!
+//! ```
+//! use oracles::fixed::FixedOracle;
+//! use oracles::{Features, FitContext, Oracle, Problem};
+//! // Two binary variables that must agree: configurations 01 and 10 are forbidden.
+//! let oracle = FixedOracle { table: vec![0.0; 4], forbidden: vec![1, 2] };
+//! let x = [1.0];
+//! let problem = Problem::new(Features::new(&x, 1, 1).unwrap(), &[3], &[0.0; 4], 4, None).unwrap();
+//! let model = oracle.fit(&problem, None, FitContext { seed: 0 }).unwrap();
+//! let mut s = [0.0; 4];
+//! model.score(Features::new(&x, 1, 1).unwrap(), &mut s).unwrap();
+//! assert_eq!(s, [0.0, f64::NEG_INFINITY, f64::NEG_INFINITY, 0.0]);
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+use crate::{FitContext, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, decode, encode};
+
+/// Registry name of [`FixedModel`].
+pub const KIND: &str = "fixed";
+
+/// The fixed oracle: its hyper-parameters are the function.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FixedOracle {
+    /// `t_y` for every class (finite).
+    pub table: Vec<f64>,
+    /// Classes whose score is `−∞` (distinct, in range, not all of them).
+    pub forbidden: Vec<usize>,
+}
+
+/// `g(φ, y) = t_y`, or `−∞` for a forbidden `y`; the features (dimension
+/// `dim`) are ignored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FixedModel {
+    dim: usize,
+    table: Vec<f64>,
+    forbidden: Vec<usize>,
+}
+
+fn check_table(table: &[f64], forbidden: &[usize]) -> Result<(), OracleError> {
+    let bad = |reason: String| OracleError::InvalidHyperParameter { name: "table", reason };
+    if table.len() < 2 {
+        return Err(bad(format!("{} entries; a table needs one per class (at least 2)", table.len())));
+    }
+    if let Some(y) = table.iter().position(|v| !v.is_finite()) {
+        return Err(bad(format!("entry {y} is {}; use `forbidden` for -inf", table[y])));
+    }
+    let mut seen = vec![false; table.len()];
+    for &y in forbidden {
+        if y >= table.len() {
+            return Err(OracleError::InvalidHyperParameter {
+                name: "forbidden",
+                reason: format!("class {y} is out of range 0..{}", table.len()),
+            });
+        }
+        if std::mem::replace(&mut seen[y], true) {
+            return Err(OracleError::InvalidHyperParameter {
+                name: "forbidden",
+                reason: format!("class {y} is listed twice"),
+            });
+        }
+    }
+    if seen.iter().all(|&s| s) {
+        return Err(OracleError::InvalidHyperParameter {
+            name: "forbidden",
+            reason: "every class is forbidden: nothing is feasible".into(),
+        });
+    }
+    Ok(())
+}
+
+impl FixedModel {
+    /// A model for inputs of dimension `dim` with the finite table `t` and the
+    /// forbidden classes.
+    pub fn new(dim: usize, table: Vec<f64>, forbidden: Vec<usize>) -> Result<Self, OracleError> {
+        check_table(&table, &forbidden)?;
+        Ok(Self { dim, table, forbidden })
+    }
+
+    /// `t_y`, with `−∞` on the forbidden classes.
+    pub fn scores(&self) -> Vec<f64> {
+        let mut s = self.table.clone();
+        for &y in &self.forbidden {
+            s[y] = f64::NEG_INFINITY;
+        }
+        s
+    }
+
+    /// The forbidden classes.
+    pub fn forbidden(&self) -> &[usize] {
+        &self.forbidden
+    }
+}
+
+impl Oracle for FixedOracle {
+    fn kind(&self) -> &str {
+        KIND
+    }
+
+    fn validate(&self) -> Result<(), OracleError> {
+        check_table(&self.table, &self.forbidden)
+    }
+
+    fn fit(
+        &self,
+        problem: &Problem<'_>,
+        _warm: Option<&dyn Model>,
+        _ctx: FitContext,
+    ) -> Result<Box<dyn Model>, OracleError> {
+        self.validate()?;
+        if problem.classes() != self.table.len() {
+            return Err(OracleError::ModelMismatch {
+                model_dim: problem.dim(),
+                model_classes: self.table.len(),
+                dim: problem.dim(),
+                classes: problem.classes(),
+            });
+        }
+        Ok(Box::new(FixedModel::new(problem.dim(), self.table.clone(), self.forbidden.clone())?))
+    }
+}
+
+impl Model for FixedModel {
+    fn kind(&self) -> &str {
+        KIND
+    }
+    fn dim(&self) -> usize {
+        self.dim
+    }
+    fn classes(&self) -> usize {
+        self.table.len()
+    }
+    fn score(&self, features: crate::Features<'_>, out: &mut [f64]) -> Result<(), OracleError> {
+        check_model_shape(self, features.dim(), self.table.len())?;
+        check_score_buffer(features, self.table.len(), out)?;
+        let s = self.scores();
+        for row in out.chunks_mut(s.len()) {
+            row.copy_from_slice(&s);
+        }
+        Ok(())
+    }
+    fn to_bytes(&self) -> Result<Vec<u8>, OracleError> {
+        encode(KIND, self)
+    }
+    fn clone_model(&self) -> Box<dyn Model> {
+        Box::new(self.clone())
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn to_json(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(self).ok()
+    }
+}
+
+/// Loader for the registry; re-validates the table.
+pub fn load(bytes: &[u8]) -> Result<Box<dyn Model>, OracleError> {
+    let raw = decode::<FixedModel>(KIND, bytes)?;
+    Ok(Box::new(FixedModel::new(raw.dim, raw.table, raw.forbidden)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ModelRegistry;
+
+    #[test]
+    fn invalid_tables_are_refused_with_the_reason() {
+        for (table, forbidden, what) in [
+            (vec![0.0], vec![], "at least 2"),
+            (vec![0.0, f64::NAN], vec![], "entry 1"),
+            (vec![0.0, 0.0], vec![2], "out of range"),
+            (vec![0.0, 0.0], vec![1, 1], "twice"),
+            (vec![0.0, 0.0], vec![0, 1], "every class"),
+        ] {
+            let e = FixedOracle { table, forbidden }.validate().unwrap_err().to_string();
+            assert!(e.contains(what), "{e}");
+        }
+    }
+
+    #[test]
+    fn round_trips_through_the_registry() {
+        let m = FixedModel::new(3, vec![0.5, 0.0, -1.0], vec![1]).unwrap();
+        let loaded = ModelRegistry::with_builtin().load(KIND, &m.to_bytes().unwrap()).unwrap();
+        let x = [0.0; 6];
+        let mut s = [0.0; 6];
+        loaded.score(crate::Features::new(&x, 2, 3).unwrap(), &mut s).unwrap();
+        assert_eq!(s, [0.5, f64::NEG_INFINITY, -1.0, 0.5, f64::NEG_INFINITY, -1.0]);
+    }
+}

@@ -1,0 +1,262 @@
+//! Learners: the ways of turning a training set into a [`StructuredModel`],
+//! behind one interface ([`Learner`]) so that choosing one is a setting, not a
+//! separate code path (docs/ARCHITECTURE.md, "Learners").
+//!
+//! Every learner trains on a [`Dataset`] (region graphs, labels, features per
+//! factor type), takes one oracle specification per factor type
+//! (`{"kind": ...}`, see [`crate::oracle_config`]), reports [`Record`]s to
+//! [`Observer`]s, stops at a flag, and returns a [`StructuredModel`] that is
+//! saved, loaded and predicted with the same way whatever learned it.
+//!
+//! | [`LearnerKind`] | what it is | implemented by |
+//! |---|---|---|
+//! | `algorithm1` | Domke's Algorithm 1: per factor type, a full oracle fit of the message-biased logistic loss, then message passing (docs/MATH.md §4) | [`Trainer`] |
+//! | `hazan-urtasun` | Hazan & Urtasun's primal-dual learner for linear energies: per round, block-coordinate message passing, then **one** gradient step per factor type with the exact line minimiser ([`oracles::step`]; docs/MATH.md §6.4) | [`Trainer`] with [`oracles::step::GradientStepOracle`]s and the schedule `[message passing, fit t₁, fit t₂, …]` |
+//! | `piecewise` | Algorithm 1's first fit alone: every type fitted once with zero messages (biases `Δ/ε`), i.e. piecewise training of the loss-augmented objective — the smoothed "L+I" of docs/MATH.md §6.5 | [`Trainer`] with the schedule `[fit t₁, fit t₂, …]`, one iteration |
+//! | `perceptron-local` | Punyakanok et al.'s LO/L+I training: a perceptron per region, no inference | [`Perceptron`] |
+//! | `perceptron-global` | their IBT: structured perceptron with exact (constrained) inference in training | [`Perceptron`] |
+//!
+//! The first three share everything of Algorithm 1's [`Trainer`] — pooled
+//! oracle problems, persistent messages, the objective
+//! `R = Σ_k [A(λ^k, θ^k) − θ^k(y^k)]`, evaluation, checkpoints — and differ
+//! only in the schedule of steps and in what a "fit" of a factor type does:
+//! solve the biased logistic problem (Algorithm 1) or take one descent step
+//! on it (Hazan & Urtasun). Both are block-coordinate descent on the same
+//! jointly convex objective for linear energies, so they reach the same
+//! optimum; the schedule decides how fast (`cargo xtask reproduce
+//! hazan-urtasun` measures it). The perceptrons optimise no smooth objective
+//! and use exact MAP by enumeration ([`crate::exact`]) instead of smoothed
+//! inference, so they have their own loop; their `objective` is the number of
+//! mistakes in the epoch.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock, LearnerKind, TrainConfig, build_learner};
+//! let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
+//! let ex = Example {
+//!     name: "tiny".into(),
+//!     graph,
+//!     labels: Some(vec![0, 1]),
+//!     features: vec![
+//!         FeatureBlock { dim: 2, values: vec![0.1, 1.0, 0.9, 1.0] },
+//!         FeatureBlock { dim: 1, values: vec![1.0] },
+//!     ],
+//! };
+//! let data = Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)], vec![ex]).unwrap();
+//! let specs = vec![
+//!     ("unary".to_string(), serde_json::json!({"kind": "linear"})),
+//!     ("pairwise".to_string(), serde_json::json!({"kind": "linear"})),
+//! ];
+//! let config = TrainConfig { learning_iterations: 5, message_passing_iterations: 2, ..TrainConfig::default() };
+//! let mut learner = build_learner(LearnerKind::HazanUrtasun, &data, &specs, config).unwrap();
+//! let outcome = learner.train().unwrap();
+//! assert!(outcome.history.windows(2).all(|w| w[1].objective <= w[0].objective + 1e-9));
+//! ```
+
+use std::fmt;
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use oracles::ModelRegistry;
+use oracles::step::GradientStepOracle;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::observer::{Observer, Record};
+use crate::oracle_config::{FIXED_KIND, oracle_from_json};
+use crate::perceptron::{Perceptron, PerceptronMode};
+use crate::train::{Step, TrainOutcome};
+use crate::{Dataset, LearnError, StructuredModel, TrainConfig, Trainer};
+
+/// The learners [`build_learner`] knows (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LearnerKind {
+    /// Domke's Algorithm 1.
+    Algorithm1,
+    /// Hazan & Urtasun's primal-dual learner (linear energies).
+    HazanUrtasun,
+    /// Piecewise training: Algorithm 1's first fit alone.
+    Piecewise,
+    /// Local perceptrons (Punyakanok et al.'s LO / L+I training).
+    PerceptronLocal,
+    /// Structured perceptron with exact constrained inference (their IBT).
+    PerceptronGlobal,
+}
+
+impl LearnerKind {
+    /// Every kind, in the order of the module docs.
+    pub const ALL: [LearnerKind; 5] = [
+        LearnerKind::Algorithm1,
+        LearnerKind::HazanUrtasun,
+        LearnerKind::Piecewise,
+        LearnerKind::PerceptronLocal,
+        LearnerKind::PerceptronGlobal,
+    ];
+
+    /// The name used on the command line and in files.
+    pub fn name(self) -> &'static str {
+        match self {
+            LearnerKind::Algorithm1 => "algorithm1",
+            LearnerKind::HazanUrtasun => "hazan-urtasun",
+            LearnerKind::Piecewise => "piecewise",
+            LearnerKind::PerceptronLocal => "perceptron-local",
+            LearnerKind::PerceptronGlobal => "perceptron-global",
+        }
+    }
+}
+
+impl fmt::Display for LearnerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for LearnerKind {
+    type Err = LearnError;
+    fn from_str(s: &str) -> Result<Self, LearnError> {
+        Self::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
+            LearnError::Config(format!("unknown learner `{s}` (known: {})", names.join(", ")))
+        })
+    }
+}
+
+/// A way of learning a [`StructuredModel`] from a training set (module docs).
+pub trait Learner<'a> {
+    /// Which learner this is.
+    fn kind(&self) -> LearnerKind;
+    /// Also reports prediction error on this (validation or test) set.
+    fn set_validation(&mut self, validation: &'a Dataset);
+    /// Adds an observer of the training records.
+    fn add_observer(&mut self, observer: Box<dyn Observer + Send + 'a>);
+    /// A flag that, once set, stops training at the next iteration boundary.
+    fn set_stop_flag(&mut self, stop: Arc<AtomicBool>);
+    /// Runs the remaining iterations and returns the model and all records.
+    fn train(&mut self) -> Result<TrainOutcome, LearnError>;
+    /// The current model.
+    fn model(&self) -> Result<StructuredModel, LearnError>;
+    /// The records so far.
+    fn history(&self) -> &[Record];
+    /// Writes the learner's state atomically (errors if the learner has none worth saving).
+    fn save_checkpoint(&self, path: &Path) -> Result<(), LearnError>;
+    /// Restores a checkpoint written by [`Learner::save_checkpoint`] of the same learner.
+    fn resume_from(&mut self, path: &Path, registry: &ModelRegistry) -> Result<(), LearnError>;
+}
+
+/// Algorithm 1's [`Trainer`] running the schedule and oracles of one of the
+/// smoothed learners (`algorithm1`, `hazan-urtasun`, `piecewise`).
+pub struct Scheduled<'a> {
+    kind: LearnerKind,
+    trainer: Trainer<'a>,
+}
+
+impl<'a> Scheduled<'a> {
+    /// The underlying trainer (objective, `ε`, …).
+    pub fn trainer(&self) -> &Trainer<'a> {
+        &self.trainer
+    }
+}
+
+impl<'a> Learner<'a> for Scheduled<'a> {
+    fn kind(&self) -> LearnerKind {
+        self.kind
+    }
+    fn set_validation(&mut self, validation: &'a Dataset) {
+        self.trainer.set_validation(validation);
+    }
+    fn add_observer(&mut self, observer: Box<dyn Observer + Send + 'a>) {
+        self.trainer.add_observer(observer);
+    }
+    fn set_stop_flag(&mut self, stop: Arc<AtomicBool>) {
+        self.trainer.set_stop_flag(stop);
+    }
+    fn train(&mut self) -> Result<TrainOutcome, LearnError> {
+        self.trainer.train()
+    }
+    fn model(&self) -> Result<StructuredModel, LearnError> {
+        self.trainer.model()
+    }
+    fn history(&self) -> &[Record] {
+        self.trainer.history()
+    }
+    fn save_checkpoint(&self, path: &Path) -> Result<(), LearnError> {
+        self.trainer.save_checkpoint(path)
+    }
+    fn resume_from(&mut self, path: &Path, registry: &ModelRegistry) -> Result<(), LearnError> {
+        self.trainer.resume_from(path, registry)
+    }
+}
+
+/// An oracle for the factor type of this name.
+type NamedOracle = (String, Box<dyn oracles::Oracle>);
+
+/// The oracle of `spec` as the Hazan–Urtasun learner uses it: linear classes
+/// take one gradient step per round, `zero` and `fixed` stay as they are.
+fn step_oracle(name: &str, spec: &Value) -> Result<Box<dyn oracles::Oracle>, LearnError> {
+    let full = oracle_from_json(spec)?;
+    let kind = full.kind().to_string();
+    if kind == FIXED_KIND || kind == oracles::zero::KIND {
+        return Ok(full);
+    }
+    let l2 = spec.get("l2").and_then(Value::as_f64).unwrap_or(0.0);
+    let groups = spec.get("groups").and_then(Value::as_u64).unwrap_or(0) as usize;
+    GradientStepOracle::for_oracle_of(&kind, l2, groups).map(|o| Box::new(o) as Box<dyn oracles::Oracle>).ok_or_else(
+        || {
+            LearnError::Config(format!(
+                "the hazan-urtasun learner learns linear energies: factor type `{name}` has oracle `{kind}` \
+                 (use linear, indexed-linear, zero or fixed)"
+            ))
+        },
+    )
+}
+
+/// Builds the learner `kind` for `train` with one oracle specification per
+/// factor type and the shared settings `config` (for the perceptrons:
+/// `learning_iterations` is the largest number of epochs, `evaluate`,
+/// `evaluate_train` and `predict` apply; `epsilon` scales nothing).
+///
+/// For `hazan-urtasun` one learning iteration is one round: `config.message_passing_iterations`
+/// message-passing iterations, then one gradient step per learnable type. For
+/// `piecewise`, `learning_iterations` and the schedule are ignored (one
+/// iteration of one fit per type). A custom `config.schedule` is refused for
+/// both, since the schedule is what defines them.
+pub fn build_learner<'a>(
+    kind: LearnerKind,
+    train: &'a Dataset,
+    specs: &[(String, Value)],
+    mut config: TrainConfig,
+) -> Result<Box<dyn Learner<'a> + 'a>, LearnError> {
+    if config.schedule.is_some() && matches!(kind, LearnerKind::HazanUrtasun | LearnerKind::Piecewise) {
+        return Err(LearnError::Config(format!("the {kind} learner defines its own schedule; remove `schedule`")));
+    }
+    let fits = || train.factor_types.iter().map(|ft| Step::Fit { factor_type: ft.name.clone() });
+    let oracles = |step: bool| -> Result<Vec<NamedOracle>, LearnError> {
+        specs
+            .iter()
+            .map(|(name, spec)| {
+                Ok((name.clone(), if step { step_oracle(name, spec)? } else { oracle_from_json(spec)? }))
+            })
+            .collect()
+    };
+    Ok(match kind {
+        LearnerKind::Algorithm1 => Box::new(Scheduled { kind, trainer: Trainer::new(train, oracles(false)?, config)? }),
+        LearnerKind::HazanUrtasun => {
+            let mp = Step::MessagePassing { iterations: config.message_passing_iterations };
+            config.schedule = Some(std::iter::once(mp).chain(fits()).collect());
+            Box::new(Scheduled { kind, trainer: Trainer::new(train, oracles(true)?, config)? })
+        }
+        LearnerKind::Piecewise => {
+            config.schedule = Some(fits().collect());
+            config.learning_iterations = 1;
+            Box::new(Scheduled { kind, trainer: Trainer::new(train, oracles(false)?, config)? })
+        }
+        LearnerKind::PerceptronLocal | LearnerKind::PerceptronGlobal => {
+            let mode =
+                if kind == LearnerKind::PerceptronLocal { PerceptronMode::Local } else { PerceptronMode::Global };
+            Box::new(Perceptron::new(train, specs, mode, config)?)
+        }
+    })
+}
