@@ -285,7 +285,10 @@ pub type ModelLoader = fn(&[u8]) -> Result<Box<dyn Model>, OracleError>;
 /// ```
 /// use oracles::{Model, ModelRegistry};
 /// let registry = ModelRegistry::with_builtin();
-/// assert_eq!(registry.kinds().collect::<Vec<_>>(), ["boosting", "constant", "linear", "mlp", "zero"]);
+/// assert_eq!(
+///     registry.kinds().collect::<Vec<_>>(),
+///     ["boosting", "constant", "fixed", "indexed-linear", "linear", "mlp", "zero"]
+/// );
 /// let m = oracles::linear::LinearModel::zeros(2, 2);
 /// let back = registry.load("linear", &m.to_bytes().unwrap()).unwrap();
 /// assert_eq!(back.dim(), 2);
