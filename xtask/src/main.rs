@@ -4,8 +4,13 @@
 
 mod bench_scale;
 mod denoising;
+mod fuzz;
 mod hazan_urtasun;
 mod punyakanok;
+
+/// Counts each fuzz input's memory (inactive outside `cargo xtask fuzz`).
+#[global_allocator]
+static ALLOC: structlearn_fuzz::LimitAlloc = structlearn_fuzz::LimitAlloc;
 
 use std::path::PathBuf;
 
@@ -106,6 +111,12 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// Fuzzes every file loader with structure-aware mutations of valid files
+    /// (docs/ROBUSTNESS.md); saves failing inputs and a summary.
+    Fuzz(fuzz::FuzzArgs),
+    /// One supervised fuzz worker (run by `fuzz`).
+    #[command(hide = true)]
+    FuzzWorker(fuzz::WorkerArgs),
 }
 
 /// Experiments `reproduce` knows.
@@ -164,6 +175,8 @@ fn run() -> Result<()> {
             mp_tolerance: optional("mp-tolerance", &mp_tolerance)?,
             warm_iterations: optional("warm-iterations", &warm_iterations)?,
         }),
+        Command::Fuzz(a) => fuzz::fuzz(&a),
+        Command::FuzzWorker(a) => fuzz::worker(&a),
         Command::Reproduce {
             experiment,
             quick,

@@ -712,7 +712,9 @@ impl<'a> Trainer<'a> {
         let train =
             if self.config.evaluate_train { Some(rate(self.train, &mut self.train_eval_messages)?) } else { None };
         let validation = match self.validation {
-            Some(v) => Some(rate(v, &mut self.validation_eval_messages)?),
+            Some(v) => {
+                Some(rate(v, &mut self.validation_eval_messages).map_err(|e| LearnError::Validation(Box::new(e)))?)
+            }
             None => None,
         };
         Ok((train, validation))
@@ -740,10 +742,11 @@ impl<'a> Trainer<'a> {
         let mut stopped_early = false;
         if let Some(v) = self.validation {
             let model = self.model()?;
-            model.check_dataset(v)?;
-            for k in 0..v.len() {
-                v.labels(k)?;
-            }
+            let check = || {
+                model.check_dataset(v)?;
+                (0..v.len()).try_for_each(|k| v.labels(k).map(|_| ()))
+            };
+            check().map_err(|e| LearnError::Validation(Box::new(e)))?;
         }
         let start = Instant::now();
         let total = self.config.learning_iterations;
@@ -907,9 +910,22 @@ impl<'a> Trainer<'a> {
     /// ```
     pub fn resume_from(&mut self, path: &Path, registry: &ModelRegistry) -> Result<(), LearnError> {
         let bytes = std::fs::read(path).map_err(|e| LearnError::io(path, e))?;
-        let body = unwrap_binary(path, &bytes, CHECKPOINT_MAGIC)?;
-        let cp: CheckpointBody =
-            postcard::from_bytes(body).map_err(|e| LearnError::bad_file(path, format!("corrupt checkpoint: {e}")))?;
+        self.resume_from_bytes(&bytes, path, registry)
+    }
+
+    /// [`Trainer::resume_from`] on the bytes of a checkpoint file; `path` names
+    /// it in errors.
+    pub fn resume_from_bytes(&mut self, bytes: &[u8], path: &Path, registry: &ModelRegistry) -> Result<(), LearnError> {
+        let body = unwrap_binary(path, bytes, CHECKPOINT_MAGIC)?;
+        let cp: CheckpointBody = postcard::from_bytes(body).map_err(|e| {
+            LearnError::bad_file(
+                path,
+                format!(
+                    "the checkpoint body does not decode although its checksum matches \
+                         (written by an incompatible build?): {e}"
+                ),
+            )
+        })?;
         let names: Vec<String> = self.train.factor_types.iter().map(|f| f.name.clone()).collect();
         if cp.seed != self.config.seed || cp.examples != self.train.len() || cp.factor_types != names {
             return Err(LearnError::bad_file(
@@ -922,6 +938,19 @@ impl<'a> Trainer<'a> {
                     self.config.seed,
                     self.train.len(),
                     names
+                ),
+            ));
+        }
+        if cp.models.len() != names.len() || cp.messages.len() != self.train.len() {
+            return Err(LearnError::bad_file(
+                path,
+                format!(
+                    "checkpoint holds {} models and messages of {} examples, but declares {} factor types and {} \
+                     examples (inconsistent file)",
+                    cp.models.len(),
+                    cp.messages.len(),
+                    names.len(),
+                    self.train.len()
                 ),
             ));
         }
