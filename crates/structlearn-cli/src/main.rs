@@ -514,8 +514,12 @@ fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
     trainer.set_stop_flag(stop);
     let outcome = match trainer.train() {
         Err(structlearn::LearnError::Interrupted { completed }) if completed > 0 => {
-            // Keep the model of the last finished learning iteration.
-            trainer.model()?.save(&a.model)?;
+            // Keep the model of the last finished learning iteration (with
+            // early stopping: of the best validation iteration so far).
+            match trainer.best_model() {
+                Some(best) => best.save(&a.model)?,
+                None => trainer.model()?.save(&a.model)?,
+            }
             bail!(
                 "interrupted after learning iteration {completed}: its model is saved to {}{}",
                 a.model.display(),

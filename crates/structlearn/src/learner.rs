@@ -169,6 +169,11 @@ pub trait Learner<'a> {
     fn train(&mut self) -> Result<TrainOutcome, LearnError>;
     /// The current model.
     fn model(&self) -> Result<StructuredModel, LearnError>;
+    /// With early stopping: the best validation iteration's model so far
+    /// (what an interrupted run should keep). `None` by default.
+    fn best_model(&self) -> Option<&StructuredModel> {
+        None
+    }
     /// The records so far.
     fn history(&self) -> &[Record];
     /// Writes the learner's state atomically (errors if the learner has none worth saving).
@@ -232,6 +237,9 @@ impl<'a> Learner<'a> for Scheduled<'a> {
     }
     fn model(&self) -> Result<StructuredModel, LearnError> {
         self.trainer.model()
+    }
+    fn best_model(&self) -> Option<&StructuredModel> {
+        self.trainer.best_model()
     }
     fn history(&self) -> &[Record] {
         self.trainer.history()

@@ -507,6 +507,13 @@ impl<'a> Trainer<'a> {
         self.completed
     }
 
+    /// With early stopping ([`TrainConfig::early_stopping`]): the model of the
+    /// best validation iteration so far (restored by a resume too); what an
+    /// interrupted run should keep.
+    pub fn best_model(&self) -> Option<&StructuredModel> {
+        self.best_model.as_ref()
+    }
+
     /// The records so far.
     pub fn history(&self) -> &[Record] {
         &self.history
