@@ -6,7 +6,9 @@
 //! * [`shapes`]: noisy binary shapes, tied and untied, for Hazan & Urtasun's
 //!   experiment (docs/MATH.md §6.4);
 //! * [`image`]: per-pixel arrays, label maps and palettes, per-pixel and per-pair
-//!   feature blocks in grid region order, PNG/JPEG reading and atomic PNG writing.
+//!   feature blocks in grid region order, PNG/JPEG reading and atomic PNG writing;
+//! * [`scene`]: a seeded synthetic data set of Stanford Background's shape
+//!   (any image count, size, label count and feature dimensions) for scale benchmarks.
 //!
 //! Errors are [`DatasetError`] values; no function panics on bad input.
 
@@ -14,6 +16,7 @@ pub mod denoising;
 mod error;
 pub mod image;
 pub mod punyakanok;
+pub mod scene;
 pub mod shapes;
 
 pub use crate::denoising::{DenoisingConfig, DenoisingData, DenoisingImage};

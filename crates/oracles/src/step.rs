@@ -457,8 +457,11 @@ mod tests {
         for _ in 0..3000 {
             m = gradient_step(&p, &m, l2, 50).unwrap().0;
         }
-        let lin =
-            LinearOracle { l2, lbfgs: crate::optim::LbfgsOptions { gradient_tolerance: 1e-12, ..Default::default() } };
+        let lin = LinearOracle {
+            l2,
+            lbfgs: crate::optim::LbfgsOptions { gradient_tolerance: 1e-12, ..Default::default() },
+            ..Default::default()
+        };
         let (best, _) = lin.fit_linear(&p, None).unwrap();
         let jb = penalised_loss(&p, &best, best.parameters(), l2, None).unwrap();
         let js = penalised_loss(&p, &m, m.parameters(), l2, None).unwrap();
