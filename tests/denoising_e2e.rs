@@ -31,7 +31,10 @@ fn joint_training_beats_piecewise_on_tiny_denoising() {
     let piecewise_schedule =
         vec![Step::Fit { factor_type: "unary".into() }, Step::Fit { factor_type: "pairwise".into() }];
     let (piecewise, _) = train_and_test(&cfg, Some(piecewise_schedule), 1);
-    let (joint, objectives) = train_and_test(&cfg, None, 6);
+    // Ten learning iterations: after six the joint error (≈ 0.44) was within
+    // rounding-level noise of the 0.02 margin, so changes that only move the
+    // last bits of the messages flipped the test; after ten it is ≈ 0.38.
+    let (joint, objectives) = train_and_test(&cfg, None, 10);
     assert!(objectives.windows(2).all(|w| w[1] <= w[0] + 1e-9 * w[0].abs()), "R not monotone: {objectives:?}");
     assert!(joint < piecewise - 0.02, "joint {joint:.4} vs piecewise {piecewise:.4}");
 }

@@ -87,7 +87,7 @@ fn preset(scale: Scale) -> Preset {
         table_train: 10,
         test: 10,
         shapes: Shape::ALL.to_vec(),
-        rounds: 15,
+        rounds: 10,
         round_message_passing: 2,
         predict: PredictOptions { iterations: 50, tolerance: Some(1e-4) },
         clock_epsilons: vec![1.0, 0.1],

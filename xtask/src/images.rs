@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use datasets::features::{FeatureConfig, Standardizer};
-use datasets::scene::{
+use datasets::photos::{
     Pipeline, SceneData, SceneImage, Use, build_examples, cache_key, cached, compute_features, fit_standardizers,
     random_split,
 };

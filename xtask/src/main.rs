@@ -1,11 +1,18 @@
 //! Project automation (rust-analyzer's xtask convention): `cargo xtask reproduce …`
-//! runs the papers' experiments and writes tables and figures.
+//! runs the papers' experiments and writes tables and figures; `cargo xtask
+//! bench-scale` times learning at Stanford Background's scale.
 
+mod bench_scale;
 mod denoising;
+mod fuzz;
 mod hazan_urtasun;
 mod images;
 mod punyakanok;
 mod runner;
+
+/// Counts each fuzz input's memory (inactive outside `cargo xtask fuzz`).
+#[global_allocator]
+static ALLOC: structlearn_fuzz::LimitAlloc = structlearn_fuzz::LimitAlloc;
 
 use std::path::PathBuf;
 
@@ -82,6 +89,49 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         merge: Vec<PathBuf>,
     },
+    /// Times learning iterations of one cell on Stanford-shaped synthetic data
+    /// (message passing, each oracle fit, the rest, peak RSS).
+    BenchScale {
+        /// Training images.
+        #[arg(long, default_value_t = 572)]
+        images: usize,
+        /// Image rows.
+        #[arg(long, default_value_t = 48)]
+        height: usize,
+        /// Image columns.
+        #[arg(long, default_value_t = 64)]
+        width: usize,
+        /// Labels per pixel.
+        #[arg(long, default_value_t = 8)]
+        labels: usize,
+        /// Unary feature dimension (with the constant).
+        #[arg(long, default_value_t = 42)]
+        unary_dim: usize,
+        /// Pair feature dimension (with the constant).
+        #[arg(long, default_value_t = 3)]
+        pair_dim: usize,
+        /// Function classes as UNARY/PAIRWISE.
+        #[arg(long, default_value = "linear/linear")]
+        cell: String,
+        /// Learning iterations to time.
+        #[arg(long, default_value_t = 3)]
+        iterations: usize,
+        /// Message-passing tolerance per example; `none` runs every iteration.
+        #[arg(long, default_value_t = format!("{}", structlearn::DEFAULT_MESSAGE_PASSING_TOLERANCE))]
+        mp_tolerance: String,
+        /// The linear oracle's L-BFGS budget per warm-started fit; `none` fits to convergence.
+        #[arg(long, default_value_t = format!("{}", oracles::linear::DEFAULT_WARM_MAX_ITERATIONS))]
+        warm_iterations: String,
+        /// Seed of the data.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// Fuzzes every file loader with structure-aware mutations of valid files
+    /// (docs/ROBUSTNESS.md); saves failing inputs and a summary.
+    Fuzz(fuzz::FuzzArgs),
+    /// One supervised fuzz worker (run by `fuzz`).
+    #[command(hide = true)]
+    FuzzWorker(fuzz::WorkerArgs),
 }
 
 /// Experiments `reproduce` knows.
@@ -106,8 +156,46 @@ fn main() {
     }
 }
 
+/// `none` or a value.
+fn optional<T: std::str::FromStr>(flag: &str, text: &str) -> Result<Option<T>> {
+    if text == "none" {
+        return Ok(None);
+    }
+    text.parse().map(Some).map_err(|_| anyhow::anyhow!("--{flag}: expected a number or `none`, got `{text}`"))
+}
+
 fn run() -> Result<()> {
     match Cli::parse().command {
+        Command::BenchScale {
+            images,
+            height,
+            width,
+            labels,
+            unary_dim,
+            pair_dim,
+            cell,
+            iterations,
+            mp_tolerance,
+            warm_iterations,
+            seed,
+        } => bench_scale::run(&bench_scale::Options {
+            scene: datasets::scene::SceneConfig {
+                train: images,
+                height,
+                width,
+                labels,
+                unary_dim,
+                pair_dim,
+                seed,
+                ..Default::default()
+            },
+            cell,
+            iterations,
+            mp_tolerance: optional("mp-tolerance", &mp_tolerance)?,
+            warm_iterations: optional("warm-iterations", &warm_iterations)?,
+        }),
+        Command::Fuzz(a) => fuzz::fuzz(&a),
+        Command::FuzzWorker(a) => fuzz::worker(&a),
         Command::Reproduce {
             experiment,
             quick,

@@ -15,8 +15,8 @@
 //! size; in most images the mask is smaller than the colour image (same aspect
 //! ratio within 3 %), and the colour image is brought to the mask's grid. Both
 //! are then reduced so that the longer side has [`HorsesConfig::max_side`]
-//! pixels: colours by [`crate::scene::resize_rgb`] (area-weighted triangle
-//! filter), labels by majority vote ([`crate::scene::reduce_labels`]).
+//! pixels: colours by [`crate::photos::resize_rgb`] (area-weighted triangle
+//! filter), labels by majority vote ([`crate::photos::reduce_labels`]).
 
 use std::path::{Path, PathBuf};
 
@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::DatasetError;
 use crate::image::{Raster, load_gray, load_rgb};
-use crate::scene::{
+use crate::photos::{
     SceneImage, find_dataset_dir, list_files, reduce_labels, reduced_size, resize_rgb, scale_for_max_side,
 };
 

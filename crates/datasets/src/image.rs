@@ -16,7 +16,7 @@
 //! ```
 
 use std::collections::{HashMap, HashSet};
-use std::io::{Cursor, Write};
+use std::io::Cursor;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -468,23 +468,68 @@ impl GridGraphs {
 
 /// Reads a PNG or JPEG file (format guessed from its contents). A missing or
 /// unreadable file is [`DatasetError::Io`]; anything the decoders reject
-/// (corrupt, truncated, another format) is [`DatasetError::BadImage`].
+/// (corrupt, truncated, another format, or dimensions needing more memory than
+/// [`image_memory_limit`] allows for its size) is [`DatasetError::BadImage`].
 ///
 /// ```
 /// let err = datasets::image::load_image("no/such.png".as_ref()).unwrap_err();
 /// println!("{err}"); // names the file
 /// ```
 pub fn load_image(path: &Path) -> Result<DynamicImage, DatasetError> {
-    let bad = |reason: String| DatasetError::BadImage { path: path.display().to_string(), reason };
-    let reader = ImageReader::open(path).map_err(|e| DatasetError::io(path, e))?;
-    let reader = reader.with_guessed_format().map_err(|e| DatasetError::io(path, e))?;
+    let bytes = std::fs::read(path).map_err(|e| DatasetError::io(path, e))?;
+    decode_image(&bytes, path)
+}
+
+/// Decodes the bytes of a PNG or JPEG file like [`load_image`]; `source` names it in errors.
+///
+/// ```
+/// let err = datasets::image::decode_image(b"\x89PNG\r\n\x1a\n", "cut.png".as_ref()).unwrap_err();
+/// assert!(err.to_string().contains("cut.png"));
+/// ```
+pub fn decode_image(bytes: &[u8], source: &Path) -> Result<DynamicImage, DatasetError> {
+    let bad = |reason: String| DatasetError::BadImage { path: source.display().to_string(), reason };
+    let mut reader =
+        ImageReader::new(Cursor::new(bytes)).with_guessed_format().map_err(|e| DatasetError::io(source, e))?;
     if reader.format().is_none() {
         return Err(bad("not a PNG or JPEG file (unrecognised contents)".into()));
     }
+    if reader.format() == Some(ImageFormat::Jpeg) && !jpeg_has_end(bytes) {
+        // The JPEG decoder fills a cut-off scan with grey instead of failing.
+        return Err(bad("truncated JPEG: no end-of-image marker after the last scan".into()));
+    }
+    if reader.format() == Some(ImageFormat::Png) && !bytes.windows(8).any(|w| w == b"IEND\xAE\x42\x60\x82") {
+        // The PNG decoder stops after the image data and never looks for the end chunk.
+        return Err(bad("truncated PNG: no IEND chunk".into()));
+    }
+    let mut limits = ::image::Limits::default();
+    limits.max_alloc = Some(image_memory_limit(bytes.len()) as u64);
+    reader.limits(limits);
     reader.decode().map_err(|e| match e {
-        ::image::ImageError::IoError(source) => DatasetError::io(path, source),
+        ::image::ImageError::IoError(source_error) => DatasetError::io(source, source_error),
         other => bad(other.to_string()),
     })
+}
+
+/// Whether a JPEG stream has an end-of-image marker (`FF D9`) after its last
+/// start-of-scan (`FF DA`); inside a scan `FF` is always followed by `00`, so
+/// the marker cannot occur by accident, and an embedded thumbnail's end
+/// marker comes before the main scan.
+fn jpeg_has_end(bytes: &[u8]) -> bool {
+    let last_scan = bytes.windows(2).rposition(|w| w == [0xFF, 0xDA]).unwrap_or(0);
+    bytes[last_scan..].windows(2).any(|w| w == [0xFF, 0xD9])
+}
+
+/// Most bytes decoding an image file of `file_bytes` bytes may allocate:
+/// 1100 per byte of the file (above zlib's largest expansion), at least 16 MiB
+/// and at most 512 MiB, so a header declaring 60000 × 60000 pixels in a
+/// hundred bytes is an error instead of gigabytes.
+///
+/// ```
+/// assert_eq!(datasets::image::image_memory_limit(100), 16 << 20);
+/// assert_eq!(datasets::image::image_memory_limit(usize::MAX), 512 << 20);
+/// ```
+pub fn image_memory_limit(file_bytes: usize) -> usize {
+    file_bytes.saturating_mul(1100).clamp(16 << 20, 512 << 20)
 }
 
 /// [`load_image`] converted to 8-bit RGB.
@@ -586,15 +631,7 @@ pub fn write_label_png(path: &Path, labels: &Raster<usize>, palette: &LabelPalet
 /// datasets::image::write_atomic(&dir.path().join("f.bin"), &[1, 2, 3]).unwrap();
 /// ```
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DatasetError> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| DatasetError::io(path, e))?;
-    tmp.write_all(bytes).map_err(|e| DatasetError::io(path, e))?;
-    tmp.as_file().sync_all().map_err(|e| DatasetError::io(path, e))?;
-    tmp.persist(path).map_err(|e| DatasetError::io(path, e.error))?;
-    Ok(())
+    structlearn::files::write_atomic_io(path, bytes).map_err(|e| DatasetError::io(path, e))
 }
 
 #[cfg(test)]

@@ -8,9 +8,12 @@
 //! * [`image`]: per-pixel arrays, label maps and palettes, per-pixel and per-pair
 //!   feature blocks in grid region order, PNG/JPEG reading and atomic PNG writing;
 //! * [`horses`] and [`stanford`]: loaders of the Weizmann horses and Stanford
-//!   Background data sets (docs/MATH.md §6.2–6.3), which share [`scene`]
-//!   (reduction, examples with unknown labels, splits, the feature cache) and
-//!   [`features`] (RGB, position, HOG, Sobel; standardisation).
+//!   Background data sets (docs/MATH.md §6.2–6.3), which share [`photos`]
+//!   (reduction, examples with unknown labels, splits, the feature cache, the
+//!   prediction pipeline) and [`features`] (RGB, position, HOG, Sobel;
+//!   standardisation);
+//! * [`scene`]: a seeded synthetic data set of Stanford Background's shape
+//!   (any image count, size, label count and feature dimensions) for scale benchmarks.
 //!
 //! Errors are [`DatasetError`] values; no function panics on bad input.
 
@@ -19,6 +22,7 @@ mod error;
 pub mod features;
 pub mod horses;
 pub mod image;
+pub mod photos;
 pub mod punyakanok;
 pub mod scene;
 pub mod shapes;

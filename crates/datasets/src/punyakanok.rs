@@ -48,6 +48,11 @@ pub const MAX_ATTEMPTS: usize = 100_000;
 
 /// Settings of the generator; [`Default`]: `c = 5`, `d = 10`, `κ = 0`, 100
 /// training and 1000 test examples, seed 0.
+///
+/// ```
+/// let cfg = datasets::punyakanok::PunyakanokConfig { kappa: 0.1, ..Default::default() };
+/// assert_eq!((cfg.outputs, cfg.dim), (5, 10));
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PunyakanokConfig {
@@ -72,6 +77,13 @@ impl Default for PunyakanokConfig {
 }
 
 /// Generated data and the hidden truth.
+///
+/// ```
+/// use datasets::punyakanok::{PunyakanokConfig, generate};
+/// let d = generate(&PunyakanokConfig { train: 3, test: 2, ..Default::default() }).unwrap();
+/// assert_eq!(d.forbidden().len(), 16);
+/// assert_eq!(d.constraint_oracle()["kind"], "fixed");
+/// ```
 #[derive(Debug, Clone)]
 pub struct PunyakanokData {
     /// Training set (factor types `unary`, `constraint`).
@@ -100,6 +112,11 @@ impl PunyakanokData {
 }
 
 /// The factor types: `unary` (dimension `c·(d+1)`) and `constraint` (dimension 1).
+///
+/// ```
+/// let t = datasets::punyakanok::factor_types(&Default::default());
+/// assert_eq!((t[0].dim, t[1].dim), (55, 1));
+/// ```
 pub fn factor_types(cfg: &PunyakanokConfig) -> Vec<FactorTypeInfo> {
     vec![FactorTypeInfo::new("unary", cfg.outputs * (cfg.dim + 1)), FactorTypeInfo::new("constraint", 1)]
 }
@@ -118,6 +135,13 @@ fn stream(seed: u64, id: u64) -> ChaCha8Rng {
 }
 
 /// Generates the data (module docs). The same config always gives the same data.
+///
+/// ```
+/// use datasets::punyakanok::{PunyakanokConfig, generate, labeling_index};
+/// let d = generate(&PunyakanokConfig { train: 10, test: 2, ..Default::default() }).unwrap();
+/// let y = d.train.examples[0].labels.as_ref().unwrap();
+/// assert!(d.allowed[labeling_index(y)]);
+/// ```
 pub fn generate(cfg: &PunyakanokConfig) -> Result<PunyakanokData, DatasetError> {
     if !(2..=16).contains(&cfg.outputs) {
         return Err(DatasetError::config("outputs", format!("{} outputs; use 2 to 16", cfg.outputs)));
@@ -163,6 +187,10 @@ pub fn generate(cfg: &PunyakanokConfig) -> Result<PunyakanokData, DatasetError> 
 }
 
 /// The labeling index of binary labels (output 0 most significant).
+///
+/// ```
+/// assert_eq!(datasets::punyakanok::labeling_index(&[1, 0, 1]), 5);
+/// ```
 pub fn labeling_index(y: &[usize]) -> usize {
     y.iter().fold(0, |a, &b| 2 * a + b)
 }

@@ -48,6 +48,12 @@ use crate::DatasetError;
 use crate::image::Raster;
 
 /// The four base shapes.
+///
+/// ```
+/// let disk = datasets::shapes::Shape::Disk.render(16).unwrap();
+/// assert_eq!(disk.data()[8 * 16 + 8], 1); // the centre is foreground
+/// assert_eq!(disk.data()[0], 0);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Shape {
@@ -102,6 +108,10 @@ impl Shape {
 }
 
 /// The noise models (module docs).
+///
+/// ```
+/// assert_eq!(datasets::shapes::Noise::Bimodal.name(), "bimodal");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Noise {
@@ -142,6 +152,11 @@ impl Noise {
 }
 
 /// Shared or per-region parameters (module docs).
+///
+/// ```
+/// use datasets::shapes::{Tying, factor_types};
+/// assert_eq!(factor_types(Tying::Untied)[0].dim, 3); // [x, 1, pixel index]
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Tying {
@@ -166,6 +181,11 @@ impl Tying {
 
 /// Sizes and seed; [`Default`] is the paper's: 64×64, 40 training and 10 test
 /// corruptions per shape, seed 0.
+///
+/// ```
+/// let cfg = datasets::shapes::ShapesConfig::default();
+/// assert_eq!((cfg.size, cfg.train, cfg.test), (64, 40, 10));
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ShapesConfig {
@@ -186,6 +206,13 @@ impl Default for ShapesConfig {
 }
 
 /// The data of one (shape, noise, tying).
+///
+/// ```
+/// use datasets::shapes::{Noise, Shape, ShapesConfig, Tying, generate};
+/// let d = generate(&ShapesConfig { size: 8, train: 1, test: 2, seed: 0 }, Shape::Disk, Noise::Gaussian, Tying::Tied).unwrap();
+/// assert_eq!(d.test_noisy.len(), 2);
+/// assert_eq!(d.train.examples[0].labels.as_deref(), Some(d.clean.data()));
+/// ```
 #[derive(Debug, Clone)]
 pub struct ShapesData {
     /// Training corruptions.
@@ -205,6 +232,11 @@ fn normal(rng: &mut ChaCha8Rng) -> f64 {
 }
 
 /// The factor types of a tying (`unary`, `pairwise`).
+///
+/// ```
+/// let t = datasets::shapes::factor_types(datasets::shapes::Tying::Tied);
+/// assert_eq!((t[0].dim, t[1].dim), (2, 1));
+/// ```
 pub fn factor_types(tying: Tying) -> Vec<FactorTypeInfo> {
     match tying {
         Tying::Tied => vec![FactorTypeInfo::new(UNARY, 2), FactorTypeInfo::new(PAIRWISE, 1)],
@@ -214,6 +246,12 @@ pub fn factor_types(tying: Tying) -> Vec<FactorTypeInfo> {
 
 /// Oracle specifications of the linear energies of a tying: `linear` (tied) or
 /// `indexed-linear` with one group per pixel / pair (untied).
+///
+/// ```
+/// let specs = datasets::shapes::oracle_specs(datasets::shapes::Tying::Untied, 8);
+/// assert_eq!(specs[0].1["groups"], 64);
+/// assert_eq!(specs[1].1["groups"], 112);
+/// ```
 pub fn oracle_specs(tying: Tying, size: usize) -> Vec<(String, serde_json::Value)> {
     let layout = GridLayout { height: size, width: size };
     match tying {
@@ -228,6 +266,12 @@ pub fn oracle_specs(tying: Tying, size: usize) -> Vec<(String, serde_json::Value
 }
 
 /// Generates the training and test corruptions of `shape` (module docs).
+///
+/// ```
+/// use datasets::shapes::{Noise, Shape, ShapesConfig, Tying, generate};
+/// let d = generate(&ShapesConfig { size: 8, train: 2, test: 1, seed: 0 }, Shape::Cross, Noise::Bimodal, Tying::Tied).unwrap();
+/// assert_eq!(d.train.len(), 2);
+/// ```
 pub fn generate(cfg: &ShapesConfig, shape: Shape, noise: Noise, tying: Tying) -> Result<ShapesData, DatasetError> {
     if !(4..=1024).contains(&cfg.size) {
         return Err(DatasetError::config("size", format!("{} pixels; use 4 to 1024", cfg.size)));

@@ -13,8 +13,8 @@
 //! A `.regions.txt` file is a whitespace-separated integer matrix with the
 //! image's height and width, values `0..=7` ([`CLASSES`]) or `−1` (unknown).
 //! Images are reduced by [`StanfordConfig::scale`] (20 % in the chapter):
-//! colours by [`crate::scene::resize_rgb`], labels by majority vote
-//! ([`crate::scene::reduce_labels`], unknown losing ties), so a reduced pixel
+//! colours by [`crate::photos::resize_rgb`], labels by majority vote
+//! ([`crate::photos::reduce_labels`], unknown losing ties), so a reduced pixel
 //! is unknown only where unknown source pixels are the strict majority.
 
 use std::path::{Path, PathBuf};
@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::DatasetError;
 use crate::image::{Raster, load_rgb};
-use crate::scene::{SceneImage, find_dataset_dir, list_files, reduce_labels, reduced_size, resize_rgb};
+use crate::photos::{SceneImage, find_dataset_dir, list_files, reduce_labels, reduced_size, resize_rgb};
 
 /// Name in messages.
 pub const NAME: &str = "Stanford Background";

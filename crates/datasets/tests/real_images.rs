@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use datasets::DatasetError;
 use datasets::features::{FeatureConfig, PAIR_DIM, UNARY_DIM};
-use datasets::scene::{DATA_DIR_ENV, Pipeline, SceneImage, Use, build_examples, compute_features, fit_standardizers};
+use datasets::photos::{DATA_DIR_ENV, Pipeline, SceneImage, Use, build_examples, compute_features, fit_standardizers};
 use datasets::{horses, stanford};
 use image::{GrayImage, ImageFormat, Luma, Rgb, RgbImage};
 use structlearn::oracle_config::builtin_oracle;
@@ -64,7 +64,7 @@ fn data_dir(tmp: &Path) -> (PathBuf, bool) {
     }
 }
 
-fn check_features(images: &[SceneImage], classes: usize) -> datasets::scene::SceneData {
+fn check_features(images: &[SceneImage], classes: usize) -> datasets::photos::SceneData {
     let features = compute_features(images, &FeatureConfig::default()).unwrap();
     for (img, f) in images.iter().zip(&features) {
         let n = img.height * img.width;
@@ -79,7 +79,7 @@ fn check_features(images: &[SceneImage], classes: usize) -> datasets::scene::Sce
         assert!(f.pair.values.chunks_exact(PAIR_DIM).all(|r| r[1] >= 0.0 && r[1] <= 3f64.sqrt() + 1e-12));
         assert!(img.labels.iter().flatten().all(|&l| usize::from(l) < classes));
     }
-    datasets::scene::SceneData { images: images.to_vec(), features }
+    datasets::photos::SceneData { images: images.to_vec(), features }
 }
 
 #[test]

@@ -103,6 +103,18 @@ pub enum GraphError {
         /// The limit.
         limit: usize,
     },
+    /// The graph's flat arrays (configurations, edge maps, messages) would
+    /// exceed what its source may ask for ([`crate::graph::graph_budget`]).
+    #[error(
+        "the region graph needs {} flat entries (configurations, edge maps and messages), more than the limit of {limit} for its source; reduce the cardinalities or regions",
+        entries.map_or_else(|| "more than usize::MAX".to_string(), |e| e.to_string())
+    )]
+    TooLarge {
+        /// Entries needed (`None`: more than `usize::MAX`).
+        entries: Option<usize>,
+        /// The limit.
+        limit: usize,
+    },
     /// A grid with zero height, width or labels.
     #[error("grid must have height, width and labels >= 1 (got {height}×{width} with {labels} labels)")]
     EmptyGrid {

@@ -32,6 +32,28 @@ use crate::GraphError;
 /// Largest number of configurations of one region.
 pub const MAX_REGION_CONFIGS: usize = 1 << 28;
 
+/// Flat entries a region graph read from a file may have whatever its size
+/// (see [`graph_budget`]).
+pub const MIN_GRAPH_BUDGET: usize = 1 << 22;
+
+/// The largest [`RegionGraphSpec::flat_len`] a loader accepts from a file of
+/// `file_bytes` bytes: `2^22 + 4096 · file_bytes`.
+///
+/// A spec's few bytes can describe a graph of gigabytes (one region over ten
+/// variables of 2^28 labels each is a line of text), so loaders bound the graph
+/// they build by what the file holds. The ratio admits every practical model —
+/// a grid with 16 labels needs about 800 entries per pixel against the tens of
+/// bytes its file spends on that pixel — and refuses declared sizes that no
+/// file of that length could use.
+///
+/// ```
+/// assert_eq!(factor_graph::graph::graph_budget(0), 1 << 22);
+/// assert_eq!(factor_graph::graph::graph_budget(usize::MAX), usize::MAX);
+/// ```
+pub fn graph_budget(file_bytes: usize) -> usize {
+    MIN_GRAPH_BUDGET.saturating_add(file_bytes.saturating_mul(4096))
+}
+
 /// A region as declared: its variables (order defines the configuration index)
 /// and its factor type.
 ///
@@ -189,7 +211,14 @@ impl RegionGraphBuilder {
 
     /// Finishes the graph: precomputes offsets, adjacency and edge maps.
     pub fn build(self) -> Result<RegionGraph, GraphError> {
-        RegionGraph::from_spec(self.spec)
+        self.build_within(usize::MAX)
+    }
+
+    /// [`RegionGraphBuilder::build`], refusing a graph whose flat arrays would
+    /// exceed `max_flat_len` entries ([`RegionGraphSpec::flat_len`]).
+    pub fn build_within(self, max_flat_len: usize) -> Result<RegionGraph, GraphError> {
+        check_flat_len(&self.spec, max_flat_len)?;
+        Ok(RegionGraph::precompute(self.spec))
     }
 }
 
@@ -242,9 +271,47 @@ impl From<RegionGraph> for RegionGraphSpec {
     }
 }
 
+impl RegionGraphSpec {
+    /// Entries of the flat arrays the graph built from this spec holds:
+    /// `Σ_α |Y_α|` (configurations) plus, per edge `α → β`, `|Y_α|` (its edge
+    /// map) and `|Y_β|` (its message). `None` if a region names an unknown
+    /// variable or the sum overflows. This is what building the graph and
+    /// running inference on it allocate, up to a small constant factor.
+    ///
+    /// ```
+    /// let g = factor_graph::grid(2, 2, 3).unwrap();
+    /// // 4 pixels × 3 + 4 pairs × 9 configurations; 8 edges × (9 + 3).
+    /// assert_eq!(g.spec().flat_len(), Some(12 + 36 + 8 * 12));
+    /// ```
+    pub fn flat_len(&self) -> Option<usize> {
+        let configs = |r: usize| -> Option<usize> {
+            self.regions
+                .get(r)?
+                .variables
+                .iter()
+                .try_fold(1usize, |acc, &v| acc.checked_mul(*self.cardinalities.get(v)?))
+        };
+        let mut total = 0usize;
+        for r in 0..self.regions.len() {
+            total = total.checked_add(configs(r)?)?;
+        }
+        for &(p, c) in &self.edges {
+            total = total.checked_add(configs(p)?)?.checked_add(configs(c)?)?;
+        }
+        Some(total)
+    }
+}
+
 impl RegionGraph {
     /// Validates a spec (the same checks as [`RegionGraphBuilder`]) and builds the graph.
     pub fn from_spec(spec: RegionGraphSpec) -> Result<Self, GraphError> {
+        Self::from_spec_within(spec, usize::MAX)
+    }
+
+    /// [`RegionGraph::from_spec`], refusing a graph whose
+    /// [`RegionGraphSpec::flat_len`] exceeds `max_flat_len` before allocating
+    /// it ([`GraphError::TooLarge`]); loaders pass [`graph_budget`] of the file.
+    pub fn from_spec_within(spec: RegionGraphSpec, max_flat_len: usize) -> Result<Self, GraphError> {
         let mut b = RegionGraphBuilder::new(spec.cardinalities.clone())?;
         for name in &spec.factor_types {
             b.add_factor_type(name)?;
@@ -255,6 +322,7 @@ impl RegionGraph {
         for &(p, c) in &spec.edges {
             b.add_edge(p, c)?;
         }
+        check_flat_len(&b.spec, max_flat_len)?;
         Ok(Self::precompute(b.spec))
     }
 
@@ -483,6 +551,13 @@ impl RegionGraph {
             out[i] = config % c;
             config /= c;
         }
+    }
+}
+
+fn check_flat_len(spec: &RegionGraphSpec, limit: usize) -> Result<(), GraphError> {
+    match spec.flat_len() {
+        Some(entries) if entries <= limit => Ok(()),
+        entries => Err(GraphError::TooLarge { entries, limit }),
     }
 }
 

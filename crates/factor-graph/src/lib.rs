@@ -12,5 +12,7 @@ pub mod uai;
 
 pub use builders::{GridLayout, PAIRWISE, Scope, UNARY, factors_with_singletons, grid};
 pub use error::{GraphError, UaiError};
-pub use graph::{MAX_REGION_CONFIGS, RegionGraph, RegionGraphBuilder, RegionGraphSpec, RegionSpec};
+pub use graph::{
+    MAX_REGION_CONFIGS, MIN_GRAPH_BUDGET, RegionGraph, RegionGraphBuilder, RegionGraphSpec, RegionSpec, graph_budget,
+};
 pub use uai::{FactorPlacement, UAI_FACTOR_TYPE, UaiFactor, UaiModel, UaiRegionModel};

@@ -25,7 +25,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::graph::strides;
-use crate::{RegionGraph, RegionGraphBuilder, UNARY, UaiError};
+use crate::{MIN_GRAPH_BUDGET, RegionGraph, RegionGraphBuilder, UNARY, UaiError};
 
 /// Factor type name of the non-singleton regions of a converted UAI model.
 pub const UAI_FACTOR_TYPE: &str = "factor";
@@ -133,6 +133,11 @@ impl<'a> Tokens<'a> {
         }
     }
 
+    /// Tokens not read yet: an upper bound on what any declared count can hold.
+    fn remaining(&self) -> usize {
+        self.items.len() - self.pos
+    }
+
     fn usize(&mut self, expected: &str) -> Result<usize, UaiError> {
         let (line, tok) = self.next(expected)?;
         tok.parse().map_err(|_| UaiError::Parse { line, expected: expected.to_string(), found: format!("`{tok}`") })
@@ -167,7 +172,9 @@ impl UaiModel {
             });
         }
         let n = t.usize("number of variables")?;
-        let mut cardinalities = Vec::with_capacity(n.min(1 << 20));
+        // Capacities never exceed the tokens left: a header cannot reserve
+        // more memory than the file's own text could fill.
+        let mut cardinalities = Vec::with_capacity(n.min(t.remaining()));
         for i in 0..n {
             let (line, tok) = t.next(&format!("cardinality of variable {i}"))?;
             match tok.parse::<usize>() {
@@ -182,10 +189,10 @@ impl UaiModel {
             }
         }
         let nf = t.usize("number of factors")?;
-        let mut scopes = Vec::with_capacity(nf.min(1 << 20));
+        let mut scopes = Vec::with_capacity(nf.min(t.remaining()));
         for f in 0..nf {
             let size = t.usize(&format!("scope size of factor {f}"))?;
-            let mut scope = Vec::with_capacity(size.min(64));
+            let mut scope = Vec::with_capacity(size.min(t.remaining()));
             for _ in 0..size {
                 let (line, tok) = t.next(&format!("variable of factor {f}'s scope"))?;
                 match tok.parse::<usize>() {
@@ -214,6 +221,13 @@ impl UaiModel {
                     line,
                     expected: format!("table size {expected_len} of factor {f} (product of its scope's cardinalities)"),
                     found: format!("`{tok}`"),
+                });
+            }
+            if expected_len > t.remaining() {
+                return Err(UaiError::Parse {
+                    line,
+                    expected: format!("{expected_len} table entries of factor {f}"),
+                    found: format!("only {} values before the end of file", t.remaining()),
                 });
             }
             let mut table = Vec::with_capacity(expected_len);
@@ -259,7 +273,23 @@ impl UaiModel {
     }
 
     /// Converts to a region graph and potentials (see module docs).
+    ///
+    /// The graph may hold at most [`MIN_GRAPH_BUDGET`] plus 64 entries per table
+    /// entry of the model ([`RegionGraphSpec::flat_len`](crate::RegionGraphSpec::flat_len)),
+    /// so that a few bytes declaring huge cardinalities give
+    /// [`GraphError::TooLarge`](crate::GraphError::TooLarge), not gigabytes of
+    /// potentials. An empty-scope factor is a constant factor `ln(value)` of
+    /// the score; a value of 0 makes every configuration impossible and is an
+    /// error.
     pub fn to_region_graph(&self) -> Result<UaiRegionModel, UaiError> {
+        if let Some(f) =
+            self.factors.iter().position(|f| f.scope.is_empty() && f.table.first().is_none_or(|&v| v <= 0.0))
+        {
+            return Err(UaiError::Invalid(format!(
+                "factor {f} has an empty scope and value 0 (or no value), so every configuration has probability 0"
+            )));
+        }
+        let entries = self.factors.iter().fold(0usize, |acc, f| acc.saturating_add(f.table.len()));
         let n = self.cardinalities.len();
         let mut b = RegionGraphBuilder::new(self.cardinalities.clone())?;
         let unary = b.add_factor_type(UNARY)?;
@@ -289,13 +319,13 @@ impl UaiModel {
             };
             region_of.push(region);
         }
-        let graph = b.build()?;
+        let graph = b.build_within(MIN_GRAPH_BUDGET.saturating_add(entries.saturating_mul(64)))?;
         let mut theta = vec![0.0; graph.total_configs()];
         let mut constant = 0.0;
         let mut placements = Vec::with_capacity(self.factors.len());
         for (f, region) in self.factors.iter().zip(region_of) {
             let Some(r) = region else {
-                constant += f.table.first().copied().unwrap_or(1.0).ln();
+                constant += f.table[0].ln();
                 placements.push(FactorPlacement { region: None, map: vec![0] });
                 continue;
             };

@@ -111,6 +111,28 @@ pub trait Oracle: Send + Sync + Debug {
         warm: Option<&dyn Model>,
         ctx: FitContext,
     ) -> Result<Box<dyn Model>, OracleError>;
+
+    /// [`Oracle::fit`], also returning the losses it computed anyway (see
+    /// [`FitLosses`]), so that [`fit_monotone`] need not score the whole
+    /// problem twice more. The default returns none.
+    fn fit_with_losses(
+        &self,
+        problem: &Problem<'_>,
+        warm: Option<&dyn Model>,
+        ctx: FitContext,
+    ) -> Result<(Box<dyn Model>, FitLosses), OracleError> {
+        Ok((self.fit(problem, warm, ctx)?, FitLosses::default()))
+    }
+}
+
+/// Losses an oracle knows after a fit. Each, when given, must equal bit for bit
+/// what [`model_loss`] returns for that model on the problem.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct FitLosses {
+    /// Loss `L` of the returned model.
+    pub loss: Option<f64>,
+    /// Loss `L` of the warm-start model.
+    pub warm_loss: Option<f64>,
 }
 
 /// Checks that a model fits a problem's shape.
@@ -228,9 +250,16 @@ pub fn fit_monotone(
     ctx: FitContext,
 ) -> Result<MonotoneFit, OracleError> {
     oracle.validate()?;
-    let previous_loss = warm.map(|m| model_loss(m, problem)).transpose()?;
-    let model = oracle.fit(problem, warm, ctx)?;
-    let loss = model_loss(model.as_ref(), problem)?;
+    let (model, known) = oracle.fit_with_losses(problem, warm, ctx)?;
+    let previous_loss = match (warm, known.warm_loss) {
+        (Some(_), Some(l)) => Some(l),
+        (Some(w), None) => Some(model_loss(w, problem)?),
+        (None, _) => None,
+    };
+    let loss = match known.loss {
+        Some(l) => l,
+        None => model_loss(model.as_ref(), problem)?,
+    };
     match (warm, previous_loss) {
         // Also rejects a NaN loss: only a loss that compares ≤ the previous one is kept.
         (Some(w), Some(prev)) if !matches!(loss.partial_cmp(&prev), Some(Ordering::Less | Ordering::Equal)) => {
@@ -256,7 +285,10 @@ pub type ModelLoader = fn(&[u8]) -> Result<Box<dyn Model>, OracleError>;
 /// ```
 /// use oracles::{Model, ModelRegistry};
 /// let registry = ModelRegistry::with_builtin();
-/// assert_eq!(registry.kinds().collect::<Vec<_>>(), ["boosting", "constant", "linear", "mlp", "zero"]);
+/// assert_eq!(
+///     registry.kinds().collect::<Vec<_>>(),
+///     ["boosting", "constant", "fixed", "indexed-linear", "linear", "mlp", "zero"]
+/// );
 /// let m = oracles::linear::LinearModel::zeros(2, 2);
 /// let back = registry.load("linear", &m.to_bytes().unwrap()).unwrap();
 /// assert_eq!(back.dim(), 2);

@@ -152,6 +152,15 @@ pub enum OracleError {
         #[source]
         source: postcard::Error,
     },
+    /// Model bytes decode but describe an impossible model (e.g. a tree whose
+    /// child lies outside it): written by another version or a faulty writer.
+    #[error("model of kind `{kind}` is inconsistent: {reason}")]
+    InvalidModel {
+        /// Kind of the model.
+        kind: String,
+        /// Which part breaks which invariant.
+        reason: String,
+    },
     /// The numerical optimiser failed (e.g. non-finite loss).
     #[error("optimiser failed: {0}")]
     Optimizer(String),

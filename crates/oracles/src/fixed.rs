@@ -28,6 +28,13 @@ use crate::{FitContext, Model, Oracle, OracleError, Problem, check_model_shape, 
 pub const KIND: &str = "fixed";
 
 /// The fixed oracle: its hyper-parameters are the function.
+///
+/// ```
+/// use oracles::fixed::FixedOracle;
+/// use oracles::Oracle;
+/// assert!(FixedOracle { table: vec![0.0, 1.0], forbidden: vec![1] }.validate().is_ok());
+/// assert!(FixedOracle { table: vec![0.0, 1.0], forbidden: vec![0, 1] }.validate().is_err());
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FixedOracle {
     /// `t_y` for every class (finite).
@@ -38,6 +45,12 @@ pub struct FixedOracle {
 
 /// `g(φ, y) = t_y`, or `−∞` for a forbidden `y`; the features (dimension
 /// `dim`) are ignored.
+///
+/// ```
+/// use oracles::fixed::FixedModel;
+/// let m = FixedModel::new(1, vec![0.5, 0.0], vec![1]).unwrap();
+/// assert_eq!(m.scores(), vec![0.5, f64::NEG_INFINITY]);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FixedModel {
     dim: usize,
@@ -162,6 +175,12 @@ impl Model for FixedModel {
 }
 
 /// Loader for the registry; re-validates the table.
+///
+/// ```
+/// use oracles::Model;
+/// let m = oracles::fixed::FixedModel::new(1, vec![0.0; 2], vec![0]).unwrap();
+/// assert_eq!(oracles::fixed::load(&m.to_bytes().unwrap()).unwrap().kind(), "fixed");
+/// ```
 pub fn load(bytes: &[u8]) -> Result<Box<dyn Model>, OracleError> {
     let raw = decode::<FixedModel>(KIND, bytes)?;
     Ok(Box::new(FixedModel::new(raw.dim, raw.table, raw.forbidden)?))

@@ -38,6 +38,19 @@ use crate::{
 pub const KIND: &str = "indexed-linear";
 
 /// The indexed linear oracle: L-BFGS on `J(W)` (module docs).
+///
+/// ```
+/// use oracles::indexed::IndexedLinearOracle;
+/// use oracles::{Features, FitContext, Oracle, Problem};
+/// // Rows [input, group]: group 0 says label = [input > 0], group 1 the opposite.
+/// let x = [1.0, 0.0, -1.0, 0.0, 1.0, 1.0, -1.0, 1.0];
+/// let p = Problem::new(Features::new(&x, 4, 2).unwrap(), &[1, 0, 0, 1], &[0.0; 8], 2, None).unwrap();
+/// let oracle = IndexedLinearOracle { l2: 0.1, ..Default::default() };
+/// let m = oracle.fit(&p, None, FitContext { seed: 0 }).unwrap();
+/// let mut s = [0.0; 8];
+/// m.score(Features::new(&x, 4, 2).unwrap(), &mut s).unwrap();
+/// assert!(s[1] > s[0] && s[4] > s[5]);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct IndexedLinearOracle {
     /// Settings of the L-BFGS minimiser (it sees `J / Σ_k w_k`).
@@ -57,6 +70,13 @@ impl Default for IndexedLinearOracle {
 
 /// `g(φ, y) = (W_i φ_{<d−1})_y` with `i = φ_{d−1}`; `W` is stored
 /// group-major, then class-major: entry `((i·C + y)·(d−1) + j)`.
+///
+/// ```
+/// use oracles::indexed::IndexedLinearModel;
+/// let m = IndexedLinearModel::zeros(3, 4, 2).unwrap(); // 2 inputs + index, 4 groups, 2 classes
+/// assert_eq!(m.groups(), 4);
+/// assert_eq!(m.group_weights(3, 1), &[0.0, 0.0]);
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IndexedLinearModel {
     dim: usize,
@@ -76,6 +96,12 @@ fn group_of(row: &[f64], k: usize, groups: usize) -> Result<usize, OracleError> 
 }
 
 /// `1 +` the largest group index of `features` (checked to be integers ≥ 0).
+///
+/// ```
+/// use oracles::Features;
+/// let x = [0.5, 0.0, 0.5, 2.0];
+/// assert_eq!(oracles::indexed::groups_in(Features::new(&x, 2, 2).unwrap()).unwrap(), 3);
+/// ```
 pub fn groups_in(features: Features<'_>) -> Result<usize, OracleError> {
     let mut most = 0;
     for k in 0..features.rows() {
@@ -286,8 +312,24 @@ impl Model for IndexedLinearModel {
 }
 
 /// Loader for the registry; checks the shape and finiteness of `W`.
+///
+/// ```
+/// use oracles::Model;
+/// let m = oracles::indexed::IndexedLinearModel::zeros(2, 3, 2).unwrap();
+/// assert_eq!(oracles::indexed::load(&m.to_bytes().unwrap()).unwrap().kind(), "indexed-linear");
+/// ```
 pub fn load(bytes: &[u8]) -> Result<Box<dyn Model>, OracleError> {
     let raw = decode::<IndexedLinearModel>(KIND, bytes)?;
+    if raw.groups == 0 || raw.dim == 0 {
+        // No row could name a group (found by `cargo xtask fuzz`): refuse it here, not at the first score.
+        return Err(OracleError::InvalidModel {
+            kind: KIND.to_string(),
+            reason: format!(
+                "{} groups and {} features (at least 1 group and the group-index feature)",
+                raw.groups, raw.dim
+            ),
+        });
+    }
     Ok(Box::new(IndexedLinearModel::new(raw.dim, raw.groups, raw.classes, raw.weights)?))
 }
 

@@ -24,8 +24,8 @@ pub mod step;
 pub mod zero;
 
 pub use contract::{
-    FitContext, Model, ModelLoader, ModelRegistry, MonotoneFit, Oracle, check_model_shape, check_score_buffer, decode,
-    downcast_warm, encode, fit_monotone, model_loss,
+    FitContext, FitLosses, Model, ModelLoader, ModelRegistry, MonotoneFit, Oracle, check_model_shape,
+    check_score_buffer, decode, downcast_warm, encode, fit_monotone, model_loss,
 };
 pub use error::OracleError;
 pub use problem::{Features, Problem, log_sum_exp, logistic_loss, row_loss};

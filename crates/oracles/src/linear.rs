@@ -29,8 +29,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::optim::{LbfgsOptions, LbfgsReport, lbfgs_minimize};
 use crate::{
-    FitContext, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, decode, downcast_warm,
-    encode, row_loss,
+    FitContext, FitLosses, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, decode,
+    downcast_warm, encode, row_loss,
 };
 
 /// Registry name of [`LinearModel`].
@@ -40,6 +40,14 @@ pub const KIND: &str = "linear";
 /// that [`LinearObjective::loss`] and [`crate::model_loss`] add the same partial
 /// sums in the same order and agree bit for bit.
 const CHUNK_ROWS: usize = 4096;
+
+/// Default [`LinearOracle::warm_max_iterations`]: inside learning each call
+/// starts from the previous `W` on a problem whose biases moved only by one
+/// round of message passing, so a few quasi-Newton steps follow the optimum;
+/// running every call to convergence (up to 200 steps) spent most of a
+/// Stanford-scale learning iteration on fits that barely change the model
+/// (docs/BENCHMARKS.md).
+pub const DEFAULT_WARM_MAX_ITERATIONS: usize = 10;
 
 /// The linear oracle: batch L-BFGS on `J(W)` (module docs).
 ///
@@ -53,16 +61,26 @@ const CHUNK_ROWS: usize = 4096;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LinearOracle {
-    /// Settings of the L-BFGS minimiser.
+    /// Settings of the L-BFGS minimiser (a cold fit runs to these limits).
     pub lbfgs: LbfgsOptions,
     /// Coefficient `λ ≥ 0` of the penalty `(λ/2) ‖W‖²_F` added to the summed loss `L`.
     pub l2: f64,
+    /// Most L-BFGS iterations of a warm-started fit (the per-call budget inside
+    /// learning), at most `lbfgs.max_iterations`; `None` fits every call to the
+    /// tolerances of `lbfgs` (the full fit). Default
+    /// [`DEFAULT_WARM_MAX_ITERATIONS`].
+    #[serde(default = "default_warm_max_iterations")]
+    pub warm_max_iterations: Option<usize>,
+}
+
+fn default_warm_max_iterations() -> Option<usize> {
+    Some(DEFAULT_WARM_MAX_ITERATIONS)
 }
 
 impl Default for LinearOracle {
-    /// Default L-BFGS settings, no penalty.
+    /// Default L-BFGS settings, no penalty, the default warm-start budget.
     fn default() -> Self {
-        Self { lbfgs: LbfgsOptions::default(), l2: 0.0 }
+        Self { lbfgs: LbfgsOptions::default(), l2: 0.0, warm_max_iterations: default_warm_max_iterations() }
     }
 }
 
@@ -124,6 +142,11 @@ impl LinearModel {
 }
 
 impl LinearOracle {
+    /// The same oracle fitting every call to convergence (no warm-start budget).
+    pub fn full_fit(self) -> Self {
+        Self { warm_max_iterations: None, ..self }
+    }
+
     /// Fits `W` (warm-started from `warm`, else from 0) and reports the L-BFGS run.
     ///
     /// The returned model's loss `L` is never above `warm`'s: if the penalty made
@@ -134,6 +157,19 @@ impl LinearOracle {
         problem: &Problem<'_>,
         warm: Option<&LinearModel>,
     ) -> Result<(LinearModel, LbfgsReport), OracleError> {
+        let (model, report, _) = self.fit_linear_with_losses(problem, warm)?;
+        Ok((model, report))
+    }
+
+    /// [`LinearOracle::fit_linear`], also returning the losses `L` of the result
+    /// and of `warm`, bit for bit what [`crate::model_loss`] computes (the
+    /// objective adds the same partial sums in the same order), taken from the
+    /// L-BFGS evaluations instead of two more passes over the data.
+    fn fit_linear_with_losses(
+        &self,
+        problem: &Problem<'_>,
+        warm: Option<&LinearModel>,
+    ) -> Result<(LinearModel, LbfgsReport, FitLosses), OracleError> {
         self.validate()?;
         let (d, c) = (problem.dim(), problem.classes());
         let start = match warm {
@@ -146,11 +182,37 @@ impl LinearOracle {
         let features = problem.features();
         let mut objective = LinearObjective::new(problem, d, move |k| features.row(k), self.l2);
         let mut weights = start.weights.clone();
-        let report = lbfgs_minimize(|w, g| objective.scaled(w, g), &mut weights, &self.lbfgs)?;
-        if warm.is_some() && objective.loss(&weights, None) > objective.loss(&start.weights, None) {
-            return Ok((start, report));
+        let mut opts = self.lbfgs;
+        if warm.is_some()
+            && let Some(budget) = self.warm_max_iterations
+        {
+            opts.max_iterations = opts.max_iterations.min(budget);
         }
-        Ok((LinearModel { dim: d, classes: c, weights }, report))
+        // Every evaluated point with its unpenalised loss: the start is the first,
+        // the returned point one of them (L-BFGS returns an evaluated point).
+        let mut evaluated: Vec<(Vec<f64>, f64)> = Vec::new();
+        let report = lbfgs_minimize(
+            |w, g| {
+                let (scaled, loss) = objective.scaled_with_loss(w, g);
+                evaluated.push((w.to_vec(), loss));
+                scaled
+            },
+            &mut weights,
+            &opts,
+        )?;
+        let loss_at = |w: &[f64]| evaluated.iter().rev().find(|(x, _)| x.as_slice() == w).map(|&(_, l)| l);
+        let (start_loss, end_loss) = (loss_at(&start.weights), loss_at(&weights));
+        let losses = FitLosses { loss: end_loss, warm_loss: if warm.is_some() { start_loss } else { None } };
+        if warm.is_some() {
+            let worse = match (end_loss, start_loss) {
+                (Some(end), Some(begin)) => end > begin,
+                _ => objective.loss(&weights, None) > objective.loss(&start.weights, None),
+            };
+            if worse {
+                return Ok((start, report, FitLosses { loss: losses.warm_loss, ..losses }));
+            }
+        }
+        Ok((LinearModel { dim: d, classes: c, weights }, report, losses))
     }
 }
 
@@ -161,6 +223,12 @@ impl Oracle for LinearOracle {
 
     fn validate(&self) -> Result<(), OracleError> {
         self.lbfgs.validate()?;
+        if self.warm_max_iterations == Some(0) {
+            return Err(OracleError::InvalidHyperParameter {
+                name: "warm_max_iterations",
+                reason: "must be at least 1 (or null for full fits)".to_string(),
+            });
+        }
         if !(self.l2.is_finite() && self.l2 >= 0.0) {
             return Err(OracleError::InvalidHyperParameter {
                 name: "l2",
@@ -178,6 +246,17 @@ impl Oracle for LinearOracle {
     ) -> Result<Box<dyn Model>, OracleError> {
         let warm = downcast_warm::<LinearModel>(warm, KIND)?;
         Ok(Box::new(self.fit_linear(problem, warm)?.0))
+    }
+
+    fn fit_with_losses(
+        &self,
+        problem: &Problem<'_>,
+        warm: Option<&dyn Model>,
+        _ctx: FitContext,
+    ) -> Result<(Box<dyn Model>, FitLosses), OracleError> {
+        let warm = downcast_warm::<LinearModel>(warm, KIND)?;
+        let (model, _, losses) = self.fit_linear_with_losses(problem, warm)?;
+        Ok((Box::new(model), losses))
     }
 }
 
@@ -328,13 +407,18 @@ impl<'a, 'p, P: Fn(usize) -> &'a [f64] + Sync> LinearObjective<'a, 'p, P> {
 
     /// `J(W) / Σ_k w_k` and its gradient: what the optimiser minimises.
     pub(crate) fn scaled(&mut self, w: &[f64], grad: &mut [f64]) -> f64 {
+        self.scaled_with_loss(w, grad).0
+    }
+
+    /// [`LinearObjective::scaled`] and the unpenalised loss `L(W)` it came from.
+    pub(crate) fn scaled_with_loss(&mut self, w: &[f64], grad: &mut [f64]) -> (f64, f64) {
         let loss = self.loss(w, Some(grad));
         let mut penalty = 0.0;
         for (g, wi) in grad.iter_mut().zip(w) {
             penalty += wi * wi;
             *g = (*g + self.l2 * wi) * self.inv_scale;
         }
-        (loss + 0.5 * self.l2 * penalty) * self.inv_scale
+        ((loss + 0.5 * self.l2 * penalty) * self.inv_scale, loss)
     }
 }
 
@@ -549,6 +633,7 @@ pub(crate) mod tests {
         LinearOracle {
             lbfgs: LbfgsOptions { gradient_tolerance: 1e-10, relative_decrease_tolerance: 0.0, ..Default::default() },
             l2: 0.0,
+            warm_max_iterations: None,
         }
     }
 
@@ -669,7 +754,11 @@ pub(crate) mod tests {
     fn results_do_not_depend_on_the_thread_count_or_seed() {
         let data = Data::random(41, 2 * CHUNK_ROWS + 5, 3, 3, 0.1, true);
         let problem = data.problem();
-        let oracle = LinearOracle { lbfgs: LbfgsOptions { max_iterations: 20, ..Default::default() }, l2: 0.1 };
+        let oracle = LinearOracle {
+            lbfgs: LbfgsOptions { max_iterations: 20, ..Default::default() },
+            l2: 0.1,
+            ..Default::default()
+        };
         let fit_with = |threads: usize, seed: u64| {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
             pool.install(|| oracle.fit(&problem, None, FitContext { seed }).unwrap().to_bytes().unwrap())
@@ -764,11 +853,12 @@ pub(crate) mod tests {
 
         let problem = Problem::new(f, &[0, 1], &[0.0; 4], 2, None).unwrap();
         let invalid = [
-            ("memory", LinearOracle { lbfgs: LbfgsOptions { memory: 0, ..Default::default() }, l2: 0.0 }),
+            ("memory", LinearOracle { lbfgs: LbfgsOptions { memory: 0, ..Default::default() }, ..Default::default() }),
             (
                 "max_iterations",
-                LinearOracle { lbfgs: LbfgsOptions { max_iterations: 0, ..Default::default() }, l2: 0.0 },
+                LinearOracle { lbfgs: LbfgsOptions { max_iterations: 0, ..Default::default() }, ..Default::default() },
             ),
+            ("warm_max_iterations", LinearOracle { warm_max_iterations: Some(0), ..Default::default() }),
             ("l2", LinearOracle { l2: -1.0, ..Default::default() }),
             ("l2", LinearOracle { l2: f64::NAN, ..Default::default() }),
             ("l2", LinearOracle { l2: f64::INFINITY, ..Default::default() }),
@@ -812,11 +902,18 @@ pub(crate) mod tests {
             let problem = data.problem();
             let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xabc);
             let warm = LinearModel::new(d, c, (0..c * d).map(|_| scale * rng.random_range(-1.0..1.0)).collect()).unwrap();
-            let oracle = LinearOracle { lbfgs: LbfgsOptions { max_iterations: iterations, ..Default::default() }, l2 };
-            let fit = oracle.fit(&problem, Some(&warm), ctx()).unwrap();
+            let oracle = LinearOracle {
+                lbfgs: LbfgsOptions { max_iterations: iterations, ..Default::default() },
+                l2,
+                warm_max_iterations: Some(iterations.div_ceil(2)),
+            };
+            let (fit, losses) = oracle.fit_with_losses(&problem, Some(&warm), ctx()).unwrap();
             let before = model_loss(&warm, &problem).unwrap();
             let after = model_loss(fit.as_ref(), &problem).unwrap();
             prop_assert!(after <= before, "{} > {}", after, before);
+            // The losses the fit reports are model_loss's, bit for bit.
+            prop_assert_eq!(losses.warm_loss.map(f64::to_bits), Some(before.to_bits()));
+            prop_assert_eq!(losses.loss.map(f64::to_bits), Some(after.to_bits()));
             let fit = fit.as_any().downcast_ref::<LinearModel>().unwrap();
             prop_assert!(fit.weights().iter().all(|v| v.is_finite()));
         }

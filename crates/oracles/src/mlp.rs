@@ -411,13 +411,34 @@ impl Model for MlpModel {
 pub fn load(bytes: &[u8]) -> Result<Box<dyn Model>, OracleError> {
     let model = decode::<MlpModel>(KIND, bytes)?;
     let l = model.layout;
-    let consistent = l.dim > 0
-        && l.hidden > 0
+    let consistent = l.hidden > 0
         && l.classes >= 2
         && l.checked_len() == Some(model.params.len())
         && model.params.iter().all(|p| p.is_finite());
     if !consistent {
-        return Err(OracleError::Codec { kind: KIND.to_string(), source: postcard::Error::DeserializeBadEncoding });
+        return Err(OracleError::InvalidModel {
+            kind: KIND.to_string(),
+            reason: format!(
+                "{} parameters (all finite: {}) for {} features, {} hidden units and {} classes",
+                model.params.len(),
+                model.params.iter().all(|p| p.is_finite()),
+                l.dim,
+                l.hidden,
+                l.classes
+            ),
+        });
+    }
+    // |tanh| ≤ 1, so a score is at most Σ_j |W_yj| + |a_y|: that must stay finite.
+    let w = model.output_weights();
+    let bound = (0..l.classes).fold(0.0f64, |m, y| {
+        let row: f64 = w[y * l.hidden..(y + 1) * l.hidden].iter().map(|v| v.abs()).sum();
+        m.max(row + model.output_bias().get(y).map_or(0.0, |a| a.abs()))
+    });
+    if !bound.is_finite() {
+        return Err(OracleError::InvalidModel {
+            kind: KIND.to_string(),
+            reason: "the output weights add up beyond the largest double".into(),
+        });
     }
     Ok(Box::new(model))
 }
@@ -559,7 +580,7 @@ impl Layout {
     /// Cold-start model parameters: `V, c ~ N(0, scale²/d)`, `W = a = 0`.
     fn init(&self, scale: f64, rng: &mut ChaCha8Rng) -> Vec<f64> {
         let mut p = vec![0.0; self.len()];
-        let sd = scale / (self.dim as f64).sqrt();
+        let sd = scale / (self.dim.max(1) as f64).sqrt();
         for x in &mut p[self.v().start..self.hidden_bias().end] {
             *x = sd * rng.sample::<f64, _>(StandardNormal);
         }
@@ -688,7 +709,10 @@ impl Net<'_> {
     /// so a row's scores do not depend on the block it is in.
     #[inline(always)]
     fn forward(&self, b: &mut Block) {
-        for (u, (vu, tu)) in self.v.chunks_exact(self.dim * TILE).zip(b.t.chunks_exact_mut(TILE)).enumerate() {
+        let tile_v = self.dim * TILE;
+        for (u, tu) in b.t.chunks_exact_mut(TILE).enumerate() {
+            // By index, not `chunks_exact(dim · TILE)`: with 0 features the tile has no weights.
+            let vu = &self.v[u * tile_v..(u + 1) * tile_v];
             let mut acc = [[0.0; BLOCK]; TILE];
             if !self.c.is_empty() {
                 for (q, aq) in acc.iter_mut().enumerate() {
@@ -787,7 +811,9 @@ impl Net<'_> {
         for (cj, dzj) in grad.c.iter_mut().zip(&b.dt) {
             *cj += dzj.iter().sum::<f64>();
         }
-        for (gvu, dzu) in grad.v.chunks_exact_mut(self.dim * TILE).zip(b.dt.chunks_exact(TILE)) {
+        let tile_v = self.dim * TILE;
+        for (u, dzu) in b.dt.chunks_exact(TILE).enumerate() {
+            let gvu = &mut grad.v[u * tile_v..(u + 1) * tile_v];
             let dzt = transpose(dzu);
             for (gvi, xi) in gvu.chunks_exact_mut(TILE).zip(&b.x) {
                 for r in 0..BLOCK {
@@ -1270,9 +1296,9 @@ mod tests {
     fn mlp_load_rejects_inconsistent_bytes() {
         let bad = MlpModel { layout: Layout { dim: 2, hidden: 3, classes: 2, biases: false }, params: vec![0.0; 5] };
         let bytes = encode(KIND, &bad).unwrap();
-        assert!(matches!(load(&bytes), Err(OracleError::Codec { .. })));
+        assert!(matches!(load(&bytes), Err(OracleError::InvalidModel { .. })));
         let huge = MlpModel { layout: Layout { dim: usize::MAX, hidden: 3, classes: 2, biases: true }, params: vec![] };
-        assert!(matches!(load(&encode(KIND, &huge).unwrap()), Err(OracleError::Codec { .. })));
+        assert!(matches!(load(&encode(KIND, &huge).unwrap()), Err(OracleError::InvalidModel { .. })));
         assert!(matches!(load(&[1, 2, 3]), Err(OracleError::Codec { .. })));
     }
 

@@ -22,8 +22,9 @@
 //! direction `d`. Hazan & Urtasun "choose the step size to guarantee a descent
 //! on the objective"; the exact minimiser along the gradient is the largest
 //! such guarantee and needs no tuning. The step is accepted only if
-//! `J(p − ηG) ≤ J(p)` (it is halved up to 60 times otherwise), so an oracle
-//! built on it never returns a worse model than its warm start.
+//! `J(p − ηG) ≤ J(p)` (it is halved up to 30 times otherwise), so an oracle
+//! built on it never returns a worse model than its warm start. No step is
+//! taken once `‖∇J‖ ≤ 10⁻⁹ Σ_k w_k` ([`GRADIENT_TOLERANCE`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -36,6 +37,17 @@ use crate::{
 
 /// A model whose scores are a linear function of its parameter vector `p`:
 /// `s_{k,y} = Σ_i p_i ∂s_{k,y}/∂p_i`.
+///
+/// ```
+/// use oracles::linear::LinearModel;
+/// use oracles::step::LinearInParameters;
+/// use oracles::Features;
+/// let m = LinearModel::new(1, 2, vec![1.0, -1.0]).unwrap();
+/// let mut s = [0.0; 2];
+/// m.scores_with(&[2.0, 0.0], Features::new(&[3.0], 1, 1).unwrap(), &mut s).unwrap();
+/// assert_eq!(s, [6.0, 0.0]);
+/// assert_eq!(m.parameters(), &[1.0, -1.0]);
+/// ```
 pub trait LinearInParameters: Model + Clone + Sized {
     /// The parameter vector `p`.
     fn parameters(&self) -> &[f64];
@@ -88,6 +100,17 @@ impl LinearInParameters for LinearModel {
 
 /// `J(p) = L(p) + (λ/2)‖p‖²` of `model`'s class at `parameters`; with `grad`,
 /// also `∇J` (overwritten).
+///
+/// ```
+/// use oracles::linear::LinearModel;
+/// use oracles::step::penalised_loss;
+/// use oracles::{Features, Problem};
+/// let p = Problem::new(Features::new(&[1.0], 1, 1).unwrap(), &[0], &[0.0; 2], 2, None).unwrap();
+/// let m = LinearModel::zeros(1, 2);
+/// let mut g = [0.0; 2];
+/// let j = penalised_loss(&p, &m, &[0.0, 0.0], 1.0, Some(&mut g)).unwrap();
+/// assert!((j - 2f64.ln()).abs() < 1e-12 && (g[0] + 0.5).abs() < 1e-12);
+/// ```
 pub fn penalised_loss<M: LinearInParameters>(
     problem: &Problem<'_>,
     model: &M,
@@ -114,6 +137,14 @@ pub fn penalised_loss<M: LinearInParameters>(
 }
 
 /// What one [`gradient_step`] did.
+///
+/// ```
+/// use oracles::linear::LinearModel;
+/// use oracles::{Features, Problem};
+/// let p = Problem::new(Features::new(&[1.0, -1.0], 2, 1).unwrap(), &[0, 1], &[0.0; 4], 2, None).unwrap();
+/// let (_, report) = oracles::step::gradient_step(&p, &LinearModel::zeros(1, 2), 0.1, 30).unwrap();
+/// assert!(report.step > 0.0 && report.after < report.before);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StepReport {
     /// The step size `η` taken (0: no step).
@@ -127,6 +158,9 @@ pub struct StepReport {
     /// `‖∇J‖` before the step.
     pub gradient_norm: f64,
 }
+
+/// No step is taken once `‖∇J‖ ≤` this times the problem's total example weight.
+pub const GRADIENT_TOLERANCE: f64 = 1e-9;
 
 /// `(φ(η), φ'(η), φ''(η))` along the direction (module docs).
 fn line(problem: &Problem<'_>, s: &[f64], d: &[f64], p: &[f64], g: &[f64], l2: f64, eta: f64) -> (f64, f64, f64) {
@@ -170,6 +204,17 @@ fn line(problem: &Problem<'_>, s: &[f64], d: &[f64], p: &[f64], g: &[f64], l2: f
 
 /// One step along `−∇J` with the exact line minimiser (module docs); the
 /// returned model's `J` is never above `model`'s.
+///
+/// ```
+/// use oracles::linear::LinearModel;
+/// use oracles::{Features, Problem};
+/// let p = Problem::new(Features::new(&[1.0, -1.0], 2, 1).unwrap(), &[0, 1], &[0.0; 4], 2, None).unwrap();
+/// let mut m = LinearModel::zeros(1, 2);
+/// for _ in 0..5 {
+///     m = oracles::step::gradient_step(&p, &m, 0.1, 30).unwrap().0;
+/// }
+/// assert!(m.class_weights(0)[0] > m.class_weights(1)[0]);
+/// ```
 pub fn gradient_step<M: LinearInParameters>(
     problem: &Problem<'_>,
     model: &M,
@@ -182,7 +227,11 @@ pub fn gradient_step<M: LinearInParameters>(
     let before = penalised_loss(problem, model, p, l2, Some(&mut g))?;
     let gradient_norm = g.iter().map(|v| v * v).sum::<f64>().sqrt();
     let none = StepReport { step: 0.0, before, after: before, line_search_iterations: 0, gradient_norm };
-    if !(gradient_norm > 0.0 && gradient_norm.is_finite() && before.is_finite()) {
+    // Converged (per unit of example weight, like the L-BFGS tolerance): on a
+    // separable problem the loss only tends to zero, and steps at rounding level
+    // would cost a full line search each.
+    let converged = gradient_norm <= GRADIENT_TOLERANCE * problem.total_weight().max(1.0);
+    if converged || !(gradient_norm.is_finite() && before.is_finite()) {
         return Ok((model.clone(), none));
     }
     let n = problem.rows() * problem.classes();
@@ -223,7 +272,7 @@ pub fn gradient_step<M: LinearInParameters>(
         }
     }
     // Accept only a decrease (rounding can spoil the last Newton iterate).
-    for _ in 0..60 {
+    for _ in 0..30 {
         let (f, _, _) = at(eta);
         if f <= before {
             let params: Vec<f64> = p.iter().zip(&g).map(|(pi, gi)| pi - eta * gi).collect();
@@ -244,6 +293,13 @@ pub fn gradient_step<M: LinearInParameters>(
 }
 
 /// Which class [`GradientStepOracle`] steps.
+///
+/// ```
+/// use oracles::step::{GradientStepOracle, StepClass};
+/// use oracles::Oracle;
+/// let o = GradientStepOracle { class: StepClass::IndexedLinear { groups: 4 }, l2: 0.0, max_line_search: 30 };
+/// assert_eq!(o.kind(), "indexed-linear");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "class")]
 pub enum StepClass {
@@ -260,6 +316,17 @@ pub enum StepClass {
 /// zero without one) instead of fitting: Hazan & Urtasun's parameter update.
 /// Its models are ordinary linear / indexed-linear models, so they are saved,
 /// loaded and predicted with like any others.
+///
+/// ```
+/// use oracles::step::GradientStepOracle;
+/// use oracles::{Features, FitContext, Oracle, Problem};
+/// let o = GradientStepOracle::for_oracle_of("linear", 0.0, 0).unwrap();
+/// let p = Problem::new(Features::new(&[1.0, -1.0], 2, 1).unwrap(), &[0, 1], &[0.0; 4], 2, None).unwrap();
+/// let one = o.fit(&p, None, FitContext { seed: 0 }).unwrap();
+/// let two = o.fit(&p, Some(one.as_ref()), FitContext { seed: 0 }).unwrap();
+/// assert!(oracles::model_loss(two.as_ref(), &p).unwrap() <= oracles::model_loss(one.as_ref(), &p).unwrap());
+/// assert!(GradientStepOracle::for_oracle_of("boosting", 0.0, 0).is_none());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct GradientStepOracle {
     /// The function class.
@@ -390,8 +457,11 @@ mod tests {
         for _ in 0..3000 {
             m = gradient_step(&p, &m, l2, 50).unwrap().0;
         }
-        let lin =
-            LinearOracle { l2, lbfgs: crate::optim::LbfgsOptions { gradient_tolerance: 1e-12, ..Default::default() } };
+        let lin = LinearOracle {
+            l2,
+            lbfgs: crate::optim::LbfgsOptions { gradient_tolerance: 1e-12, ..Default::default() },
+            ..Default::default()
+        };
         let (best, _) = lin.fit_linear(&p, None).unwrap();
         let jb = penalised_loss(&p, &best, best.parameters(), l2, None).unwrap();
         let js = penalised_loss(&p, &m, m.parameters(), l2, None).unwrap();

@@ -18,7 +18,7 @@ use structlearn::{
     CheckpointConfig, ConfusionMatrix, CsvCurveWriter, Dataset, EarlyStopping, LearnerKind, PredictOptions,
     StructuredModel, TrainConfig, build_learner,
 };
-use structlearn_cli::{ProgressObserver, Verbosity};
+use structlearn_cli::{ProgressObserver, Verbosity, error_text, parse_eps, parse_tolerance};
 
 #[derive(Parser)]
 #[command(name = "structlearn", version, about = "Structured learning with any function class (Domke 2013)")]
@@ -51,14 +51,14 @@ enum Command {
     Infer {
         /// The UAI model file.
         model: PathBuf,
-        /// Entropy weight ε (> 0).
-        #[arg(long, default_value_t = 1.0)]
+        /// Entropy weight ε (between 1e-6 and 1e6).
+        #[arg(long, default_value_t = 1.0, allow_hyphen_values = true, value_parser = parse_eps)]
         eps: f64,
         /// Largest number of message-passing iterations.
         #[arg(long, default_value_t = 1000)]
         iterations: usize,
         /// Stop once the largest marginalisation violation is below this.
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true, value_parser = parse_tolerance)]
         tolerance: Option<f64>,
         /// If star updates end above the tolerance (or no tolerance is given),
         /// this many L-BFGS iterations on the smooth dual A(λ) (Danskin gradient)
@@ -89,7 +89,7 @@ enum Command {
         #[arg(long, default_value_t = PredictOptions::default().iterations)]
         iterations: usize,
         /// Stop once the largest violation is below this.
-        #[arg(long, default_value_t = 1e-4)]
+        #[arg(long, default_value_t = 1e-4, allow_hyphen_values = true, value_parser = parse_tolerance)]
         tolerance: f64,
         /// Also write the singleton beliefs.
         #[arg(long)]
@@ -125,7 +125,7 @@ enum Command {
         #[arg(long, default_value_t = PredictOptions::default().iterations)]
         iterations: usize,
         /// Stop once the largest violation is below this.
-        #[arg(long, default_value_t = 1e-4)]
+        #[arg(long, default_value_t = 1e-4, allow_hyphen_values = true, value_parser = parse_tolerance)]
         tolerance: f64,
         /// Also write the metrics as JSON to this file.
         #[arg(long, value_name = "FILE")]
@@ -165,7 +165,7 @@ fn predict_image(args: PredictImageArgs) -> Result<()> {
         Some(p) => p,
         None => args.model.with_file_name("features.json"),
     };
-    let pipeline = datasets::scene::Pipeline::load(&pipeline_path)
+    let pipeline = datasets::photos::Pipeline::load(&pipeline_path)
         .context("reading the feature pipeline (give it with --pipeline)")?;
     let model = StructuredModel::load(&args.model, &ModelRegistry::with_builtin())?;
     let photo = datasets::image::load_rgb(&args.image)?;
@@ -205,7 +205,7 @@ fn predict_image(args: PredictImageArgs) -> Result<()> {
 
 fn main() {
     if let Err(e) = run(Cli::parse()) {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", error_text(&e));
         std::process::exit(1);
     }
 }
@@ -229,6 +229,7 @@ fn run(cli: Cli) -> Result<()> {
             let model = StructuredModel::load(&model_path, &ModelRegistry::with_builtin())?;
             let data_path = data;
             let data = Dataset::load(&data_path)?;
+            structlearn::files::check_writable(&output)?;
             let opts = PredictOptions { iterations, tolerance: Some(tolerance) };
             let start = std::time::Instant::now();
             let predictions = report::predict_all(&model, &data, &opts, "predict", verbosity)?;
@@ -338,14 +339,6 @@ fn infer(
     polish: usize,
     output: Option<&Path>,
 ) -> Result<()> {
-    if !(eps > 0.0 && eps.is_finite()) {
-        bail!("--eps must be > 0 and finite (got {eps})");
-    }
-    if let Some(t) = tolerance
-        && (t.is_nan() || t <= 0.0)
-    {
-        bail!("--tolerance must be > 0 (got {t})");
-    }
     let uai = UaiModel::read(path)?;
     let m = uai.to_region_graph()?;
     let g = &m.graph;
@@ -358,6 +351,21 @@ fn infer(
         let star_iterations = report.iterations;
         report = polish_dual(&problem, &mut messages, polish, tolerance)?;
         report.iterations = star_iterations;
+        match tolerance {
+            Some(t) if !report.converged => eprintln!(
+                "warning: the dual polish stopped at a largest violation of {:.3e}, above --tolerance {t:e}; \
+                 the beliefs are not marginalisation-consistent to that tolerance (raise --polish or --iterations)",
+                report.max_violation
+            ),
+            _ => eprintln!("dual polish reached a largest violation of {:.3e}", report.max_violation),
+        }
+    }
+    if !report.dual_value.is_finite() {
+        bail!(
+            "{}: the smoothed dual value is {} (the model may give every labelling probability 0)",
+            path.display(),
+            report.dual_value
+        );
     }
     let mut beliefs = vec![0.0; g.total_configs()];
     problem.beliefs(&messages, &mut beliefs);
@@ -376,6 +384,8 @@ fn infer(
     let value = serde_json::json!({
         "dual_value": report.dual_value + m.constant,
         "max_violation": report.max_violation,
+        // Whether the requested tolerance was met (null without one).
+        "converged": tolerance.map(|_| report.converged),
         "iterations": report.iterations,
         "beliefs_are": format!("ε-smoothed LP-relaxation beliefs at ε = {eps} (pseudo-marginals), not exact marginals"),
         "labels": labels,
@@ -460,8 +470,8 @@ struct TrainArgs {
     /// Number of learning iterations (overrides the configuration).
     #[arg(long)]
     iterations: Option<usize>,
-    /// Entropy weight ε (overrides the configuration).
-    #[arg(long)]
+    /// Entropy weight ε, between 1e-6 and 1e6 (overrides the configuration).
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_eps)]
     eps: Option<f64>,
     /// Entropy weight of one factor type, as TYPE=EPS (repeatable; overrides `--eps` for that type).
     #[arg(long = "type-eps", value_name = "TYPE=EPS")]
@@ -496,8 +506,12 @@ struct TrainArgs {
 }
 
 fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
-    let data = Dataset::load(&a.data)?;
-    let validation = a.validation.as_deref().map(Dataset::load).transpose()?;
+    let data = Dataset::load(&a.data).context("training set")?;
+    let validation = a.validation.as_deref().map(Dataset::load).transpose().context("validation set")?;
+    // Outputs are checked before any learning iteration, not found unwritable after the last.
+    for out in [Some(&a.model), a.checkpoint.as_ref()].into_iter().flatten() {
+        structlearn::files::check_writable(out)?;
+    }
     let (mut config, mut oracle_specs) = match &a.config {
         Some(p) => {
             let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
@@ -536,7 +550,7 @@ fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
     }
     for te in &a.type_eps {
         let (t, e) = te.split_once('=').with_context(|| format!("--type-eps `{te}` is not TYPE=EPS"))?;
-        let e: f64 = e.parse().with_context(|| format!("--type-eps `{te}`: `{e}` is not a number"))?;
+        let e = parse_eps(e).map_err(anyhow::Error::msg).with_context(|| format!("--type-eps `{te}`"))?;
         config.type_epsilon.push((t.to_string(), e));
     }
     let kind: LearnerKind = a.learner.parse()?;
@@ -550,17 +564,21 @@ fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
     if let Some(v) = &validation {
         trainer.set_validation(v);
     }
+    let mut resumed = false;
     if a.resume
         && let Some(c) = a.checkpoint.as_deref().filter(|c| c.exists())
     {
         trainer.resume_from(c, &ModelRegistry::with_builtin())?;
+        resumed = true;
         if verbosity.normal() {
             eprintln!("resumed after learning iteration {}", trainer.history().last().map_or(0, |r| r.iteration));
         }
     }
     trainer.add_observer(Box::new(ProgressObserver::new("train", verbosity)));
     if let Some(c) = &a.curve {
-        trainer.add_observer(Box::new(CsvCurveWriter::create(c)?));
+        // A resumed run keeps the curve of the steps its checkpoint holds.
+        let curve = if resumed { CsvCurveWriter::resume(c, trainer.history())? } else { CsvCurveWriter::create(c)? };
+        trainer.add_observer(Box::new(curve));
     }
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
@@ -569,7 +587,22 @@ fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
         eprintln!("warning: Ctrl-C will not stop training cleanly: {e}");
     }
     trainer.set_stop_flag(stop);
-    let outcome = trainer.train()?;
+    let outcome = match trainer.train() {
+        Err(structlearn::LearnError::Interrupted { completed }) if completed > 0 => {
+            // Keep the model of the last finished learning iteration (with
+            // early stopping: of the best validation iteration so far).
+            match trainer.best_model() {
+                Some(best) => best.save(&a.model)?,
+                None => trainer.model()?.save(&a.model)?,
+            }
+            bail!(
+                "interrupted after learning iteration {completed}: its model is saved to {}{}",
+                a.model.display(),
+                if a.checkpoint.is_some() { "; run again with --resume to continue" } else { "" }
+            );
+        }
+        other => other?,
+    };
     outcome.model.save(&a.model)?;
     if let Some(path) = &a.curve_png {
         report::write_curve_png(path, &format!("structlearn train: {}", a.data.display()), &outcome.history)?;

@@ -224,7 +224,7 @@ impl Dataset {
                     });
                 }
                 let regions = rows_of_type[t].len();
-                if block.values.len() != regions * ft.dim {
+                if regions.checked_mul(ft.dim) != Some(block.values.len()) {
                     return Err(LearnError::FeatureLength {
                         example: k,
                         factor_type: ft.name.clone(),
@@ -368,22 +368,43 @@ impl Dataset {
     /// ```
     pub fn load(path: &Path) -> Result<Self, LearnError> {
         let bytes = std::fs::read(path).map_err(|e| LearnError::io(path, e))?;
-        let file: DatasetFile = if is_json(path) {
-            serde_json::from_slice(&bytes)
-                .map_err(|e| LearnError::bad_file(path, format!("invalid JSON data set: {e}")))?
+        Self::from_bytes(&bytes, path)
+    }
+
+    /// Reads a data set from the bytes of a file (JSON if `source` ends in
+    /// `.json`, binary otherwise); `source` names it in errors.
+    ///
+    /// Memory stays bounded by the bytes given: every declared length is read
+    /// element by element (a length the bytes cannot hold fails when they run
+    /// out), and the region graphs together may need at most
+    /// [`factor_graph::graph_budget`] flat entries; beyond that the file is
+    /// refused ([`factor_graph::GraphError::TooLarge`]).
+    pub fn from_bytes(bytes: &[u8], source: &Path) -> Result<Self, LearnError> {
+        let file: DatasetFile = if is_json(source) {
+            serde_json::from_slice(bytes)
+                .map_err(|e| LearnError::bad_file(source, format!("invalid JSON data set: {e}")))?
         } else {
-            let corrupt = |e: postcard::Error| LearnError::bad_file(path, format!("corrupt data set: {e}"));
+            let corrupt = |e: postcard::Error| {
+                LearnError::bad_file(
+                    source,
+                    format!(
+                        "the data set body does not decode although its checksum matches \
+                         (written by an incompatible build?): {e}"
+                    ),
+                )
+            };
             if bytes.get(..8) == Some(&DATASET_MAGIC_V1[..]) {
-                let body = crate::files::unwrap_binary(path, &bytes, DATASET_MAGIC_V1)?;
+                let body = crate::files::unwrap_binary(source, bytes, DATASET_MAGIC_V1)?;
                 postcard::from_bytes::<DatasetFileV1>(body).map_err(corrupt)?.upgrade()
             } else {
-                let body = crate::files::unwrap_binary(path, &bytes, DATASET_MAGIC)?;
+                let body = crate::files::unwrap_binary(source, bytes, DATASET_MAGIC)?;
                 postcard::from_bytes(body).map_err(corrupt)?
             }
         };
-        file.into_dataset().map_err(|e| match e {
-            LearnError::BadFile { reason, .. } => LearnError::bad_file(path, reason),
-            other => other,
+        file.into_dataset_within(factor_graph::graph_budget(bytes.len())).map_err(|e| match e {
+            LearnError::BadFile { reason, .. } => LearnError::bad_file(source, reason),
+            LearnError::Graph(g) => LearnError::bad_file(source, g.to_string()),
+            other => LearnError::InFile { path: source.display().to_string(), error: Box::new(other) },
         })
     }
 
@@ -544,6 +565,12 @@ impl DatasetFile {
 
     /// Validates and builds the data set.
     pub fn into_dataset(self) -> Result<Dataset, LearnError> {
+        self.into_dataset_within(usize::MAX)
+    }
+
+    /// [`DatasetFile::into_dataset`], refusing graphs whose flat arrays
+    /// together exceed `graph_budget` entries (see [`factor_graph::graph_budget`]).
+    pub fn into_dataset_within(self, graph_budget: usize) -> Result<Dataset, LearnError> {
         let src = Path::new("data set");
         if self.format != "structlearn-dataset" {
             return Err(LearnError::bad_file(
@@ -560,8 +587,16 @@ impl DatasetFile {
                 ),
             ));
         }
-        let graphs =
-            self.graphs.into_iter().map(|s| RegionGraph::from_spec(s).map(Arc::new)).collect::<Result<Vec<_>, _>>()?;
+        let mut budget = graph_budget;
+        let graphs = self
+            .graphs
+            .into_iter()
+            .map(|s| {
+                let g = RegionGraph::from_spec_within(s, budget)?;
+                budget -= g.spec().flat_len().unwrap_or(budget);
+                Ok(Arc::new(g))
+            })
+            .collect::<Result<Vec<_>, LearnError>>()?;
         let mut masks = Vec::with_capacity(self.examples.len());
         let examples = self
             .examples

@@ -176,6 +176,19 @@ pub enum LearnError {
         /// What is wrong.
         reason: String,
     },
+    /// An error in the contents of a file (not its bytes), e.g. a label out of
+    /// range in a data set file: the file, then the error.
+    #[error("{path}: {error}")]
+    InFile {
+        /// The file.
+        path: String,
+        /// What is wrong in it.
+        error: Box<LearnError>,
+    },
+    /// An error on the validation set during training (its examples are
+    /// numbered within the validation set).
+    #[error("validation set: {0}")]
+    Validation(Box<LearnError>),
     /// Training was interrupted by the caller (e.g. Ctrl-C); the last checkpoint is intact.
     #[error("training interrupted after learning iteration {completed}")]
     Interrupted {

@@ -31,16 +31,36 @@ use crate::LearnError;
 pub const MAX_LABELINGS: usize = 1 << 22;
 
 /// Number of labelings of `graph`, saturating at `usize::MAX`.
+///
+/// ```
+/// let g = factor_graph::grid(2, 2, 3).unwrap();
+/// assert_eq!(structlearn::exact::labelings(&g), 81);
+/// ```
 pub fn labelings(graph: &RegionGraph) -> usize {
     graph.cardinalities().iter().fold(1usize, |a, &c| a.saturating_mul(c))
 }
 
 /// Score `Σ_α θ_α(y_α)` of a labeling (`−∞` if some region forbids it).
+///
+/// ```
+/// let g = factor_graph::grid(1, 2, 2).unwrap();
+/// let mut theta = vec![0.0; g.total_configs()];
+/// theta[g.config_range(1).start + 1] = 2.0;
+/// assert_eq!(structlearn::exact::score(&g, &theta, &[0, 1]), 2.0);
+/// ```
 pub fn score(graph: &RegionGraph, theta: &[f64], labels: &[usize]) -> f64 {
     (0..graph.num_regions()).map(|r| theta[graph.config_range(r).start + graph.config_of(r, labels)]).sum()
 }
 
 /// Whether no region forbids the labeling (`θ_α(y_α) > −∞` everywhere).
+///
+/// ```
+/// let g = factor_graph::grid(1, 2, 2).unwrap();
+/// let mut theta = vec![0.0; g.total_configs()];
+/// theta[g.config_range(2).start + 3] = f64::NEG_INFINITY; // the pair forbids (1, 1)
+/// assert!(!structlearn::exact::is_feasible(&g, &theta, &[1, 1]));
+/// assert!(structlearn::exact::is_feasible(&g, &theta, &[0, 1]));
+/// ```
 pub fn is_feasible(graph: &RegionGraph, theta: &[f64], labels: &[usize]) -> bool {
     (0..graph.num_regions())
         .all(|r| theta[graph.config_range(r).start + graph.config_of(r, labels)] > f64::NEG_INFINITY)
@@ -81,6 +101,16 @@ fn for_each_feasible(
 /// The best feasible labeling `argmax_y Σ_α θ_α(y_α)` by enumeration; ties go
 /// to the first in mixed-radix order. Errors: [`LearnError::TooManyLabelings`],
 /// [`LearnError::Infeasible`].
+///
+/// ```
+/// let g = factor_graph::grid(1, 3, 2).unwrap();
+/// let mut theta = vec![0.0; g.total_configs()];
+/// for v in 0..3 {
+///     theta[g.config_range(v).start + 1] = 1.0; // every pixel prefers 1
+/// }
+/// theta[g.config_range(3).start + 3] = f64::NEG_INFINITY; // but pixels 0 and 1 may not both be 1
+/// assert_eq!(structlearn::exact::map_labeling(&g, &theta, 0).unwrap(), vec![0, 1, 1]);
+/// ```
 pub fn map_labeling(graph: &RegionGraph, theta: &[f64], example: usize) -> Result<Vec<usize>, LearnError> {
     let mut best = (f64::NEG_INFINITY, Vec::new());
     for_each_feasible(graph, theta, example, |y, s| {
@@ -94,6 +124,14 @@ pub fn map_labeling(graph: &RegionGraph, theta: &[f64], example: usize) -> Resul
 /// Each variable's best label by its singleton region's `θ` alone (ties: the
 /// smallest label); constraints are ignored. Errors if a variable has no
 /// singleton region.
+///
+/// ```
+/// let g = factor_graph::grid(1, 2, 2).unwrap();
+/// let mut theta = vec![0.0; g.total_configs()];
+/// theta[g.config_range(0).start + 1] = 1.0;
+/// theta[g.config_range(2).start + 2] = f64::NEG_INFINITY; // ignored: constraints play no role locally
+/// assert_eq!(structlearn::exact::local_labeling(&g, &theta).unwrap(), vec![1, 0]);
+/// ```
 pub fn local_labeling(graph: &RegionGraph, theta: &[f64]) -> Result<Vec<usize>, LearnError> {
     (0..graph.num_variables())
         .map(|v| {
@@ -113,6 +151,18 @@ fn argmax(v: &[f64]) -> usize {
 /// forbidden labeling: the per-variable argmax of the singleton beliefs if
 /// `θ` allows it, else the feasible labeling with the largest
 /// `Σ_i log μ_i(y_i)` (by enumeration).
+///
+/// ```
+/// let g = factor_graph::grid(1, 2, 2).unwrap();
+/// let mut theta = vec![0.0; g.total_configs()];
+/// theta[g.config_range(2).start + 3] = f64::NEG_INFINITY; // (1, 1) forbidden
+/// let mut beliefs = vec![0.0; g.total_configs()];
+/// for v in 0..2 {
+///     beliefs[g.config_range(v)].copy_from_slice(&[0.4, 0.6]); // each alone prefers 1
+/// }
+/// let y = structlearn::exact::feasible_decode(&g, &theta, &beliefs, 0).unwrap();
+/// assert!(structlearn::exact::is_feasible(&g, &theta, &y));
+/// ```
 pub fn feasible_decode(
     graph: &RegionGraph,
     theta: &[f64],

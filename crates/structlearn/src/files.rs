@@ -3,6 +3,7 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::LearnError;
 
@@ -69,8 +70,10 @@ pub fn unwrap_binary<'a>(path: &Path, bytes: &'a [u8], magic: &[u8; 8]) -> Resul
     Ok(body)
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same folder,
-/// flushed and synced, then renamed over the target.
+/// Writes `bytes` to `path` atomically: a temporary file next to the target,
+/// written, synced, then renamed over it (readers see the old file or the new
+/// one, never a part). The file is created like any other, so its mode follows
+/// the umask; a failure removes the temporary file and reports the target.
 ///
 /// ```
 /// let dir = tempfile::tempdir().unwrap();
@@ -79,13 +82,71 @@ pub fn unwrap_binary<'a>(path: &Path, bytes: &'a [u8], magic: &[u8; 8]) -> Resul
 /// assert_eq!(std::fs::read(&path).unwrap(), b"all or nothing");
 /// ```
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), LearnError> {
+    write_atomic_io(path, bytes).map_err(|e| LearnError::io(path, e))
+}
+
+/// [`write_atomic`] with the bare I/O error (for other crates' error types).
+/// Temporary names never appear in errors: they are `.NAME.PID.N.tmp` in the
+/// target's folder, removed on failure.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let err = structlearn::files::write_atomic_io(&dir.path().join("no/such/f"), b"x").unwrap_err();
+/// assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+/// ```
+pub fn write_atomic_io(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names a folder, not a file"))?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| LearnError::io(path, e))?;
-    tmp.write_all(bytes).map_err(|e| LearnError::io(path, e))?;
-    tmp.as_file().sync_all().map_err(|e| LearnError::io(path, e))?;
-    tmp.persist(path).map_err(|e| LearnError::io(path, e.error))?;
+    let tmp = dir.join(format!(
+        ".{}.{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let result = (|| {
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    } else if let Ok(d) = std::fs::File::open(dir) {
+        // Make the rename itself durable where the platform allows it.
+        let _ = d.sync_all();
+    }
+    result
+}
+
+/// Checks, before any long work, that `path` can be written by
+/// [`write_atomic`]: its folder exists and accepts new files, and the path is
+/// not a folder. Leaves no file behind.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// assert!(structlearn::files::check_writable(&dir.path().join("model.slm")).is_ok());
+/// assert!(structlearn::files::check_writable(&dir.path().join("missing/model.slm")).is_err());
+/// assert!(structlearn::files::check_writable(dir.path()).is_err());
+/// ```
+pub fn check_writable(path: &Path) -> Result<(), LearnError> {
+    if path.is_dir() {
+        return Err(LearnError::io(
+            path,
+            std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a folder, not a file"),
+        ));
+    }
+    let probe = path.with_file_name(format!(
+        ".{}.{}.probe",
+        path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+        std::process::id()
+    ));
+    std::fs::OpenOptions::new().write(true).create_new(true).open(&probe).map_err(|e| LearnError::io(path, e))?;
+    let _ = std::fs::remove_file(&probe);
     Ok(())
 }

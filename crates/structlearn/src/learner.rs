@@ -71,6 +71,13 @@ use crate::train::{Step, TrainOutcome};
 use crate::{Dataset, LearnError, StructuredModel, TrainConfig, Trainer};
 
 /// The learners [`build_learner`] knows (module docs).
+///
+/// ```
+/// use structlearn::LearnerKind;
+/// let k: LearnerKind = "hazan-urtasun".parse().unwrap();
+/// assert_eq!(k, LearnerKind::HazanUrtasun);
+/// assert_eq!(k.to_string(), "hazan-urtasun");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LearnerKind {
@@ -125,6 +132,30 @@ impl FromStr for LearnerKind {
 }
 
 /// A way of learning a [`StructuredModel`] from a training set (module docs).
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+/// # let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
+/// # let ex = |y: Vec<usize>, a: f64, b: f64| Example {
+/// #     name: "tiny".into(),
+/// #     graph: graph.clone(),
+/// #     labels: Some(y),
+/// #     features: vec![
+/// #         FeatureBlock { dim: 2, values: vec![a, 1.0, b, 1.0] },
+/// #         FeatureBlock { dim: 1, values: vec![1.0] },
+/// #     ],
+/// # };
+/// # let types = vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)];
+/// # let data = Dataset::new(types, vec![ex(vec![0, 1], 0.1, 0.9), ex(vec![1, 1], 0.8, 0.7)]).unwrap();
+/// # let specs: Vec<_> = ["unary", "pairwise"].iter().map(|t| (t.to_string(), serde_json::json!({"kind": "linear"}))).collect();
+/// use structlearn::{Learner, LearnerKind, TrainConfig, build_learner};
+/// let mut learner = build_learner(LearnerKind::Piecewise, &data, &specs, TrainConfig::default()).unwrap();
+/// learner.set_validation(&data);
+/// let outcome = learner.train().unwrap();
+/// assert_eq!(learner.kind(), LearnerKind::Piecewise);
+/// assert_eq!(outcome.history.len(), learner.history().len());
+/// ```
 pub trait Learner<'a> {
     /// Which learner this is.
     fn kind(&self) -> LearnerKind;
@@ -138,6 +169,11 @@ pub trait Learner<'a> {
     fn train(&mut self) -> Result<TrainOutcome, LearnError>;
     /// The current model.
     fn model(&self) -> Result<StructuredModel, LearnError>;
+    /// With early stopping: the best validation iteration's model so far
+    /// (what an interrupted run should keep). `None` by default.
+    fn best_model(&self) -> Option<&StructuredModel> {
+        None
+    }
     /// The records so far.
     fn history(&self) -> &[Record];
     /// Writes the learner's state atomically (errors if the learner has none worth saving).
@@ -148,6 +184,29 @@ pub trait Learner<'a> {
 
 /// Algorithm 1's [`Trainer`] running the schedule and oracles of one of the
 /// smoothed learners (`algorithm1`, `hazan-urtasun`, `piecewise`).
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+/// # let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
+/// # let ex = |y: Vec<usize>, a: f64, b: f64| Example {
+/// #     name: "tiny".into(),
+/// #     graph: graph.clone(),
+/// #     labels: Some(y),
+/// #     features: vec![
+/// #         FeatureBlock { dim: 2, values: vec![a, 1.0, b, 1.0] },
+/// #         FeatureBlock { dim: 1, values: vec![1.0] },
+/// #     ],
+/// # };
+/// # let types = vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)];
+/// # let data = Dataset::new(types, vec![ex(vec![0, 1], 0.1, 0.9), ex(vec![1, 1], 0.8, 0.7)]).unwrap();
+/// # let specs: Vec<_> = ["unary", "pairwise"].iter().map(|t| (t.to_string(), serde_json::json!({"kind": "linear"}))).collect();
+/// use structlearn::{LearnerKind, TrainConfig, build_learner};
+/// // Algorithm 1 and Hazan–Urtasun are both Algorithm 1's trainer under another schedule.
+/// let config = TrainConfig { learning_iterations: 1, ..TrainConfig::default() };
+/// let mut learner = build_learner(LearnerKind::Algorithm1, &data, &specs, config).unwrap();
+/// assert!(learner.train().unwrap().history.iter().all(|r| r.objective.is_finite()));
+/// ```
 pub struct Scheduled<'a> {
     kind: LearnerKind,
     trainer: Trainer<'a>,
@@ -178,6 +237,9 @@ impl<'a> Learner<'a> for Scheduled<'a> {
     }
     fn model(&self) -> Result<StructuredModel, LearnError> {
         self.trainer.model()
+    }
+    fn best_model(&self) -> Option<&StructuredModel> {
+        self.trainer.best_model()
     }
     fn history(&self) -> &[Record] {
         self.trainer.history()
@@ -223,6 +285,29 @@ fn step_oracle(name: &str, spec: &Value) -> Result<Box<dyn oracles::Oracle>, Lea
 /// `piecewise`, `learning_iterations` and the schedule are ignored (one
 /// iteration of one fit per type). A custom `config.schedule` is refused for
 /// both, since the schedule is what defines them.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+/// # let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
+/// # let ex = |y: Vec<usize>, a: f64, b: f64| Example {
+/// #     name: "tiny".into(),
+/// #     graph: graph.clone(),
+/// #     labels: Some(y),
+/// #     features: vec![
+/// #         FeatureBlock { dim: 2, values: vec![a, 1.0, b, 1.0] },
+/// #         FeatureBlock { dim: 1, values: vec![1.0] },
+/// #     ],
+/// # };
+/// # let types = vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)];
+/// # let data = Dataset::new(types, vec![ex(vec![0, 1], 0.1, 0.9), ex(vec![1, 1], 0.8, 0.7)]).unwrap();
+/// # let specs: Vec<_> = ["unary", "pairwise"].iter().map(|t| (t.to_string(), serde_json::json!({"kind": "linear"}))).collect();
+/// use structlearn::{LearnerKind, TrainConfig, build_learner};
+/// let boosting: Vec<_> = specs.iter().map(|(t, _)| (t.clone(), serde_json::json!({"kind": "boosting"}))).collect();
+/// // Hazan & Urtasun's learner steps linear energies only.
+/// assert!(build_learner(LearnerKind::HazanUrtasun, &data, &boosting, TrainConfig::default()).is_err());
+/// assert!(build_learner(LearnerKind::Algorithm1, &data, &boosting, TrainConfig::default()).is_ok());
+/// ```
 pub fn build_learner<'a>(
     kind: LearnerKind,
     train: &'a Dataset,

@@ -35,4 +35,6 @@ pub use metrics::{ConfusionMatrix, MetricsReport};
 pub use model::{ModelHeader, ModelTypeHeader, PredictOptions, Prediction, StructuredModel};
 pub use observer::{Callback, CsvCurveWriter, JsonLinesWriter, Observer, Record, TrainEvent};
 pub use perceptron::{Perceptron, PerceptronMode};
-pub use train::{CheckpointConfig, Evaluate, Step, TrainConfig, TrainOutcome, Trainer, mix_seed};
+pub use train::{
+    CheckpointConfig, DEFAULT_MESSAGE_PASSING_TOLERANCE, Evaluate, Step, TrainConfig, TrainOutcome, Trainer, mix_seed,
+};

@@ -233,7 +233,8 @@ impl StructuredModel {
     pub fn type_scores(&self, data: &Dataset, k: usize, t: usize) -> Result<Vec<f64>, LearnError> {
         let block = &data.examples[k].features[t];
         let ft = &self.factor_types[t];
-        let rows = block.values.len() / ft.dim.max(1);
+        // Rows are regions: with dimension 0 the block holds no values at all.
+        let rows = data.regions_of_type(k, t).count();
         let features = Features::new(&block.values, rows, ft.dim).map_err(|e| oracle_err(ft, e))?;
         let mut out = vec![0.0; rows * ft.classes];
         self.models[t].score(features, &mut out).map_err(|e| oracle_err(ft, e))?;
@@ -398,7 +399,7 @@ impl StructuredModel {
     pub fn from_bytes(bytes: &[u8], registry: &ModelRegistry, source: &Path) -> Result<Self, LearnError> {
         let body = unwrap_binary(source, bytes, MODEL_MAGIC)?;
         let (header, params): (ModelHeader, Vec<Vec<u8>>) =
-            postcard::from_bytes(body).map_err(|e| LearnError::bad_file(source, format!("corrupt model body: {e}")))?;
+            postcard::from_bytes(body).map_err(|e| LearnError::bad_file(source, undecodable_body(e)))?;
         if header.format_version != MODEL_FORMAT_VERSION {
             return Err(LearnError::bad_file(
                 source,
@@ -417,7 +418,7 @@ impl StructuredModel {
         for (h, p) in header.factor_types.into_iter().zip(params) {
             let m = registry
                 .load(&h.kind, &p)
-                .map_err(|e| LearnError::bad_file(source, format!("factor type `{}`: {e}", h.name)))?;
+                .map_err(|e| LearnError::bad_file(source, format!("parameters of factor type `{}`: {e}", h.name)))?;
             types.push(FactorTypeInfo { name: h.name, dim: h.dim, classes: h.classes });
             epsilon.push(h.epsilon);
             models.push(m);
@@ -425,7 +426,7 @@ impl StructuredModel {
         Self::new(types, epsilon, models).map_err(|e| LearnError::bad_file(source, e.to_string()))
     }
 
-    /// Writes the model file atomically.
+    /// Writes the model file atomically (the file's mode follows the umask).
     pub fn save(&self, path: &Path) -> Result<(), LearnError> {
         write_atomic(path, &self.to_bytes()?)
     }
@@ -441,7 +442,7 @@ impl StructuredModel {
         let bytes = std::fs::read(path).map_err(|e| LearnError::io(path, e))?;
         let body = unwrap_binary(path, &bytes, MODEL_MAGIC)?;
         let (header, _): (ModelHeader, Vec<Vec<u8>>) =
-            postcard::from_bytes(body).map_err(|e| LearnError::bad_file(path, format!("corrupt model body: {e}")))?;
+            postcard::from_bytes(body).map_err(|e| LearnError::bad_file(path, undecodable_body(e)))?;
         Ok(header)
     }
 
@@ -497,4 +498,9 @@ pub(crate) fn count_errors(data: &Dataset, k: usize, predicted: &[usize], truth:
         .enumerate()
         .filter(|&(i, _)| data.is_labelled(k, i))
         .fold((0, 0), |(wrong, total), (_, (a, b))| (wrong + usize::from(a != b), total + 1))
+}
+
+/// The message for a model body that passes its checksum but does not decode.
+fn undecodable_body(e: postcard::Error) -> String {
+    format!("the model body does not decode although its checksum matches (written by an incompatible build?): {e}")
 }

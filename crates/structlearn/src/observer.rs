@@ -161,6 +161,23 @@ impl CsvCurveWriter {
         Ok(Self { out, path: path.to_path_buf() })
     }
 
+    /// Continues the curve of a resumed run: rewrites `path` (atomically) with
+    /// the header and one row per record of `history` — the steps the
+    /// checkpoint kept, e.g. [`crate::Trainer::history`] after
+    /// [`crate::Trainer::resume_from`] — then appends. Rows of steps after the
+    /// checkpoint, which the resumed run redoes, are dropped, so the finished
+    /// curve has every step once.
+    pub fn resume(path: &Path, history: &[Record]) -> Result<Self, LearnError> {
+        let mut text = format!("{CURVE_CSV_HEADER}\n");
+        for r in history {
+            text.push_str(&Self::row(r));
+            text.push('\n');
+        }
+        crate::files::write_atomic(path, text.as_bytes())?;
+        let file = std::fs::OpenOptions::new().append(true).open(path).map_err(|e| LearnError::io(path, e))?;
+        Ok(Self { out: std::io::BufWriter::new(file), path: path.to_path_buf() })
+    }
+
     /// One CSV row of a record (no newline).
     pub fn row(r: &Record) -> String {
         fn opt<T: ToString>(v: &Option<T>) -> String {

@@ -23,6 +23,7 @@
 //! | `zero` | — | — | `g = 0`: the factor type contributes nothing |
 //! | `constant` | `lbfgs.*` | see below | a per-class constant, fitted by L-BFGS |
 //! | `linear` | `l2` | 0 | ridge `(λ/2)‖W‖²` on the weights |
+//! | `linear` | `warm_max_iterations` | 10 | L-BFGS steps of a warm-started fit (null: to convergence) |
 //! | `linear` | `lbfgs.*` | see below | L-BFGS of the logistic loss |
 //! | `boosting` | `rounds` | 20 | trees added per fit (the ensemble grows across learning iterations) |
 //! | `boosting` | `shrinkage` | 0.25 | step length ν of each tree, in (0, 1] |
@@ -227,6 +228,7 @@ pub struct HyperParameter {
 /// with that nested L-BFGS block).
 const MEANINGS: &[(&str, &str, &str)] = &[
     ("linear", "l2", "ridge (λ/2)‖W‖² on the weights, ≥ 0"),
+    ("linear", "warm_max_iterations", "L-BFGS steps of a warm-started fit inside learning, ≥ 1 (null: full fits)"),
     ("indexed-linear", "l2", "ridge (λ/2)‖W‖² on every group's weights, ≥ 0"),
     ("indexed-linear", "groups", "number of groups (the last feature is the group index; 0: from the data)"),
     ("fixed", "table", "the score t_y of every class (finite; never learned)"),

@@ -38,6 +38,34 @@ use crate::train::TrainOutcome;
 use crate::{Dataset, Evaluate, LearnError, Learner, LearnerKind, StructuredModel, TrainConfig};
 
 /// Where the perceptron's inference happens (module docs).
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use factor_graph::{Scope, factors_with_singletons};
+/// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+/// // Two binary outputs that may not both be 1; output i reads feature block i.
+/// let graph = Arc::new(
+///     factors_with_singletons(vec![2, 2], &[Scope { variables: vec![0, 1], factor_type: "constraint".into() }]).unwrap(),
+/// );
+/// let ex = |y: Vec<usize>, a: f64, b: f64| Example {
+///     name: "e".into(),
+///     graph: graph.clone(),
+///     labels: Some(y),
+///     features: vec![
+///         FeatureBlock { dim: 4, values: vec![a, 1.0, 0.0, 0.0, 0.0, 0.0, b, 1.0] },
+///         FeatureBlock { dim: 1, values: vec![1.0] },
+///     ],
+/// };
+/// let examples = vec![ex(vec![1, 0], 1.0, -1.0), ex(vec![0, 1], -1.0, 1.0), ex(vec![0, 0], -1.0, -1.0), ex(vec![1, 0], 1.0, 0.5)];
+/// let data = Dataset::new(vec![FactorTypeInfo::new("unary", 4), FactorTypeInfo::new("constraint", 1)], examples).unwrap();
+/// let specs = vec![
+///     ("unary".to_string(), serde_json::json!({"kind": "linear"})),
+///     ("constraint".to_string(), serde_json::json!({"kind": "fixed", "table": [0.0, 0.0, 0.0, 0.0], "forbidden": [3]})),
+/// ];
+/// use structlearn::{Learner, PerceptronMode, Perceptron, TrainConfig};
+/// let lo = Perceptron::new(&data, &specs, PerceptronMode::Local, TrainConfig::default()).unwrap();
+/// assert_eq!(lo.kind(), structlearn::LearnerKind::PerceptronLocal);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PerceptronMode {
     /// Every region on its own (LO / L+I training).
@@ -53,6 +81,38 @@ enum TypeModel {
 }
 
 /// The perceptron learners (module docs).
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use factor_graph::{Scope, factors_with_singletons};
+/// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+/// // Two binary outputs that may not both be 1; output i reads feature block i.
+/// let graph = Arc::new(
+///     factors_with_singletons(vec![2, 2], &[Scope { variables: vec![0, 1], factor_type: "constraint".into() }]).unwrap(),
+/// );
+/// let ex = |y: Vec<usize>, a: f64, b: f64| Example {
+///     name: "e".into(),
+///     graph: graph.clone(),
+///     labels: Some(y),
+///     features: vec![
+///         FeatureBlock { dim: 4, values: vec![a, 1.0, 0.0, 0.0, 0.0, 0.0, b, 1.0] },
+///         FeatureBlock { dim: 1, values: vec![1.0] },
+///     ],
+/// };
+/// let examples = vec![ex(vec![1, 0], 1.0, -1.0), ex(vec![0, 1], -1.0, 1.0), ex(vec![0, 0], -1.0, -1.0), ex(vec![1, 0], 1.0, 0.5)];
+/// let data = Dataset::new(vec![FactorTypeInfo::new("unary", 4), FactorTypeInfo::new("constraint", 1)], examples).unwrap();
+/// let specs = vec![
+///     ("unary".to_string(), serde_json::json!({"kind": "linear"})),
+///     ("constraint".to_string(), serde_json::json!({"kind": "fixed", "table": [0.0, 0.0, 0.0, 0.0], "forbidden": [3]})),
+/// ];
+/// use structlearn::{Learner, PerceptronMode, Perceptron, TrainConfig};
+/// let config = TrainConfig { learning_iterations: 100, ..TrainConfig::default() };
+/// let mut ibt = Perceptron::new(&data, &specs, PerceptronMode::Global, config).unwrap();
+/// let outcome = ibt.train().unwrap();
+/// // Separable: the last epoch makes no mistake, and predictions respect the constraint.
+/// assert_eq!(outcome.history.last().unwrap().objective, 0.0);
+/// assert_eq!(ibt.error_rate(&data).unwrap(), 0.0);
+/// ```
 pub struct Perceptron<'a> {
     train: &'a Dataset,
     validation: Option<&'a Dataset>,

@@ -13,10 +13,14 @@
 //!   fit it warm-started from the previous `g_t` (keeping the old one if the new
 //!   one is worse: [`oracles::fit_monotone`]), and refresh `θ` of those regions.
 //! * **Message passing**: run star-update iterations on every example in
-//!   parallel (rayon), from the persisting messages.
+//!   parallel (rayon), from the persisting messages; each example stops early
+//!   once its violation is below [`TrainConfig::message_passing_tolerance`].
 //!
 //! After each step the objective `R = Σ_k [A(λ^k, θ^k) − Σ_α θ^k_α(y^k_α)]`
 //! (which equals `Σ_t ε_t L_t` of the oracle losses) is reported to observers.
+//! It costs no extra pass over the data: after message passing it is summed
+//! from the dual values the runs report, after a warm-started fit of type `t`
+//! it is the previous `R` plus `ε_t` times the change of `L_t`.
 //!
 //! Randomness: the oracle call of step `s` of iteration `i` gets the seed
 //! `mix(seed, i, s)`; no other state is random, so a run resumed from a
@@ -106,6 +110,12 @@ pub struct CheckpointConfig {
     pub every: usize,
 }
 
+/// Default [`TrainConfig::message_passing_tolerance`]: a violation of `1e-6`
+/// changes the learning objective by far less than one fit does, and on the
+/// denoising and Stanford-shaped benchmarks most examples reach it within a
+/// few iterations once learning settles (docs/BENCHMARKS.md).
+pub const DEFAULT_MESSAGE_PASSING_TOLERANCE: f64 = 1e-6;
+
 /// Settings of Algorithm 1. `Default` is docs/MATH.md §4: `ε = 0.1`, each learning
 /// iteration fits each factor type in order followed by 25 message-passing
 /// iterations, evaluation after every learning iteration.
@@ -129,8 +139,17 @@ pub struct TrainConfig {
     pub learning_iterations: usize,
     /// Steps of one learning iteration; `None` is the default schedule.
     pub schedule: Option<Vec<Step>>,
-    /// Message-passing iterations after each fit in the default schedule.
+    /// Message-passing iterations after each fit in the default schedule: the
+    /// most a message-passing step runs (the paper's fixed count).
     pub message_passing_iterations: usize,
+    /// Each training example's message passing stops early once its largest
+    /// marginalisation violation `max |μ_{αβ}(y_β) − μ_β(y_β)|` is below this
+    /// ([`RunOptions::tolerance`], checked every
+    /// [`smoothed_inference::TOLERANCE_CHECK_EVERY`] iterations); `None` always
+    /// runs every iteration of the step. The violation is a difference of
+    /// probabilities, so one tolerance fits any `ε`, label count and graph
+    /// size. Default [`DEFAULT_MESSAGE_PASSING_TOLERANCE`].
+    pub message_passing_tolerance: Option<f64>,
     /// Seed of every random choice.
     pub seed: u64,
     /// How evaluation predicts.
@@ -162,6 +181,7 @@ impl Default for TrainConfig {
             learning_iterations: 10,
             schedule: None,
             message_passing_iterations: 25,
+            message_passing_tolerance: Some(DEFAULT_MESSAGE_PASSING_TOLERANCE),
             seed: 0,
             predict: PredictOptions::default(),
             evaluate: Evaluate::EveryIteration,
@@ -371,6 +391,11 @@ impl<'a> Trainer<'a> {
         {
             return Err(LearnError::Config(format!("predict.tolerance is {tol}; it must be > 0")));
         }
+        if let Some(tol) = config.message_passing_tolerance
+            && (tol.is_nan() || tol <= 0.0)
+        {
+            return Err(LearnError::Config(format!("message_passing_tolerance is {tol}; it must be > 0")));
+        }
         if let Some(e) = &config.early_stopping
             && (e.patience == 0 || !(e.min_delta >= 0.0 && e.min_delta.is_finite()))
         {
@@ -489,6 +514,13 @@ impl<'a> Trainer<'a> {
         self.completed
     }
 
+    /// With early stopping ([`TrainConfig::early_stopping`]): the model of the
+    /// best validation iteration so far (restored by a resume too); what an
+    /// interrupted run should keep.
+    pub fn best_model(&self) -> Option<&StructuredModel> {
+        self.best_model.as_ref()
+    }
+
     /// The records so far.
     pub fn history(&self) -> &[Record] {
         &self.history
@@ -596,24 +628,21 @@ impl<'a> Trainer<'a> {
         let parts: Vec<f64> = (0..self.train.len())
             .into_par_iter()
             .map(|k| {
-                let ex = &self.train.examples[k];
-                let graph = &ex.graph;
+                let graph = &self.train.examples[k].graph;
                 let state = &self.states[k];
                 let eps = graph_epsilon(self.train, k, &self.epsilon);
                 let problem = InferenceProblem::new(graph, &state.theta, &eps)
                     .map_err(|source| LearnError::Inference { example: k, source })?;
-                let truth = self.train.labels(k)?;
-                let score: f64 = (0..graph.num_regions())
-                    .map(|r| state.theta[graph.config_range(r).start + graph.config_of(r, truth)])
-                    .sum();
-                Ok(problem.dual_value(&state.messages) - score)
+                Ok(problem.dual_value(&state.messages) - truth_score(self.train, k, &state.theta)?)
             })
             .collect::<Result<_, LearnError>>()?;
         Ok(parts.iter().sum())
     }
 
     /// Fits factor type `t` (one oracle call on the pooled, biased problem).
-    fn fit_step(&mut self, t: usize, seed: u64) -> Result<(f64, bool), LearnError> {
+    /// Returns the oracle's loss after the fit, whether the fit was rejected,
+    /// and the previous model's loss on the same problem (if there was one).
+    fn fit_step(&mut self, t: usize, seed: u64) -> Result<(f64, bool, Option<f64>), LearnError> {
         let ft = &self.train.factor_types[t];
         let c = ft.classes;
         let eps = self.epsilon[t];
@@ -650,14 +679,19 @@ impl<'a> Trainer<'a> {
             .map_err(|e| oracle_err(ft, e))?;
         self.models[t] = Some(fit.model);
         self.refresh_type(t)?;
-        Ok((fit.loss, fit.rejected))
+        Ok((fit.loss, fit.rejected, fit.previous_loss))
     }
 
-    /// Runs `iterations` message-passing iterations on every training example.
-    fn message_passing_step(&mut self, iterations: usize) -> Result<f64, LearnError> {
+    /// Runs up to `iterations` message-passing iterations on every training
+    /// example (stopping each early at [`TrainConfig::message_passing_tolerance`]).
+    /// Returns the largest violation and the objective `R` after the step, from
+    /// the dual values the runs report (the numbers [`Trainer::objective`]
+    /// computes, bit for bit, without another pass).
+    fn message_passing_step(&mut self, iterations: usize) -> Result<(f64, f64), LearnError> {
         let train = self.train;
         let eps: Vec<Vec<f64>> = (0..train.len()).map(|k| graph_epsilon(self.train, k, &self.epsilon)).collect();
-        let violations: Vec<f64> = self
+        let tolerance = self.config.message_passing_tolerance;
+        let results: Vec<(f64, f64)> = self
             .states
             .par_iter_mut()
             .enumerate()
@@ -667,14 +701,16 @@ impl<'a> Trainer<'a> {
                 let problem = InferenceProblem::new(graph, &state.theta, &eps[k])
                     .map_err(|source| LearnError::Inference { example: k, source })?;
                 let mut ws = Workspace::new(graph);
-                let opts = RunOptions { iterations, tolerance: None, order: None };
+                let opts = RunOptions { iterations, tolerance, order: None };
                 let report = problem
                     .run(&mut state.messages, &opts, &mut ws)
                     .map_err(|source| LearnError::Inference { example: k, source })?;
-                Ok(report.max_violation)
+                Ok((report.max_violation, report.dual_value - truth_score(train, k, &state.theta)?))
             })
             .collect::<Result<_, LearnError>>()?;
-        Ok(violations.iter().copied().fold(0.0, f64::max))
+        let violation = results.iter().map(|r| r.0).fold(0.0, f64::max);
+        let parts: Vec<f64> = results.iter().map(|r| r.1).collect();
+        Ok((violation, parts.iter().sum()))
     }
 
     fn evaluate(&mut self) -> Result<(Option<f64>, Option<f64>), LearnError> {
@@ -690,7 +726,9 @@ impl<'a> Trainer<'a> {
         let train =
             if self.config.evaluate_train { Some(rate(self.train, &mut self.train_eval_messages)?) } else { None };
         let validation = match self.validation {
-            Some(v) => Some(rate(v, &mut self.validation_eval_messages)?),
+            Some(v) => {
+                Some(rate(v, &mut self.validation_eval_messages).map_err(|e| LearnError::Validation(Box::new(e)))?)
+            }
             None => None,
         };
         Ok((train, validation))
@@ -718,10 +756,11 @@ impl<'a> Trainer<'a> {
         let mut stopped_early = false;
         if let Some(v) = self.validation {
             let model = self.model()?;
-            model.check_dataset(v)?;
-            for k in 0..v.len() {
-                v.labels(k)?;
-            }
+            let check = || {
+                model.check_dataset(v)?;
+                (0..v.len()).try_for_each(|k| v.labels(k).map(|_| ()))
+            };
+            check().map_err(|e| LearnError::Validation(Box::new(e)))?;
         }
         let start = Instant::now();
         let total = self.config.learning_iterations;
@@ -755,20 +794,26 @@ impl<'a> Trainer<'a> {
                     (Step::Fit { factor_type }, Some(t)) => {
                         record.phase = "fit".into();
                         record.factor_type = Some(factor_type.clone());
-                        let (loss, rejected) = self.fit_step(t, mix_seed(self.config.seed, iteration, s))?;
+                        let (loss, rejected, previous) = self.fit_step(t, mix_seed(self.config.seed, iteration, s))?;
                         record.oracle_loss = Some(loss);
                         record.rejected = Some(rejected);
+                        // R = Σ_t ε_t L_t (docs/MATH.md §4): only L_t changed, so no pass over θ.
+                        record.objective = match (previous, self.history.last()) {
+                            (Some(previous), Some(last)) => last.objective + self.epsilon[t] * (loss - previous),
+                            _ => self.objective()?,
+                        };
                     }
                     (Step::MessagePassing { iterations }, _) => {
                         record.phase = "message-passing".into();
-                        record.max_violation = Some(self.message_passing_step(*iterations)?);
+                        let (violation, objective) = self.message_passing_step(*iterations)?;
+                        record.max_violation = Some(violation);
+                        record.objective = objective;
                     }
                     (Step::Fit { factor_type }, None) => {
                         return Err(LearnError::Config(format!("unknown factor type `{factor_type}`")));
                     }
                 }
                 record.step_seconds = t0.elapsed().as_secs_f64();
-                record.objective = self.objective()?;
                 let last = s + 1 == self.steps.len();
                 let evaluate = match self.config.evaluate {
                     Evaluate::EveryStep => true,
@@ -879,9 +924,22 @@ impl<'a> Trainer<'a> {
     /// ```
     pub fn resume_from(&mut self, path: &Path, registry: &ModelRegistry) -> Result<(), LearnError> {
         let bytes = std::fs::read(path).map_err(|e| LearnError::io(path, e))?;
-        let body = unwrap_binary(path, &bytes, CHECKPOINT_MAGIC)?;
-        let cp: CheckpointBody =
-            postcard::from_bytes(body).map_err(|e| LearnError::bad_file(path, format!("corrupt checkpoint: {e}")))?;
+        self.resume_from_bytes(&bytes, path, registry)
+    }
+
+    /// [`Trainer::resume_from`] on the bytes of a checkpoint file; `path` names
+    /// it in errors.
+    pub fn resume_from_bytes(&mut self, bytes: &[u8], path: &Path, registry: &ModelRegistry) -> Result<(), LearnError> {
+        let body = unwrap_binary(path, bytes, CHECKPOINT_MAGIC)?;
+        let cp: CheckpointBody = postcard::from_bytes(body).map_err(|e| {
+            LearnError::bad_file(
+                path,
+                format!(
+                    "the checkpoint body does not decode although its checksum matches \
+                         (written by an incompatible build?): {e}"
+                ),
+            )
+        })?;
         let names: Vec<String> = self.train.factor_types.iter().map(|f| f.name.clone()).collect();
         if cp.seed != self.config.seed || cp.examples != self.train.len() || cp.factor_types != names {
             return Err(LearnError::bad_file(
@@ -894,6 +952,19 @@ impl<'a> Trainer<'a> {
                     self.config.seed,
                     self.train.len(),
                     names
+                ),
+            ));
+        }
+        if cp.models.len() != names.len() || cp.messages.len() != self.train.len() {
+            return Err(LearnError::bad_file(
+                path,
+                format!(
+                    "checkpoint holds {} models and messages of {} examples, but declares {} factor types and {} \
+                     examples (inconsistent file)",
+                    cp.models.len(),
+                    cp.messages.len(),
+                    names.len(),
+                    self.train.len()
                 ),
             ));
         }
@@ -986,6 +1057,13 @@ struct CheckpointBody {
     validation_eval_messages: Vec<Vec<f64>>,
     /// With early stopping: the best validation iteration's model file bytes.
     best_model: Option<Vec<u8>>,
+}
+
+/// `Σ_α θ^k_α(y^k_α)`: the score of example `k`'s true labelling.
+fn truth_score(data: &Dataset, k: usize, theta: &[f64]) -> Result<f64, LearnError> {
+    let graph = &data.examples[k].graph;
+    let truth = data.labels(k)?;
+    Ok((0..graph.num_regions()).map(|r| theta[graph.config_range(r).start + graph.config_of(r, truth)]).sum())
 }
 
 /// Pools the regions of type `t` of every example (features, true configurations).

@@ -79,6 +79,8 @@ fn early_stopping_keeps_the_best_model_across_a_resume() {
     second.checkpoint = Some(CheckpointConfig { path: path.clone(), every: 1 });
     let mut trainer = Trainer::new(&data, linear(), second).unwrap().with_validation(&adverse);
     trainer.resume_from(&path, &ModelRegistry::with_builtin()).unwrap();
+    // What an interrupted run keeps: the best model, restored from the checkpoint.
+    assert_eq!(trainer.best_model().unwrap().to_bytes().unwrap(), model_bytes(&whole));
     let resumed = trainer.train().unwrap();
     assert_eq!(resumed.best_iteration, whole.best_iteration);
     assert_eq!(resumed.stopped_early, whole.stopped_early);

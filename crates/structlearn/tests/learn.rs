@@ -469,3 +469,106 @@ fn warm_started_prediction_converges_to_the_cold_prediction() {
     assert_eq!(warm.len(), 3);
     assert_eq!(warm, cold);
 }
+
+/// The run of `config` on `data` in a pool of `threads` threads: the history
+/// and the saved model's bytes.
+fn run_in_pool(
+    data: &Dataset,
+    unary: &str,
+    pairwise: &str,
+    config: TrainConfig,
+    threads: usize,
+) -> (Vec<f64>, Vec<u8>) {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    pool.install(|| {
+        let outcome = Trainer::new(data, oracles(unary, pairwise), config).unwrap().train().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.slm");
+        outcome.model.save(&path).unwrap();
+        let mut numbers = Vec::new();
+        for r in &outcome.history {
+            numbers.extend([r.objective, r.oracle_loss.unwrap_or(-1.0), r.max_violation.unwrap_or(-1.0)]);
+        }
+        (numbers, std::fs::read(&path).unwrap())
+    })
+}
+
+#[test]
+fn runs_are_bitwise_reproducible_for_a_thread_count() {
+    let data = common::denoising(5, 9, 8, 4);
+    for (u, p) in [("linear", "linear"), ("boosting", "mlp")] {
+        let a = run_in_pool(&data, u, p, quick(3), 2);
+        let b = run_in_pool(&data, u, p, quick(3), 2);
+        assert_eq!(a, b, "{u}/{p}: two runs on 2 threads differ");
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&a.0), bits(&b.0));
+    }
+    // Linear fits and message passing add fixed chunks in a fixed order: even
+    // the thread count does not change a bit.
+    assert_eq!(
+        run_in_pool(&data, "linear", "linear", quick(3), 1),
+        run_in_pool(&data, "linear", "linear", quick(3), 2)
+    );
+}
+
+#[test]
+fn objective_of_the_records_is_the_recomputed_objective() {
+    // The records' R comes from the message-passing runs' dual values and, after
+    // a warm-started fit, from the change of the oracle loss: no pass of its own.
+    // One learning iteration of two rounds, so that the second round's fits are warm.
+    let data = common::denoising(3, 8, 7, 9);
+    let round = |t: &str| [Step::Fit { factor_type: t.into() }, Step::MessagePassing { iterations: 10 }];
+    let schedule: Vec<Step> = ["unary", "pairwise", "unary", "pairwise"].into_iter().flat_map(round).collect();
+    let config = |steps: usize| TrainConfig {
+        learning_iterations: 1,
+        schedule: Some(schedule[..steps].to_vec()),
+        message_passing_tolerance: Some(1e-8),
+        ..quick(1)
+    };
+    let outcome = Trainer::new(&data, oracles("linear", "linear"), config(schedule.len())).unwrap().train().unwrap();
+    for (step, rec) in outcome.history.iter().enumerate() {
+        let mut partial = Trainer::new(&data, oracles("linear", "linear"), config(step + 1)).unwrap();
+        let history = partial.train().unwrap().history;
+        assert_eq!(history.last().unwrap().objective.to_bits(), rec.objective.to_bits(), "step {step}");
+        let exact = partial.objective().unwrap();
+        if rec.phase == "message-passing" {
+            assert_eq!(rec.objective.to_bits(), exact.to_bits(), "step {step}: {} vs {exact}", rec.objective);
+        } else {
+            let tol = 1e-12 * exact.abs().max(1.0);
+            assert!((rec.objective - exact).abs() <= tol, "step {step}: {} vs {exact}", rec.objective);
+        }
+    }
+}
+
+#[test]
+fn message_passing_tolerance_stops_early_without_changing_the_result() {
+    let data = common::denoising(4, 10, 10, 12);
+    let base = TrainConfig { message_passing_iterations: 60, ..quick(4) };
+    let full = Trainer::new(
+        &data,
+        oracles("linear", "linear"),
+        TrainConfig { message_passing_tolerance: None, ..base.clone() },
+    )
+    .unwrap()
+    .train()
+    .unwrap();
+    let mut iterations = Vec::new();
+    let mut early =
+        Trainer::new(&data, oracles("linear", "linear"), TrainConfig { message_passing_tolerance: Some(1e-9), ..base })
+            .unwrap();
+    let early_outcome = early.train().unwrap();
+    for (a, b) in full.history.iter().zip(&early_outcome.history) {
+        assert!((a.objective - b.objective).abs() <= 1e-6 * a.objective.abs(), "{} vs {}", a.objective, b.objective);
+        if let Some(v) = b.max_violation {
+            iterations.push(v);
+            assert!(v < 1e-9 || a.max_violation.unwrap() >= 1e-9, "stopped early above the tolerance: {v}");
+        }
+    }
+    assert!(!iterations.is_empty());
+    let bad = Trainer::new(
+        &data,
+        oracles("linear", "linear"),
+        TrainConfig { message_passing_tolerance: Some(f64::NAN), ..quick(1) },
+    );
+    assert!(matches!(bad, Err(LearnError::Config(m)) if m.contains("message_passing_tolerance")));
+}

@@ -166,49 +166,104 @@ impl BoostingModel {
         Some(StepFunction { feature, thresholds, values })
     }
 
-    /// Checks the storage invariants (type docs); a model read from bytes that
-    /// breaks them is a decoding error.
+    /// Checks the storage invariants (type docs): offsets start at 0, never
+    /// decrease and end at the table lengths; every tree has one more leaf than
+    /// internal nodes; children point forward and stay inside their tree; every
+    /// internal node but the root and every leaf is the child of exactly one
+    /// node (so all are reached); features exist; values are finite and no
+    /// score (a sum of one leaf per tree) can overflow. A model
+    /// read from bytes that breaks one is [`OracleError::InvalidModel`] naming it.
     pub(super) fn check(&self) -> Result<(), OracleError> {
-        let bad = || OracleError::Codec { kind: KIND.to_string(), source: postcard::Error::DeserializeBadEncoding };
+        let bad = |reason: String| OracleError::InvalidModel { kind: KIND.to_string(), reason };
         let nodes = self.feature.len();
         let leaves = self.leaf_rows.len();
-        let trees = self.node_offsets.len().checked_sub(1).ok_or_else(bad)?;
-        let consistent = self.leaf_offsets.len() == trees + 1
-            && self.threshold.len() == nodes
-            && self.left.len() == nodes
-            && self.right.len() == nodes
-            && self.classes >= 1
-            && Some(self.leaf_values.len()) == leaves.checked_mul(self.classes)
-            && self.node_offsets.first() == Some(&0)
-            && self.leaf_offsets.first() == Some(&0)
-            && self.node_offsets.last().map(|&n| n as usize) == Some(nodes)
-            && self.leaf_offsets.last().map(|&n| n as usize) == Some(leaves)
-            && self.leaf_values.iter().all(|v| v.is_finite())
-            && self.threshold.iter().all(|v| !v.is_nan());
-        if !consistent {
-            return Err(bad());
+        if self.classes == 0 {
+            return Err(bad("0 classes".into()));
         }
-        for t in 0..trees {
+        if self.threshold.len() != nodes || self.left.len() != nodes || self.right.len() != nodes {
+            return Err(bad(format!(
+                "{nodes} split features but {} thresholds, {} left and {} right children",
+                self.threshold.len(),
+                self.left.len(),
+                self.right.len()
+            )));
+        }
+        if Some(self.leaf_values.len()) != leaves.checked_mul(self.classes) {
+            return Err(bad(format!(
+                "{} leaf values for {leaves} leaves × {} classes",
+                self.leaf_values.len(),
+                self.classes
+            )));
+        }
+        if self.node_offsets.len() != self.leaf_offsets.len() || self.node_offsets.is_empty() {
+            return Err(bad(format!(
+                "{} node offsets and {} leaf offsets (one more than the trees each)",
+                self.node_offsets.len(),
+                self.leaf_offsets.len()
+            )));
+        }
+        for (what, offsets, total) in [("node", &self.node_offsets, nodes), ("leaf", &self.leaf_offsets, leaves)] {
+            if offsets[0] != 0 || offsets.last().map(|&n| n as usize) != Some(total) {
+                return Err(bad(format!("{what} offsets do not run from 0 to {total}")));
+            }
+            if let Some(t) = offsets.windows(2).position(|w| w[1] < w[0]) {
+                return Err(bad(format!("{what} offsets decrease at tree {t}")));
+            }
+        }
+        if let Some(i) = self.leaf_values.iter().position(|v| !v.is_finite()) {
+            return Err(bad(format!("leaf value {i} is {}", self.leaf_values[i])));
+        }
+        if let Some(n) = self.threshold.iter().position(|v| v.is_nan()) {
+            return Err(bad(format!("threshold of node {n} is NaN")));
+        }
+        // A score adds one leaf per tree: bounded by the sum of each tree's largest |value|.
+        let bound: f64 = (0..self.trees())
+            .map(|t| {
+                let values = &self.leaf_values
+                    [self.leaf_offsets[t] as usize * self.classes..self.leaf_offsets[t + 1] as usize * self.classes];
+                values.iter().fold(0.0f64, |m, v| m.max(v.abs()))
+            })
+            .sum();
+        if !bound.is_finite() {
+            return Err(bad("the leaf values of the trees add up beyond the largest double".into()));
+        }
+        let mut referenced = Vec::new();
+        for t in 0..self.trees() {
             let (n0, n1) = (self.node_offsets[t] as usize, self.node_offsets[t + 1] as usize);
             let (l0, l1) = (self.leaf_offsets[t] as usize, self.leaf_offsets[t + 1] as usize);
+            let (internal, tree_leaves) = (n1 - n0, l1 - l0);
+            let tree = |reason: String| bad(format!("tree {t}: {reason}"));
             // A binary tree has one more leaf than internal nodes.
-            if n1 < n0 || l1 < l0 || l1 - l0 != n1 - n0 + 1 {
-                return Err(bad());
+            if tree_leaves != internal + 1 {
+                return Err(tree(format!("{internal} internal nodes but {tree_leaves} leaves")));
             }
-            for n in n0..n1 {
-                if self.feature[n] as usize >= self.dim {
-                    return Err(bad());
+            // References to internal nodes 0..internal, then to leaves.
+            referenced.clear();
+            referenced.resize(internal + tree_leaves, 0u8);
+            for n in 0..internal {
+                if self.feature[n0 + n] as usize >= self.dim {
+                    return Err(tree(format!("node {n} splits on feature {} of {}", self.feature[n0 + n], self.dim)));
                 }
-                // Children point forward (no cycles) and stay inside the tree.
-                for child in [self.left[n], self.right[n]] {
-                    let ok = if child >= 0 {
-                        (child as usize) > n - n0 && (child as usize) < n1 - n0
+                for child in [self.left[n0 + n], self.right[n0 + n]] {
+                    // Children point forward (no cycles) and stay inside the tree.
+                    let slot = if child >= 0 {
+                        let c = child as usize;
+                        (c > n && c < internal).then_some(c)
                     } else {
-                        (!child as usize) < l1 - l0
+                        let l = !child as usize;
+                        (l < tree_leaves).then_some(internal + l)
                     };
-                    if !ok {
-                        return Err(bad());
-                    }
+                    let slot = slot.ok_or_else(|| tree(format!("node {n} has child {child} outside the tree")))?;
+                    referenced[slot] = referenced[slot].saturating_add(1);
+                }
+            }
+            // Slot 0 is the root: node 0, or the one leaf of a tree without nodes.
+            for (slot, &count) in referenced.iter().enumerate() {
+                let expected = u8::from(slot != 0);
+                if count != expected {
+                    let what =
+                        if slot < internal { format!("node {slot}") } else { format!("leaf {}", slot - internal) };
+                    return Err(tree(format!("{what} is the child of {count} nodes (expected {expected})")));
                 }
             }
         }

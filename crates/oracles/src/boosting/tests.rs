@@ -360,10 +360,10 @@ fn shape_mismatches_and_bad_bytes_are_typed_errors() {
         *first = 0; // a node pointing at itself
     }
     broken.feature.push(0); // and a node count that disagrees with the offsets
-    assert!(matches!(load(&broken.to_bytes().unwrap()), Err(OracleError::Codec { .. })));
+    assert!(matches!(load(&broken.to_bytes().unwrap()), Err(OracleError::InvalidModel { .. })));
     let mut far = model.clone();
     far.feature[0] = 3;
-    assert!(matches!(load(&far.to_bytes().unwrap()), Err(OracleError::Codec { .. })));
+    assert!(matches!(load(&far.to_bytes().unwrap()), Err(OracleError::InvalidModel { .. })));
 }
 
 #[test]

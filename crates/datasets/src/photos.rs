@@ -1,0 +1,692 @@
+//! Labelled natural images as grid data sets: reduction to the model's
+//! resolution, features ([`crate::features`]), standardisation, splits and the
+//! on-disk feature cache shared by the horse and Stanford Background loaders.
+//!
+//! A [`SceneImage`] is an RGB image with a label per pixel, where a label may be
+//! unknown (`None`, Stanford Background's −1). [`build_examples`] turns images
+//! into [`structlearn::Example`]s over [`factor_graph::grid`] graphs:
+//!
+//! * a fully labelled image becomes the grid of its shape;
+//! * an image with unknown pixels becomes, for **training**, the grid restricted
+//!   to its labelled pixels ([`labelled_subgrid`]: variables are the labelled
+//!   pixels in raster order, pairs those 4-neighbour pairs whose two pixels are
+//!   labelled), so unknown pixels take no part in the loss, the oracle problems
+//!   or the objective, and the learner's objective stays exactly docs/MATH.md
+//!   §4's for that graph; for **evaluation** it stays the full grid (prediction
+//!   must not know which pixels are unlabelled) with the unknown pixels listed in
+//!   the data set's unknown-label masks ([`structlearn::Dataset::set_ignored`]),
+//!   which every error count skips.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ::image::RgbImage;
+use ::image::imageops::{FilterType, resize};
+use factor_graph::{GridLayout, PAIRWISE, RegionGraph, RegionGraphBuilder, UNARY};
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+
+use crate::DatasetError;
+use crate::features::{FeatureConfig, PAIR_DIM, Standardizer, UNARY_DIM, image_features};
+use crate::image::{GridGraphs, Raster};
+
+/// An RGB image with one label per pixel (`None`: unknown), at model resolution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SceneImage {
+    /// Name (the file stem, e.g. `horse001` or `0000047`).
+    pub name: String,
+    /// Rows.
+    pub height: usize,
+    /// Columns.
+    pub width: usize,
+    /// RGB bytes, row-major, 3 per pixel.
+    pub rgb: Vec<u8>,
+    /// Label per pixel in raster order, `None` where unknown.
+    pub labels: Vec<Option<u8>>,
+}
+
+impl SceneImage {
+    /// The image as an [`RgbImage`].
+    pub fn rgb_image(&self) -> Result<RgbImage, DatasetError> {
+        let err = DatasetError::ImageSize { height: self.height, width: self.width, reason: "RGB buffer size" };
+        let (w, h) = (
+            u32::try_from(self.width).map_err(|_| err_size(self))?,
+            u32::try_from(self.height).map_err(|_| err_size(self))?,
+        );
+        RgbImage::from_raw(w, h, self.rgb.clone()).ok_or(err)
+    }
+
+    /// The label map with unknown pixels as `unknown` (e.g. for painting).
+    pub fn label_raster(&self, unknown: usize) -> Result<Raster<usize>, DatasetError> {
+        Raster::new(self.height, self.width, self.labels.iter().map(|l| l.map_or(unknown, usize::from)).collect())
+    }
+
+    /// Number of labelled pixels.
+    pub fn labelled(&self) -> usize {
+        self.labels.iter().filter(|l| l.is_some()).count()
+    }
+}
+
+fn err_size(img: &SceneImage) -> DatasetError {
+    DatasetError::ImageSize { height: img.height, width: img.width, reason: "sides must fit in 32 bits" }
+}
+
+/// The target size of an image of `height × width` reduced by `scale`
+/// (`round(scale · side)`, at least 2 pixels per side).
+pub fn reduced_size(height: usize, width: usize, scale: f64) -> (usize, usize) {
+    let side = |s: usize| ((s as f64 * scale).round() as usize).max(2);
+    (side(height), side(width))
+}
+
+/// The scale that makes the longer side of `height × width` equal `max_side`.
+pub fn scale_for_max_side(height: usize, width: usize, max_side: usize) -> f64 {
+    max_side as f64 / height.max(width).max(1) as f64
+}
+
+/// Resizes an RGB image to `height × width` with a triangle (bilinear) filter
+/// whose support grows with the reduction factor, i.e. an area-weighted average
+/// when shrinking (`image::imageops::resize` with `FilterType::Triangle`).
+pub fn resize_rgb(img: &RgbImage, height: usize, width: usize) -> RgbImage {
+    resize(img, width as u32, height as u32, FilterType::Triangle)
+}
+
+/// Reduces a label map to `height × width` by majority vote: target pixel
+/// `(r, c)` covers source rows `⌊r·H/h⌋ .. ⌊(r+1)·H/h⌋` (at least one) and the
+/// same for columns, and takes the most frequent label there, unknown counted as
+/// one more label; ties go to the smallest label, and unknown loses every tie.
+pub fn reduce_labels(labels: &Raster<Option<u8>>, height: usize, width: usize) -> Raster<Option<u8>> {
+    let (sh, sw) = (labels.height(), labels.width());
+    let span = |i: usize, n: usize, src: usize| {
+        let a = i * src / n;
+        let b = ((i + 1) * src / n).max(a + 1).min(src);
+        a..b
+    };
+    let mut out = Vec::with_capacity(height * width);
+    let mut counts = [0usize; 257];
+    for r in 0..height {
+        let rows = span(r, height, sh);
+        for c in 0..width {
+            let cols = span(c, width, sw);
+            counts.fill(0);
+            for rr in rows.clone() {
+                for cc in cols.clone() {
+                    let l = labels.data()[rr * sw + cc];
+                    counts[l.map_or(256, usize::from)] += 1;
+                }
+            }
+            let (best, n) =
+                counts[..256].iter().enumerate().fold((0, 0), |acc, (l, &n)| if n > acc.1 { (l, n) } else { acc });
+            out.push(if n >= counts[256] && n > 0 { Some(best as u8) } else { None });
+        }
+    }
+    Raster::new(height, width, out).expect("sizes match")
+}
+
+/// A 4-connected grid restricted to the pixels where `keep` is true: one
+/// variable per kept pixel (raster order), its singleton (type [`UNARY`]), and
+/// a pair (type [`PAIRWISE`]) for every horizontal, then vertical 4-neighbour
+/// pair of kept pixels, in the order of [`GridLayout::pair_pixels`]. Returns
+/// the graph, the kept pixels and the kept pair indices (into
+/// [`GridLayout::pair_pixels`]), so features can be selected to match.
+pub fn labelled_subgrid(
+    layout: GridLayout,
+    keep: &[bool],
+    labels: usize,
+) -> Result<(RegionGraph, Vec<usize>, Vec<usize>), DatasetError> {
+    let pixels: Vec<usize> = (0..layout.num_pixels()).filter(|&i| keep[i]).collect();
+    let mut var = vec![usize::MAX; layout.num_pixels()];
+    for (v, &i) in pixels.iter().enumerate() {
+        var[i] = v;
+    }
+    let mut b = RegionGraphBuilder::new(vec![labels; pixels.len()])?;
+    let unary = b.add_factor_type(UNARY)?;
+    let pairwise = b.add_factor_type(PAIRWISE)?;
+    for v in 0..pixels.len() {
+        b.add_region(&[v], unary)?;
+    }
+    let mut pairs = Vec::new();
+    for p in 0..layout.num_pairs() {
+        let (i, j) = layout.pair_pixels(p);
+        if keep[i] && keep[j] {
+            let r = b.add_region(&[var[i], var[j]], pairwise)?;
+            b.add_edge(r, var[i])?;
+            b.add_edge(r, var[j])?;
+            pairs.push(p);
+        }
+    }
+    Ok((b.build()?, pixels, pairs))
+}
+
+/// Features of one image before standardisation: the full grid's unary and pair
+/// blocks ([`crate::features::image_features`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ImageFeatures {
+    /// Unary rows (`H·W × UNARY_DIM`).
+    pub unary: FeatureBlock,
+    /// Pair rows (`pairs × PAIR_DIM`).
+    pub pair: FeatureBlock,
+}
+
+/// Computes the features of every image, in parallel (rayon), in image order.
+pub fn compute_features(images: &[SceneImage], cfg: &FeatureConfig) -> Result<Vec<ImageFeatures>, DatasetError> {
+    images
+        .par_iter()
+        .map(|img| {
+            let (unary, pair) = image_features(&img.rgb_image()?, cfg)?;
+            Ok(ImageFeatures { unary, pair })
+        })
+        .collect()
+}
+
+/// The factor types of the image data sets: `unary` ([`UNARY_DIM`]) and `pairwise` ([`PAIR_DIM`]).
+pub fn factor_types() -> Vec<FactorTypeInfo> {
+    vec![FactorTypeInfo::new(UNARY, UNARY_DIM), FactorTypeInfo::new(PAIRWISE, PAIR_DIM)]
+}
+
+/// Fits the standardisation of both factor types on the rows of `features`
+/// (normally the training images'; only labelled regions are used when
+/// `images` has unknown pixels, as in training).
+pub fn fit_standardizers(images: &[SceneImage], features: &[ImageFeatures]) -> Result<[Standardizer; 2], DatasetError> {
+    let mut unary = Vec::new();
+    let mut pair = Vec::new();
+    for (img, f) in images.iter().zip(features) {
+        let keep: Vec<bool> = img.labels.iter().map(Option::is_some).collect();
+        let layout = GridLayout { height: img.height, width: img.width };
+        let (u, p) = select_rows(f, &keep, layout);
+        unary.push(u);
+        pair.push(p);
+    }
+    Ok([Standardizer::fit(UNARY_DIM, &unary)?, Standardizer::fit(PAIR_DIM, &pair)?])
+}
+
+/// The rows of the labelled pixels and of the pairs between them.
+fn select_rows(f: &ImageFeatures, keep: &[bool], layout: GridLayout) -> (FeatureBlock, FeatureBlock) {
+    if keep.iter().all(|&k| k) {
+        return (f.unary.clone(), f.pair.clone());
+    }
+    let mut unary = Vec::new();
+    for (i, row) in f.unary.values.chunks_exact(UNARY_DIM).enumerate() {
+        if keep[i] {
+            unary.extend_from_slice(row);
+        }
+    }
+    let mut pair = Vec::new();
+    for (p, row) in f.pair.values.chunks_exact(PAIR_DIM).enumerate() {
+        let (i, j) = layout.pair_pixels(p);
+        if keep[i] && keep[j] {
+            pair.extend_from_slice(row);
+        }
+    }
+    (FeatureBlock { dim: UNARY_DIM, values: unary }, FeatureBlock { dim: PAIR_DIM, values: pair })
+}
+
+/// How images with unknown pixels become examples (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// Training: the grid of the labelled pixels only.
+    Train,
+    /// Evaluation: the full grid, unknown pixels marked with [`Dataset::set_ignored`].
+    Evaluate,
+}
+
+/// Builds a data set from images, their features and the standardisation
+/// (module docs for unknown pixels). Images of one shape share one graph.
+pub fn build_examples(
+    images: &[SceneImage],
+    features: &[ImageFeatures],
+    standardizers: &[Standardizer; 2],
+    classes: usize,
+    usage: Use,
+) -> Result<Dataset, DatasetError> {
+    let mut graphs = GridGraphs::new();
+    let mut examples = Vec::with_capacity(images.len());
+    let mut masks = Vec::with_capacity(images.len());
+    for (img, f) in images.iter().zip(features) {
+        let layout = GridLayout { height: img.height, width: img.width };
+        let keep: Vec<bool> = img.labels.iter().map(Option::is_some).collect();
+        let complete = keep.iter().all(|&k| k);
+        let (graph, labels, mut unary, mut pair, ignored) = if complete || usage == Use::Evaluate {
+            let labels: Vec<usize> = img.labels.iter().map(|l| l.map_or(0, usize::from)).collect();
+            let ignored = (!complete).then(|| keep.iter().map(|k| !k).collect());
+            (graphs.get(img.height, img.width, classes)?, labels, f.unary.clone(), f.pair.clone(), ignored)
+        } else {
+            let (graph, pixels, _) = labelled_subgrid(layout, &keep, classes)?;
+            let labels = pixels.iter().map(|&i| img.labels[i].map_or(0, usize::from)).collect();
+            let (u, p) = select_rows(f, &keep, layout);
+            (Arc::new(graph), labels, u, p, None)
+        };
+        standardizers[0].apply(&mut unary)?;
+        standardizers[1].apply(&mut pair)?;
+        masks.push(ignored);
+        examples.push(Example { name: img.name.clone(), graph, labels: Some(labels), features: vec![unary, pair] });
+    }
+    let mut data = Dataset::new(factor_types(), examples)?;
+    for (k, mask) in masks.into_iter().enumerate() {
+        data.set_ignored(k, mask)?;
+    }
+    Ok(data)
+}
+
+/// Splits `names` into `train` training names and the rest, by a seeded
+/// shuffle (ChaCha8 seeded with `seed`, Fisher–Yates); each part is returned in
+/// sorted order. The same names and seed always give the same split.
+pub fn random_split(names: &[String], train: usize, seed: u64) -> Result<(Vec<String>, Vec<String>), DatasetError> {
+    if train > names.len() {
+        return Err(DatasetError::config("train", format!("{train} training images of {} available", names.len())));
+    }
+    let mut sorted = names.to_vec();
+    sorted.sort();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    sorted.shuffle(&mut rng);
+    let mut test = sorted.split_off(train);
+    sorted.sort();
+    test.sort();
+    Ok((sorted, test))
+}
+
+/// Keeps the images named in `names`, in that order; errors on a name without image.
+pub fn select<'a>(images: &'a [SceneImage], names: &[String]) -> Result<Vec<&'a SceneImage>, DatasetError> {
+    let index: HashMap<&str, &SceneImage> = images.iter().map(|i| (i.name.as_str(), i)).collect();
+    names
+        .iter()
+        .map(|n| index.get(n.as_str()).copied().ok_or_else(|| DatasetError::config("split", format!("no image `{n}`"))))
+        .collect()
+}
+
+/// Environment variable naming the data directory when no `--data-dir` is given.
+pub const DATA_DIR_ENV: &str = "STRUCTLEARN_DATA_DIR";
+
+/// The data directory: `dir` if given, else `$STRUCTLEARN_DATA_DIR`, if set.
+pub fn data_dir(dir: Option<&Path>) -> Option<PathBuf> {
+    dir.map(Path::to_path_buf).or_else(|| std::env::var_os(DATA_DIR_ENV).filter(|v| !v.is_empty()).map(PathBuf::from))
+}
+
+/// The folder of one data set: `dir` (or [`DATA_DIR_ENV`]) itself if it holds
+/// every folder of `required`, else its first sub-folder from `folders` that
+/// does. The error names what was looked for, the layout and the download.
+pub fn find_dataset_dir(
+    dir: Option<&Path>,
+    folders: &[&str],
+    required: &[&str],
+    dataset: &'static str,
+    layout: &'static str,
+    download: &'static str,
+) -> Result<PathBuf, DatasetError> {
+    let missing = |missing: String| DatasetError::MissingData { dataset, missing, layout, download };
+    let Some(root) = data_dir(dir) else {
+        return Err(missing(format!("no data directory given (neither --data-dir nor {DATA_DIR_ENV} is set)")));
+    };
+    if !root.is_dir() {
+        return Err(missing(format!("data directory {}", root.display())));
+    }
+    let complete = |d: &Path| required.iter().all(|r| d.join(r).is_dir());
+    if complete(&root) {
+        return Ok(root);
+    }
+    for f in folders {
+        let d = root.join(f);
+        if d.is_dir() {
+            if let Some(r) = required.iter().find(|r| !d.join(r).is_dir()) {
+                return Err(missing(format!("folder {}", d.join(r).display())));
+            }
+            return Ok(d);
+        }
+    }
+    Err(missing(format!("folder {} (or {})", root.join(folders[0]).display(), folders[1..].join(", "))))
+}
+
+/// The names of the files in `dir` ending in `suffix` (case-sensitive), sorted;
+/// an empty or unreadable folder is [`DatasetError::MissingData`].
+pub fn list_files(
+    dir: &Path,
+    suffix: &str,
+    dataset: &'static str,
+    layout: &'static str,
+    download: &'static str,
+) -> Result<Vec<String>, DatasetError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| DatasetError::io(dir, e))?;
+    let mut names = Vec::new();
+    for e in entries {
+        let e = e.map_err(|e| DatasetError::io(dir, e))?;
+        if let Some(name) = e.file_name().to_str()
+            && name.ends_with(suffix)
+        {
+            names.push(name.to_string());
+        }
+    }
+    if names.is_empty() {
+        return Err(DatasetError::MissingData {
+            dataset,
+            missing: format!("*{suffix} files in {}", dir.display()),
+            layout,
+            download,
+        });
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Images with their unstandardised features, as stored in the feature cache.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SceneData {
+    /// The reduced images.
+    pub images: Vec<SceneImage>,
+    /// Their features, same order.
+    pub features: Vec<ImageFeatures>,
+}
+
+/// Magic bytes of feature-cache files (last byte: version).
+const CACHE_MAGIC: &[u8; 8] = b"SLFCACH\x01";
+
+/// A cache key over the data set's files (relative name, size and modification
+/// time of every file under `dirs`) and the settings (any serialisable value,
+/// e.g. resolution and [`FeatureConfig`]): FNV-1a 64 of their description.
+/// Editing, adding or removing a data file, or changing a setting, changes it.
+pub fn cache_key(root: &Path, dirs: &[&str], settings: &impl Serialize) -> Result<u64, DatasetError> {
+    let mut text = serde_json::to_string(settings).map_err(|e| DatasetError::config("settings", e.to_string()))?;
+    text.push_str(concat!("\nstructlearn-datasets ", env!("CARGO_PKG_VERSION"), "\n"));
+    for d in dirs {
+        let dir = root.join(d);
+        let mut files: Vec<(String, u64, u128)> = Vec::new();
+        for e in std::fs::read_dir(&dir).map_err(|e| DatasetError::io(&dir, e))? {
+            let e = e.map_err(|e| DatasetError::io(&dir, e))?;
+            let meta = e.metadata().map_err(|err| DatasetError::io(&e.path(), err))?;
+            let mtime = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+            files.push((e.file_name().to_string_lossy().into_owned(), meta.len(), mtime.map_or(0, |t| t.as_nanos())));
+        }
+        files.sort();
+        for (name, len, mtime) in files {
+            text.push_str(&format!("{d}/{name} {len} {mtime}\n"));
+        }
+    }
+    Ok(structlearn::files::fnv1a(text.as_bytes()))
+}
+
+/// Returns the cached [`SceneData`] of `key` from `cache_dir` if present and
+/// intact, else computes it with `compute` and stores it there (atomically;
+/// `cache_dir` is created). `None` disables the cache. The second return value
+/// says whether the cache was used. A corrupt cache file is recomputed and
+/// overwritten, never trusted.
+pub fn cached<F>(
+    cache_dir: Option<&Path>,
+    prefix: &str,
+    key: u64,
+    compute: F,
+) -> Result<(SceneData, bool), DatasetError>
+where
+    F: FnOnce() -> Result<SceneData, DatasetError>,
+{
+    let Some(dir) = cache_dir else {
+        return Ok((compute()?, false));
+    };
+    let path = dir.join(format!("{prefix}-{key:016x}.bin"));
+    if let Ok(bytes) = std::fs::read(&path)
+        && let Ok(body) = structlearn::files::unwrap_binary(&path, &bytes, CACHE_MAGIC)
+        && let Ok(data) = postcard::from_bytes::<SceneData>(body)
+    {
+        return Ok((data, true));
+    }
+    let data = compute()?;
+    std::fs::create_dir_all(dir).map_err(|e| DatasetError::io(dir, e))?;
+    let body = postcard::to_stdvec(&data).map_err(|e| DatasetError::config("cache", e.to_string()))?;
+    crate::image::write_atomic(&path, &structlearn::files::wrap_binary(CACHE_MAGIC, &body))?;
+    Ok((data, false))
+}
+
+/// Everything needed to turn a new photograph into a trained model's input:
+/// the reduction, the feature settings, the training-set standardisation, and
+/// the class names and colours of the label map. `cargo xtask reproduce horses`
+/// / `stanford` save it as `models/features.json` beside the models;
+/// `structlearn predict-image` reads it there.
+///
+/// ```
+/// use datasets::photos::Pipeline;
+/// use datasets::features::{FeatureConfig, Standardizer, UNARY_DIM, PAIR_DIM};
+/// let identity = |d: usize| Standardizer { mean: vec![0.0; d], std: vec![1.0; d] };
+/// let p = Pipeline {
+///     dataset: "horses".into(),
+///     max_side: Some(8),
+///     scale: None,
+///     features: FeatureConfig::default(),
+///     standardizers: [identity(UNARY_DIM), identity(PAIR_DIM)],
+///     classes: vec!["background".into(), "horse".into()],
+///     colors: vec![[0, 0, 0], [255, 255, 255]],
+/// };
+/// let photo = image::RgbImage::new(40, 20);
+/// let (data, small) = p.dataset(&photo, "photo").unwrap();
+/// assert_eq!((small.width(), small.height()), (8, 4));
+/// assert_eq!(data.examples[0].graph.num_variables(), 32);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pipeline {
+    /// The data set the model was trained on (`horses`, `stanford`).
+    pub dataset: String,
+    /// Reduce so that the longer side has this many pixels (horses)…
+    pub max_side: Option<usize>,
+    /// …or by this factor (Stanford).
+    pub scale: Option<f64>,
+    /// Feature settings.
+    pub features: FeatureConfig,
+    /// Unary and pair standardisation (training statistics).
+    pub standardizers: [Standardizer; 2],
+    /// Class names, label order.
+    pub classes: Vec<String>,
+    /// Colour of every class in label maps, label order.
+    pub colors: Vec<[u8; 3]>,
+}
+
+impl Pipeline {
+    /// Reads a pipeline file (JSON); errors name the file.
+    pub fn load(path: &Path) -> Result<Self, DatasetError> {
+        let text = std::fs::read_to_string(path).map_err(|e| DatasetError::io(path, e))?;
+        let p: Self = serde_json::from_str(&text).map_err(|e| DatasetError::Malformed {
+            path: path.display().to_string(),
+            reason: format!("not a feature pipeline file: {e}"),
+        })?;
+        p.validate()
+            .map_err(|e| DatasetError::Malformed { path: path.display().to_string(), reason: e.to_string() })?;
+        Ok(p)
+    }
+
+    /// Writes the pipeline as JSON, atomically.
+    pub fn save(&self, path: &Path) -> Result<(), DatasetError> {
+        let text = serde_json::to_string_pretty(self).map_err(|e| DatasetError::config("pipeline", e.to_string()))?;
+        crate::image::write_atomic(path, text.as_bytes())
+    }
+
+    fn validate(&self) -> Result<(), DatasetError> {
+        self.features.validate()?;
+        if self.classes.len() < 2 || self.colors.len() != self.classes.len() {
+            return Err(DatasetError::config("classes", "at least two classes, one colour each"));
+        }
+        if self.standardizers[0].mean.len() != UNARY_DIM || self.standardizers[1].mean.len() != PAIR_DIM {
+            return Err(DatasetError::config("standardizers", "dimensions do not match the features"));
+        }
+        match (self.max_side, self.scale) {
+            (Some(m), None) if m >= 2 => Ok(()),
+            (None, Some(s)) if s.is_finite() && s > 0.0 && s <= 1.0 => Ok(()),
+            _ => Err(DatasetError::config("max_side/scale", "exactly one of max_side (≥ 2) or scale (0, 1] is needed")),
+        }
+    }
+
+    /// The size a `height × width` photograph is reduced to.
+    pub fn reduced_size(&self, height: usize, width: usize) -> (usize, usize) {
+        let scale = match (self.max_side, self.scale) {
+            (Some(m), _) => scale_for_max_side(height, width, m),
+            (_, Some(s)) => s,
+            _ => 1.0,
+        };
+        reduced_size(height, width, scale)
+    }
+
+    /// A one-example, unlabelled data set of `photo` (reduced, featurised,
+    /// standardised) for prediction, and the reduced image.
+    pub fn dataset(&self, photo: &RgbImage, name: &str) -> Result<(Dataset, RgbImage), DatasetError> {
+        self.validate()?;
+        let (w, h) = photo.dimensions();
+        let (h, w) = self.reduced_size(h as usize, w as usize);
+        let small = resize_rgb(photo, h, w);
+        let (mut unary, mut pair) = image_features(&small, &self.features)?;
+        self.standardizers[0].apply(&mut unary)?;
+        self.standardizers[1].apply(&mut pair)?;
+        let graph = Arc::new(factor_graph::grid(h, w, self.classes.len())?);
+        let example = Example { name: name.into(), graph, labels: None, features: vec![unary, pair] };
+        Ok((Dataset::new(factor_types(), vec![example])?, small))
+    }
+
+    /// The label colours as a palette.
+    pub fn palette(&self) -> Result<crate::LabelPalette, DatasetError> {
+        crate::LabelPalette::new(self.colors.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(name: &str, h: usize, w: usize, labels: Vec<Option<u8>>) -> SceneImage {
+        let rgb = (0..h * w).flat_map(|i| [(i * 7 % 256) as u8, (i * 13 % 256) as u8, (i % 256) as u8]).collect();
+        SceneImage { name: name.into(), height: h, width: w, rgb, labels }
+    }
+
+    #[test]
+    fn label_reduction_takes_the_majority_and_unknown_loses_ties() {
+        let l = |v: i8| if v < 0 { None } else { Some(v as u8) };
+        // 2×4 → 1×2: left block {0, 0, 1, −1} → 0; right block {−1, −1, 2, 2} → tie → 2.
+        let src = Raster::new(2, 4, [0, 0, -1, -1, 1, -1, 2, 2].map(l).to_vec()).unwrap();
+        let out = reduce_labels(&src, 1, 2);
+        assert_eq!(out.data(), &[Some(0), Some(2)]);
+        // Strict majority of unknown stays unknown.
+        let src = Raster::new(1, 3, [-1, -1, 3].map(l).to_vec()).unwrap();
+        assert_eq!(reduce_labels(&src, 1, 1).data(), &[None]);
+        // Enlarging repeats pixels.
+        let src = Raster::new(1, 2, [4, 5].map(l).to_vec()).unwrap();
+        assert_eq!(reduce_labels(&src, 2, 4).data(), &[4, 4, 5, 5, 4, 4, 5, 5].map(|v| Some(v as u8)));
+        assert_eq!(reduced_size(240, 320, 0.2), (48, 64));
+        assert_eq!(reduced_size(3, 3, 0.1), (2, 2));
+        assert_eq!(scale_for_max_side(200, 400, 32), 0.08);
+    }
+
+    #[test]
+    fn subgrid_keeps_labelled_pixels_and_their_pairs() {
+        let layout = GridLayout { height: 2, width: 3 };
+        // Pixel 1 (row 0, col 1) unknown.
+        let keep = [true, false, true, true, true, true];
+        let (g, pixels, pairs) = labelled_subgrid(layout, &keep, 3).unwrap();
+        assert_eq!(pixels, vec![0, 2, 3, 4, 5]);
+        assert_eq!(g.num_variables(), 5);
+        // Horizontal pairs (0,1),(1,2),(3,4),(4,5) → keep (3,4),(4,5); vertical (0,3),(1,4),(2,5) → keep (0,3),(2,5).
+        let kept: Vec<(usize, usize)> = pairs.iter().map(|&p| layout.pair_pixels(p)).collect();
+        assert_eq!(kept, vec![(3, 4), (4, 5), (0, 3), (2, 5)]);
+        let vars: Vec<&[usize]> = (5..g.num_regions()).map(|r| g.region_variables(r)).collect();
+        assert_eq!(vars, vec![&[2, 3][..], &[3, 4], &[0, 2], &[1, 4]]);
+    }
+
+    #[test]
+    fn unknown_pixels_leave_training_graphs_and_are_ignored_in_evaluation() {
+        let mut labels = vec![Some(1u8); 12];
+        labels[5] = None;
+        let imgs = vec![image("a", 3, 4, labels), image("b", 3, 4, vec![Some(0); 12])];
+        let cfg = FeatureConfig::default();
+        let feats = compute_features(&imgs, &cfg).unwrap();
+        let std = fit_standardizers(&imgs, &feats).unwrap();
+        // Standardised training features have mean 0 in every non-constant column.
+        let train = build_examples(&imgs, &feats, &std, 2, Use::Train).unwrap();
+        assert_eq!(train.examples[0].graph.num_variables(), 11);
+        assert_eq!(train.examples[1].graph.num_variables(), 12);
+        assert!((0..train.len()).all(|k| train.ignored(k).is_none()));
+        let n: usize = train.examples.iter().map(|e| e.features[0].values.len() / UNARY_DIM).sum();
+        for col in 1..UNARY_DIM {
+            let mean: f64 = train
+                .examples
+                .iter()
+                .flat_map(|e| e.features[0].values.chunks_exact(UNARY_DIM).map(move |r| r[col]))
+                .sum::<f64>()
+                / n as f64;
+            assert!(mean.abs() < 1e-9, "column {col}: mean {mean}");
+        }
+        let eval = build_examples(&imgs, &feats, &std, 2, Use::Evaluate).unwrap();
+        assert_eq!(eval.examples[0].graph.num_variables(), 12);
+        let mask = eval.ignored(0).unwrap();
+        assert_eq!(mask.iter().filter(|&&m| m).count(), 1);
+        assert!(mask[5] && !eval.is_labelled(0, 5) && eval.is_labelled(0, 4));
+        assert!(eval.ignored(1).is_none());
+        // Both images share one full-grid graph in evaluation.
+        assert!(Arc::ptr_eq(&eval.examples[0].graph, &eval.examples[1].graph));
+    }
+
+    #[test]
+    fn splits_are_seeded_disjoint_and_complete() {
+        let names: Vec<String> = (0..50).map(|i| format!("img{i:03}")).collect();
+        let (a, b) = random_split(&names, 40, 0).unwrap();
+        assert_eq!((a.len(), b.len()), (40, 10));
+        let mut all = [a.clone(), b.clone()].concat();
+        all.sort();
+        assert_eq!(all, names);
+        let mut shuffled = names.clone();
+        shuffled.reverse();
+        assert_eq!(random_split(&shuffled, 40, 0).unwrap().0, a, "input order must not matter");
+        assert_ne!(random_split(&names, 40, 1).unwrap().0, a);
+        assert!(random_split(&names, 51, 0).is_err());
+    }
+
+    #[test]
+    fn cache_is_reused_keyed_and_recomputed_when_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_dir = dir.path().join("data");
+        std::fs::create_dir_all(data_dir.join("imgs")).unwrap();
+        std::fs::write(data_dir.join("imgs/a.jpg"), b"one").unwrap();
+        let cache = dir.path().join("cache");
+        let imgs = vec![image("a", 2, 3, vec![Some(0); 6])];
+        let make =
+            || Ok(SceneData { features: compute_features(&imgs, &FeatureConfig::default())?, images: imgs.clone() });
+        let key = cache_key(&data_dir, &["imgs"], &1).unwrap();
+        let (first, hit) = cached(Some(&cache), "t", key, make).unwrap();
+        assert!(!hit);
+        let (second, hit) = cached(Some(&cache), "t", key, || panic!("must come from the cache")).unwrap();
+        assert!(hit);
+        assert_eq!(first, second);
+        // Other settings or other files give another key.
+        assert_ne!(cache_key(&data_dir, &["imgs"], &2).unwrap(), key);
+        std::fs::write(data_dir.join("imgs/b.jpg"), b"two").unwrap();
+        assert_ne!(cache_key(&data_dir, &["imgs"], &1).unwrap(), key);
+        // A corrupt cache file is recomputed, not trusted.
+        let file = std::fs::read_dir(&cache).unwrap().next().unwrap().unwrap().path();
+        std::fs::write(&file, b"garbage").unwrap();
+        let (third, hit) = cached(Some(&cache), "t", key, make).unwrap();
+        assert!(!hit);
+        assert_eq!(third, first);
+        assert!(cache_key(&data_dir, &["missing"], &1).is_err());
+    }
+
+    #[test]
+    fn missing_data_errors_name_the_layout_and_the_download() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = find_dataset_dir(Some(dir.path()), &["x", "y"], &["rgb"], "Demo", "LAYOUT", "URL").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("LAYOUT") && msg.contains("URL") && msg.contains("x (or y)"), "{msg}");
+        std::fs::create_dir_all(dir.path().join("y")).unwrap();
+        let msg = find_dataset_dir(Some(dir.path()), &["x", "y"], &["rgb"], "Demo", "L", "U").unwrap_err().to_string();
+        assert!(msg.contains("rgb"), "{msg}");
+        std::fs::create_dir_all(dir.path().join("y/rgb")).unwrap();
+        assert_eq!(
+            find_dataset_dir(Some(dir.path()), &["x", "y"], &["rgb"], "D", "L", "U").unwrap(),
+            dir.path().join("y")
+        );
+        let missing = dir.path().join("nope");
+        assert!(matches!(
+            find_dataset_dir(Some(&missing), &["x"], &["rgb"], "D", "L", "U"),
+            Err(DatasetError::MissingData { .. })
+        ));
+        assert!(matches!(
+            list_files(&dir.path().join("y/rgb"), ".jpg", "D", "L", "U"),
+            Err(DatasetError::MissingData { .. })
+        ));
+    }
+}
