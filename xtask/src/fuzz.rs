@@ -9,11 +9,12 @@ use anyhow::{Result, bail};
 /// Arguments of `cargo xtask fuzz`.
 #[derive(clap::Args)]
 pub struct FuzzArgs {
-    /// Only this target (default: all): uai, model-zero, model-constant,
-    /// model-linear, model-boosting, model-mlp, dataset-binary, dataset-json,
+    /// Only these targets, comma-separated (default: all): uai, model-zero,
+    /// model-constant, model-linear, model-boosting, model-mlp,
+    /// model-indexed-linear, model-fixed, dataset-binary, dataset-json,
     /// checkpoint, config, image-png, image-jpeg.
-    #[arg(long)]
-    target: Option<String>,
+    #[arg(long, value_delimiter = ',')]
+    target: Vec<String>,
     /// Inputs per target.
     #[arg(long, default_value_t = 10_000)]
     iterations: u64,
@@ -51,11 +52,12 @@ pub struct WorkerArgs {
 /// Runs the fuzz targets and fails if any input panicked, aborted, hung or broke an invariant.
 pub fn fuzz(a: &FuzzArgs) -> Result<()> {
     let targets = structlearn_fuzz::targets();
-    let chosen: Vec<_> = targets.iter().filter(|t| a.target.as_deref().is_none_or(|n| n == t.name)).collect();
-    if chosen.is_empty() {
-        let names: Vec<_> = targets.iter().map(|t| t.name).collect();
-        bail!("unknown target `{}`; targets: {}", a.target.as_deref().unwrap_or(""), names.join(", "));
+    let names: Vec<_> = targets.iter().map(|t| t.name).collect();
+    if let Some(unknown) = a.target.iter().find(|n| !names.contains(&n.as_str())) {
+        bail!("unknown target `{unknown}`; targets: {}", names.join(", "));
     }
+    let chosen: Vec<_> =
+        targets.iter().filter(|t| a.target.is_empty() || a.target.iter().any(|n| n == t.name)).collect();
     let opts = structlearn_fuzz::Options {
         exe: std::env::current_exe()?,
         worker_args: vec!["fuzz-worker".into()],

@@ -200,7 +200,7 @@ fn read_progress(path: &Path) -> Option<u64> {
 pub struct Options {
     /// The program to run as a worker (the caller's own executable).
     pub exe: PathBuf,
-    /// Arguments that make `exe` call [`worker_main`]-like code: the supervisor
+    /// Arguments that make `exe` run [`worker`]: the supervisor
     /// appends `--target T --seed S --start I --end N --limit L --out DIR`.
     pub worker_args: Vec<String>,
     /// First seed of the mutations.

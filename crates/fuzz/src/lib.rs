@@ -1,7 +1,7 @@
 //! Structure-aware fuzzing of every file loader of the project, on stable Rust
 //! (`cargo xtask fuzz`; docs/ROBUSTNESS.md).
 //!
-//! * [`targets`]: one [`Target`] per loader — UAI text, model files of every
+//! * [`mod@targets`]: one [`Target`] per loader — UAI text, model files of every
 //!   built-in oracle class, binary and JSON data sets, checkpoints, training
 //!   configurations, PNG and JPEG images — with valid seed files built in code
 //!   ([`seeds`]) and mutations that know the format ([`mutate`]): postcard bodies

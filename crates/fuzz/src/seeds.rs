@@ -73,6 +73,34 @@ pub fn model_file(data: &Dataset, kind: &str) -> Vec<u8> {
     model(data, kind).to_bytes().unwrap()
 }
 
+/// Model files of the classes that are built, not trained, here: an
+/// indexed-linear model (three groups; the last feature is the group index)
+/// and a fixed table with a forbidden configuration, for `data`'s two types.
+pub fn constructed_model_file(data: &Dataset, kind: &str) -> Vec<u8> {
+    use oracles::Model;
+    let models: Vec<Box<dyn Model>> = data
+        .factor_types
+        .iter()
+        .map(|ft| -> Box<dyn Model> {
+            let c = ft.classes;
+            match kind {
+                "indexed-linear" => {
+                    let groups = 3;
+                    let weights =
+                        (0..groups * ft.dim.saturating_sub(1) * c).map(|i| (i % 7) as f64 * 0.1 - 0.3).collect();
+                    Box::new(oracles::indexed::IndexedLinearModel::new(ft.dim, groups, c, weights).unwrap())
+                }
+                _ => Box::new(
+                    oracles::fixed::FixedModel::new(ft.dim, (0..c).map(|y| y as f64 * 0.5).collect(), vec![c - 1])
+                        .unwrap(),
+                ),
+            }
+        })
+        .collect();
+    let eps = vec![0.5; models.len()];
+    StructuredModel::new(data.factor_types.clone(), eps, models).unwrap().to_bytes().unwrap()
+}
+
 /// A binary data set file.
 pub fn dataset_binary(data: &Dataset) -> Vec<u8> {
     let body = postcard::to_stdvec(&DatasetFile::from_dataset(data)).unwrap();

@@ -103,6 +103,16 @@ pub fn targets() -> Vec<Target> {
         };
         all.push(Target { name, seeds: vec![seeds::model_file(&data, kind)], shape: Shape::Model });
     }
+    all.push(Target {
+        name: "model-indexed-linear",
+        seeds: vec![seeds::constructed_model_file(&data, "indexed-linear")],
+        shape: Shape::Model,
+    });
+    all.push(Target {
+        name: "model-fixed",
+        seeds: vec![seeds::constructed_model_file(&data, "fixed")],
+        shape: Shape::Model,
+    });
     let other = seeds::dataset(3, 3, 2, 5);
     all.extend([
         Target {
@@ -137,6 +147,8 @@ fn typed<T: Serialize + DeserializeOwned>(rng: &mut impl Rng, body: &[u8], ops: 
 
 /// Typed mutation of one model kind's parameter bytes.
 fn typed_params(rng: &mut impl Rng, kind: &str, bytes: &[u8]) -> Option<Vec<u8>> {
+    use oracles::fixed::FixedModel;
+    use oracles::indexed::IndexedLinearModel;
     use oracles::{
         boosting::BoostingModel, constant::ConstantModel, linear::LinearModel, mlp::MlpModel, zero::ZeroModel,
     };
@@ -146,6 +158,8 @@ fn typed_params(rng: &mut impl Rng, kind: &str, bytes: &[u8]) -> Option<Vec<u8>>
         "linear" => typed::<LinearModel>(rng, bytes, 1),
         "boosting" => typed::<BoostingModel>(rng, bytes, 1),
         "mlp" => typed::<MlpModel>(rng, bytes, 1),
+        "indexed-linear" => typed::<IndexedLinearModel>(rng, bytes, 1),
+        "fixed" => typed::<FixedModel>(rng, bytes, 1),
         _ => None,
     }
 }
@@ -264,7 +278,7 @@ thread_local! {
     };
 }
 
-/// Scores a few rows of zeros with every type's model, when the buffers are
+/// Scores a few rows of zeros with every type's model (no NaN, no +∞), when the buffers are
 /// small (a model with millions of classes is only ever scored against a data
 /// set whose regions have that many configurations, which bounds the buffer).
 fn first_scores(model: &StructuredModel) -> Result<(), String> {
@@ -274,11 +288,13 @@ fn first_scores(model: &StructuredModel) -> Result<(), String> {
             continue;
         }
         let rows = 3;
-        let x = vec![0.25; rows * dim];
+        // Zeros: a valid group index for the indexed class, a plain input for the others.
+        let x = vec![0.0; rows * dim];
         let mut out = vec![0.0; rows * classes];
         let features = Features::new(&x, rows, dim).map_err(|e| format!("features for `{}`: {e}", ft.name))?;
         m.score(features, &mut out).map_err(|e| format!("first score of `{}` failed: {e}", ft.name))?;
-        if let Some(v) = out.iter().find(|v| !v.is_finite()) {
+        // −∞ is a hard constraint (the fixed class's forbidden configurations); NaN and +∞ are never valid.
+        if let Some(v) = out.iter().find(|v| v.is_nan() || **v == f64::INFINITY) {
             return Err(format!("first score of `{}` is {v}", ft.name));
         }
     }

@@ -53,7 +53,7 @@ fn load_model(bytes: &[u8]) -> Result<StructuredModel, String> {
 fn inconsistent_boosting_tables_are_refused_with_the_broken_part_named() {
     // The unedited file loads.
     assert!(load_model(&boosting_file(|_| {})).is_ok());
-    let cases: [(&str, Edit); 5] = [
+    let cases: [(&str, Edit); 6] = [
         (
             "offsets decrease",
             Box::new(|v| {
@@ -73,6 +73,15 @@ fn inconsistent_boosting_tables_are_refused_with_the_broken_part_named() {
             }),
         ),
         ("do not run from 0", Box::new(|v| v["leaf_offsets"][0] = Value::from(1))),
+        // Found by the 1,000,000-input run: finite leaves whose sum over the trees is +inf.
+        (
+            "add up beyond",
+            Box::new(|v| {
+                for x in v["leaf_values"].as_array_mut().unwrap() {
+                    *x = Value::from(1e308);
+                }
+            }),
+        ),
     ];
     for (expected, edit) in cases {
         let err = load_model(&boosting_file(edit)).unwrap_err();
@@ -156,4 +165,23 @@ fn empty_scope_uai_factors_are_constants() {
     let zero = "MARKOV\n1\n2\n2\n0\n1 0\n1\n0\n2\n1 2\n";
     let err = factor_graph::UaiModel::parse(zero).unwrap().to_region_graph().unwrap_err().to_string();
     assert!(err.contains("factor 0") && err.contains("empty scope"), "{err}");
+}
+
+/// Found by the smoke run: an indexed-linear model with no groups loaded, then
+/// failed at its first score; it is refused on load.
+#[test]
+fn indexed_linear_models_without_groups_are_refused() {
+    use oracles::indexed::IndexedLinearModel;
+    let data = seeds::dataset(4, 2, 3, 11);
+    let bytes = seeds::constructed_model_file(&data, "indexed-linear");
+    assert!(load_model(&bytes).is_ok());
+    let body = structlearn_fuzz::targets::body(&bytes, MODEL_MAGIC).unwrap();
+    let (header, mut params): (ModelHeader, Vec<Vec<u8>>) = postcard::from_bytes(body).unwrap();
+    let mut v = serde_json::to_value(postcard::from_bytes::<IndexedLinearModel>(&params[1]).unwrap()).unwrap();
+    v["groups"] = Value::from(0);
+    v["weights"] = Value::Array(Vec::new());
+    params[1] = postcard::to_stdvec(&serde_json::from_value::<IndexedLinearModel>(v).unwrap()).unwrap();
+    let file = wrap_binary(MODEL_MAGIC, &postcard::to_stdvec(&(header, params)).unwrap());
+    let err = load_model(&file).unwrap_err();
+    assert!(err.contains("m.slm") && err.contains("pairwise") && err.contains("0 groups"), "{err}");
 }

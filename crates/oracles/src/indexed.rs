@@ -320,6 +320,16 @@ impl Model for IndexedLinearModel {
 /// ```
 pub fn load(bytes: &[u8]) -> Result<Box<dyn Model>, OracleError> {
     let raw = decode::<IndexedLinearModel>(KIND, bytes)?;
+    if raw.groups == 0 || raw.dim == 0 {
+        // No row could name a group (found by `cargo xtask fuzz`): refuse it here, not at the first score.
+        return Err(OracleError::InvalidModel {
+            kind: KIND.to_string(),
+            reason: format!(
+                "{} groups and {} features (at least 1 group and the group-index feature)",
+                raw.groups, raw.dim
+            ),
+        });
+    }
     Ok(Box::new(IndexedLinearModel::new(raw.dim, raw.groups, raw.classes, raw.weights)?))
 }
 

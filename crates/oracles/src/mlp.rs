@@ -428,6 +428,18 @@ pub fn load(bytes: &[u8]) -> Result<Box<dyn Model>, OracleError> {
             ),
         });
     }
+    // |tanh| ≤ 1, so a score is at most Σ_j |W_yj| + |a_y|: that must stay finite.
+    let w = model.output_weights();
+    let bound = (0..l.classes).fold(0.0f64, |m, y| {
+        let row: f64 = w[y * l.hidden..(y + 1) * l.hidden].iter().map(|v| v.abs()).sum();
+        m.max(row + model.output_bias().get(y).map_or(0.0, |a| a.abs()))
+    });
+    if !bound.is_finite() {
+        return Err(OracleError::InvalidModel {
+            kind: KIND.to_string(),
+            reason: "the output weights add up beyond the largest double".into(),
+        });
+    }
     Ok(Box::new(model))
 }
 

@@ -170,7 +170,8 @@ impl BoostingModel {
     /// decrease and end at the table lengths; every tree has one more leaf than
     /// internal nodes; children point forward and stay inside their tree; every
     /// internal node but the root and every leaf is the child of exactly one
-    /// node (so all are reached); features exist; values are finite. A model
+    /// node (so all are reached); features exist; values are finite and no
+    /// score (a sum of one leaf per tree) can overflow. A model
     /// read from bytes that breaks one is [`OracleError::InvalidModel`] naming it.
     pub(super) fn check(&self) -> Result<(), OracleError> {
         let bad = |reason: String| OracleError::InvalidModel { kind: KIND.to_string(), reason };
@@ -214,6 +215,17 @@ impl BoostingModel {
         }
         if let Some(n) = self.threshold.iter().position(|v| v.is_nan()) {
             return Err(bad(format!("threshold of node {n} is NaN")));
+        }
+        // A score adds one leaf per tree: bounded by the sum of each tree's largest |value|.
+        let bound: f64 = (0..self.trees())
+            .map(|t| {
+                let values = &self.leaf_values
+                    [self.leaf_offsets[t] as usize * self.classes..self.leaf_offsets[t + 1] as usize * self.classes];
+                values.iter().fold(0.0f64, |m, v| m.max(v.abs()))
+            })
+            .sum();
+        if !bound.is_finite() {
+            return Err(bad("the leaf values of the trees add up beyond the largest double".into()));
         }
         let mut referenced = Vec::new();
         for t in 0..self.trees() {
