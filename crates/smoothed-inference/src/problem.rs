@@ -46,8 +46,6 @@ pub(crate) struct ChildPlan {
 pub(crate) struct EdgePlan {
     /// The edge index in the graph.
     pub edge: usize,
-    /// The parent region.
-    pub parent: usize,
     /// First configuration of the parent in flat per-configuration vectors.
     pub parent_offset: usize,
     /// `|Y_η|`.
@@ -98,15 +96,13 @@ pub struct InferenceProblem<'a> {
 #[derive(Debug, Clone, Copy, Default)]
 struct Sizes {
     total_configs: usize,
-    num_regions: usize,
     max_star: usize,
     max_region: usize,
 }
 
 impl Sizes {
     fn of(graph: &RegionGraph) -> Self {
-        let mut s =
-            Sizes { total_configs: graph.total_configs(), num_regions: graph.num_regions(), ..Sizes::default() };
+        let mut s = Sizes { total_configs: graph.total_configs(), ..Sizes::default() };
         for r in 0..graph.num_regions() {
             let len = graph.num_configs(r);
             s.max_region = s.max_region.max(len);
@@ -190,12 +186,6 @@ pub struct RunReport {
 #[derive(Debug, Clone, Default)]
 pub struct Workspace {
     tt: Vec<f64>,
-    /// Exponential cache of parents' `θ̃` (see [`crate::star`]).
-    cache: Vec<f64>,
-    /// Per region: the shift of its cache.
-    cache_shift: Vec<f64>,
-    /// Per region: updates since the cache was computed exactly ([`star::STALE`]: invalid).
-    cache_age: Vec<u32>,
     l: Vec<f64>,
     d: Vec<f64>,
     logm: Vec<f64>,
@@ -219,11 +209,6 @@ impl Workspace {
             }
         };
         fit(&mut self.tt, s.total_configs);
-        fit(&mut self.cache, s.total_configs);
-        fit(&mut self.cache_shift, s.num_regions);
-        if self.cache_age.len() < s.num_regions {
-            self.cache_age.resize(s.num_regions, star::STALE);
-        }
         fit(&mut self.l, s.max_star);
         fit(&mut self.d, s.max_star);
         fit(&mut self.logm, s.max_region);
@@ -231,22 +216,10 @@ impl Workspace {
         fit(&mut self.e, s.max_region);
     }
 
-    /// `θ̃` and the star buffers. Every exponential cache is marked stale, as
-    /// the caller may change `θ̃` before the next sweep.
     fn split(&mut self, total_configs: usize) -> (&mut [f64], Bufs<'_>) {
-        self.cache_age.fill(star::STALE);
         (
             &mut self.tt[..total_configs],
-            Bufs {
-                l: &mut self.l,
-                d: &mut self.d,
-                logm: &mut self.logm,
-                sums: &mut self.sums,
-                e: &mut self.e,
-                cache: &mut self.cache,
-                cache_shift: &mut self.cache_shift,
-                cache_age: &mut self.cache_age,
-            },
+            Bufs { l: &mut self.l, d: &mut self.d, logm: &mut self.logm, sums: &mut self.sums, e: &mut self.e },
         )
     }
 }
@@ -405,15 +378,11 @@ impl<'a> InferenceProblem<'a> {
         }
         if let Some(tol) = opts.tolerance {
             while iterations < opts.iterations {
-                // Sweep up to the next check in one call (the caches persist within it).
-                let chunk =
-                    (TOLERANCE_CHECK_EVERY - iterations % TOLERANCE_CHECK_EVERY).min(opts.iterations - iterations);
                 let (tt, mut bufs) = ws.split(total);
-                dispatch_sweep(self, lambda, tt, &mut bufs, order, chunk);
-                iterations += chunk;
+                dispatch_sweep(self, lambda, tt, &mut bufs, order, 1);
+                iterations += 1;
                 // The last iteration needs no check: the report below recomputes the violation.
                 if iterations.is_multiple_of(TOLERANCE_CHECK_EVERY)
-                    && iterations < opts.iterations
                     && self.violation_of(&ws.tt[..total], &mut ws.beliefs[..total], &mut ws.sums) < tol
                 {
                     // Confirm on a fresh θ̃ (the incremental one carries rounding) so
@@ -614,7 +583,6 @@ fn plans(graph: &RegionGraph, region_eps: &[f64]) -> (Vec<ChildPlan>, Vec<EdgePl
             let eps = region_eps[parent];
             edges.push(EdgePlan {
                 edge: e,
-                parent,
                 parent_offset: graph.config_range(parent).start,
                 parent_len: graph.num_configs(parent),
                 message_offset: graph.message_range(e).start,
@@ -747,7 +715,6 @@ mod tests {
             let (tt, mut bufs) = ws.split(g.total_configs());
             p.refresh_all(portable.as_slice(), tt);
             star::sweep::<Plain>(&p, portable.as_mut_slice(), tt, &mut bufs, &order, 5);
-            let (tt, mut bufs) = ws.split(g.total_configs());
             p.refresh_all(dispatched.as_slice(), tt);
             dispatch_sweep(&p, dispatched.as_mut_slice(), tt, &mut bufs, &order, 5);
             let scale = portable.as_slice().iter().fold(1.0f64, |a, v| a.max(v.abs()));

@@ -21,6 +21,11 @@ const NEG_INF: f64 = f64::NEG_INFINITY;
 /// keeps messages finite when a child value is impossible (see crate docs).
 pub(crate) const CLAMP: f64 = 700.0;
 
+/// A fibre sum below this (all of its terms far below the parent's maximum)
+/// is recomputed against the fibre's own maximum, so no term that matters was
+/// flushed to zero by [`exp_nonpos`].
+const TINY_SUM: f64 = 1e-280;
+
 /// Scratch slices of a [`crate::Workspace`], each at least as long as the
 /// largest star of the problem needs.
 pub(crate) struct Bufs<'a> {
@@ -34,34 +39,7 @@ pub(crate) struct Bufs<'a> {
     pub sums: &'a mut [f64],
     /// Exponentials of one parent's configurations.
     pub e: &'a mut [f64],
-    /// Exponential caches `exp((θ̃_η − c_η)/ε_η)` of the parents of singleton
-    /// children (flat per configuration, like `θ̃`).
-    pub cache: &'a mut [f64],
-    /// The shift `c_η` of each region's cache.
-    pub cache_shift: &'a mut [f64],
-    /// Updates each region's cache went through since it was computed
-    /// exactly; [`STALE`] when it must be recomputed before use.
-    pub cache_age: &'a mut [u32],
 }
-
-/// [`Bufs::cache_age`] of a cache that must be recomputed from `θ̃`.
-pub(crate) const STALE: u32 = u32::MAX;
-
-/// A cache is recomputed exactly after this many multiplicative updates
-/// (bounds the rounding they accumulate).
-const MAX_CACHE_AGE: u32 = 8;
-
-/// An update with `|δ/ε| > MAX_CACHE_STEP` anywhere marks the cache stale
-/// instead of scaling it. With [`MAX_CACHE_AGE`] this bounds how far any two
-/// entries' ratio can move between exact recomputations (`e^{2·8·12} = e^{192}`),
-/// so an entry flushed to zero at the recomputation (below `e^{-708}` of the
-/// largest) stays below `e^{-516}` of the cache's total.
-const MAX_CACHE_STEP: f64 = 12.0;
-
-/// A fibre whose cached sum is below this fraction of the cache's total
-/// (`≈ e^{-400}`) is recomputed from `θ̃` against its own maximum, so entries
-/// flushed in the cache (see [`MAX_CACHE_STEP`]) never matter.
-const CACHE_TINY: f64 = 1.9e-174;
 
 /// Star updates at every region of `order`, then at every region of `order`
 /// reversed (one message-passing iteration, ch. §1.10), `iterations` times.
@@ -101,13 +79,11 @@ fn star<A: Arith>(p: &InferenceProblem<'_>, child: usize, lambda: &mut [f64], tt
     let cp = p.children[child];
     let edges = &p.edges[cp.first..cp.end];
     match cp.kind {
-        StarKind::NoParents => return,
+        StarKind::NoParents => {}
         StarKind::Binary if p.fast_paths => binary_star::<A>(cp, edges, lambda, tt, bufs),
         StarKind::Singleton if p.fast_paths => singleton_star::<A>(cp, edges, lambda, tt, bufs),
         _ => general_star::<A>(p, cp, edges, lambda, tt, bufs),
     }
-    // The child's θ̃ changed; if it is a parent elsewhere, its cache is out of date.
-    bufs.cache_age[child] = STALE;
 }
 
 #[inline(always)]
@@ -135,18 +111,9 @@ fn general_star<A: Arith>(
     for (ep, dj) in edges.iter().zip(d.chunks_exact(ly)) {
         apply_general(&mut tt[ep.parent_offset..ep.parent_offset + ep.parent_len], p.graph.edge_map(ep.edge), dj);
         add_assign(&mut lambda[ep.message_offset..ep.message_offset + ly], dj);
-        bufs.cache_age[ep.parent] = STALE;
     }
 }
 
-/// Singleton child: the parents' marginals are fibre sums of their exponential
-/// caches `P_η = exp((θ̃_η − c_η)/ε_η)`, `L_η(y) = ε_η log Σ_{fibre y} P_η + c_η`,
-/// and a message change `δ_η` scales fibre `y` of the cache by `exp(δ_η(y)/ε_η)`:
-/// `|Y_ν|` exponentials per parent instead of `|Y_η|`. A cache is recomputed
-/// from `θ̃` (kept exactly as in the other paths) when stale, after
-/// [`MAX_CACHE_AGE`] updates or a step beyond [`MAX_CACHE_STEP`]; a fibre that
-/// is tiny in the cache is recomputed against its own maximum. The result
-/// equals the uncached computation up to rounding.
 #[inline(always)]
 fn singleton_star<A: Arith>(
     cp: ChildPlan,
@@ -159,28 +126,8 @@ fn singleton_star<A: Arith>(
     let n = edges.len();
     let l = &mut bufs.l[..n * ly];
     for (ep, lj) in edges.iter().zip(l.chunks_exact_mut(ly)) {
-        let range = ep.parent_offset..ep.parent_offset + ep.parent_len;
-        let t = &tt[range.clone()];
-        let cache = &mut bufs.cache[range];
-        if bufs.cache_age[ep.parent] >= MAX_CACHE_AGE {
-            let m = max_of(t);
-            for (c, &tp) in cache.iter_mut().zip(t) {
-                *c = exp_nonpos::<A>((tp - m) * ep.inv_eps);
-            }
-            bufs.cache_shift[ep.parent] = m;
-            bufs.cache_age[ep.parent] = 0;
-        }
-        let shift = bufs.cache_shift[ep.parent];
-        let sums = &mut bufs.sums[..ly];
-        fibre_sums(cache, ep.stride, sums);
-        let total = sum_of(sums);
-        for (y, (lv, &s)) in lj.iter_mut().zip(sums.iter()).enumerate() {
-            *lv = if s >= CACHE_TINY * total && total > 0.0 {
-                A::madd(ep.eps, ln_pos::<A>(s), shift)
-            } else {
-                fibre_exact::<A>(t, ep.stride, ly, y, ep.eps, ep.inv_eps)
-            };
-        }
+        let t = &tt[ep.parent_offset..ep.parent_offset + ep.parent_len];
+        marginal_strided::<A>(t, ep.stride, ep.eps, ep.inv_eps, lj, &mut bufs.sums[..ly], &mut bufs.e[..ep.parent_len]);
     }
     let d = &mut bufs.d[..n * ly];
     let child_tt = &mut tt[cp.offset..cp.offset + ly];
@@ -188,65 +135,8 @@ fn singleton_star<A: Arith>(
         return;
     }
     for (ep, dj) in edges.iter().zip(d.chunks_exact(ly)) {
-        let range = ep.parent_offset..ep.parent_offset + ep.parent_len;
-        apply_strided(&mut tt[range.clone()], ep.stride, dj);
+        apply_strided(&mut tt[ep.parent_offset..ep.parent_offset + ep.parent_len], ep.stride, dj);
         add_assign(&mut lambda[ep.message_offset..ep.message_offset + ly], dj);
-        let factors = &mut bufs.e[..ly];
-        let mut step = 0.0f64;
-        for (f, &dv) in factors.iter_mut().zip(dj) {
-            let x = dv * ep.inv_eps;
-            step = step.max(x.abs());
-            *f = exp_nonpos::<A>(x);
-        }
-        // `f64::max` ignores NaN, so a NaN step is caught by `is_nan`.
-        if step > MAX_CACHE_STEP || step.is_nan() {
-            bufs.cache_age[ep.parent] = STALE;
-        } else {
-            scale_strided(&mut bufs.cache[range], ep.stride, factors);
-            bufs.cache_age[ep.parent] += 1;
-        }
-    }
-}
-
-/// `sums[y] = Σ_{fibre y} v` for a singleton child whose variable has stride
-/// `stride` in the parent: fibre `y` is `{h·stride·|Y| + y·stride + r : h, r < stride}`.
-#[inline(always)]
-fn fibre_sums(v: &[f64], stride: usize, sums: &mut [f64]) {
-    let ly = sums.len();
-    sums.fill(0.0);
-    if stride == 1 {
-        for block in v.chunks_exact(ly) {
-            for (s, &x) in sums.iter_mut().zip(block) {
-                *s += x;
-            }
-        }
-    } else {
-        for block in v.chunks_exact(stride * ly) {
-            for (s, run) in sums.iter_mut().zip(block.chunks_exact(stride)) {
-                *s += sum_of(run);
-            }
-        }
-    }
-}
-
-/// `v[p] *= f[y(p)]` over the fibres of a singleton child of stride `stride`.
-#[inline(always)]
-fn scale_strided(v: &mut [f64], stride: usize, f: &[f64]) {
-    let ly = f.len();
-    if stride == 1 {
-        for block in v.chunks_exact_mut(ly) {
-            for (x, &g) in block.iter_mut().zip(f) {
-                *x *= g;
-            }
-        }
-    } else {
-        for block in v.chunks_exact_mut(stride * ly) {
-            for (run, &g) in block.chunks_exact_mut(stride).zip(f) {
-                for x in run {
-                    *x *= g;
-                }
-            }
-        }
     }
 }
 
@@ -326,7 +216,6 @@ fn binary_star<A: Arith>(cp: ChildPlan, edges: &[EdgePlan], lambda: &mut [f64], 
         let m = &mut lambda[ep.message_offset..ep.message_offset + 2];
         m[0] += d[2 * j];
         m[1] += d[2 * j + 1];
-        bufs.cache_age[ep.parent] = STALE;
     }
 }
 
@@ -436,7 +325,53 @@ fn marginal_general<A: Arith>(
     }
 }
 
-/// One fibre of [`fibre_sums`] against its own maximum, from `θ̃` (rare path).
+/// The marginal onto a singleton child whose variable has stride `stride` in
+/// the parent: fibre `y` is `{h·stride·|Y| + y·stride + r : h, r < stride}`.
+/// Exponentials are taken against the parent's maximum in one vectorisable
+/// pass; a fibre whose sum is tiny is redone against its own maximum.
+#[inline(always)]
+fn marginal_strided<A: Arith>(
+    t: &[f64],
+    stride: usize,
+    eps: f64,
+    inv_eps: f64,
+    l: &mut [f64],
+    sums: &mut [f64],
+    e: &mut [f64],
+) {
+    let ly = l.len();
+    let m = max_of(t);
+    if m == NEG_INF {
+        l.fill(NEG_INF);
+        return;
+    }
+    for (ev, &tp) in e.iter_mut().zip(t) {
+        *ev = exp_nonpos::<A>((tp - m) * inv_eps);
+    }
+    sums.fill(0.0);
+    if stride == 1 {
+        for block in e.chunks_exact(ly) {
+            for (s, &v) in sums.iter_mut().zip(block) {
+                *s += v;
+            }
+        }
+    } else {
+        for block in e.chunks_exact(stride * ly) {
+            for (s, run) in sums.iter_mut().zip(block.chunks_exact(stride)) {
+                *s += sum_of(run);
+            }
+        }
+    }
+    for (y, (lv, &s)) in l.iter_mut().zip(sums.iter()).enumerate() {
+        *lv = if s >= TINY_SUM {
+            A::madd(eps, ln_pos::<A>(s), m)
+        } else {
+            fibre_exact::<A>(t, stride, ly, y, eps, inv_eps)
+        };
+    }
+}
+
+/// One fibre of [`marginal_strided`] against its own maximum (rare path).
 #[inline(never)]
 fn fibre_exact<A: Arith>(t: &[f64], stride: usize, ly: usize, y: usize, eps: f64, inv_eps: f64) -> f64 {
     let fibre = || t.chunks_exact(stride * ly).flat_map(move |b| &b[y * stride..(y + 1) * stride]);
@@ -456,7 +391,7 @@ fn apply_general(t: &mut [f64], map: &[u32], d: &[f64]) {
     }
 }
 
-/// [`apply_general`] for a singleton child of stride `stride` (see [`fibre_sums`]).
+/// [`apply_general`] for a singleton child of stride `stride` (see [`marginal_strided`]).
 #[inline(always)]
 fn apply_strided(t: &mut [f64], stride: usize, d: &[f64]) {
     let ly = d.len();

@@ -645,15 +645,7 @@ mod tests {
         let polished = polish_dual(&problem, &mut messages, 2000, Some(1e-10)).unwrap();
         assert!(polished.dual_value <= star.dual_value, "{} > {}", polished.dual_value, star.dual_value);
         assert!(polished.max_violation < 1e-7, "violation {}", polished.max_violation);
-        // The polish stalls between 1e-9 and 1e-7 depending on last-bit rounding
-        // of the star path (the cached and general star updates agree to 1e-12
-        // yet end the polish at 5e-8 and 6e-9 here): ask for a clear gain only.
-        assert!(
-            star.max_violation > 10.0 * polished.max_violation,
-            "{} vs {}",
-            star.max_violation,
-            polished.max_violation
-        );
+        assert!(star.max_violation > 100.0 * polished.max_violation);
         // The polished point is a fixed point of the star updates too.
         let again =
             problem.run(&mut messages, &RunOptions { iterations: 5, tolerance: None, order: None }, &mut ws).unwrap();
