@@ -90,7 +90,7 @@ enum Command {
         merge: Vec<PathBuf>,
         /// Override a setting of the horses/stanford preset (repeatable), e.g.
         /// `--set max_side=64`, `--set features.hog_cell=8`, `--set standardize=false`,
-        /// `--set drop_unary=[\"hog\"]`, `--set oracles.linear.warm_max_iterations=null`;
+        /// `--set 'drop_unary=["hog"]'`, `--set oracles.linear.warm_max_iterations=null`;
         /// the keys are those of `preset` in run.json.
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
