@@ -20,6 +20,11 @@ pub(crate) enum StarKind {
     Singleton,
     /// Binary singleton child with at most four 4-configuration parents.
     Binary,
+    /// Singleton child whose parents are all pairs with exactly two singleton
+    /// children (a grid's pixels): marginals from the parents' fixed
+    /// exponentials and the sibling messages, without touching `θ̃` of the
+    /// parents (see [`crate::star`]).
+    Factored,
 }
 
 /// Where a child region lives and where its parent edges' plans are.
@@ -59,6 +64,25 @@ pub(crate) struct EdgePlan {
     pub eps: f64,
     /// `1/ε_η`.
     pub inv_eps: f64,
+    /// [`StarKind::Factored`] only: first entry of the message from the same
+    /// parent to its other child (the sibling), else 0.
+    pub sibling_offset: usize,
+    /// [`StarKind::Factored`] only: the sibling's number of values, else 0.
+    pub sibling_len: usize,
+    /// [`StarKind::Factored`] only: the sibling's stride in the parent, else 0.
+    pub sibling_stride: usize,
+    /// [`StarKind::Factored`] only: where this edge's block starts in
+    /// [`Factored::blocks`].
+    pub block: usize,
+}
+
+/// The fixed part of the factored star updates, built once per problem on
+/// first use: per factored edge (parent pair `α`, child `ν`, sibling `σ`) a
+/// block of `|Y_ν|` row maxima `M(y_ν) = max_{y_σ} θ_α` followed by
+/// `E(y_σ, y_ν) = exp((θ_α(y_ν, y_σ) − M(y_ν))/ε_α)`, sibling-major.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Factored {
+    pub blocks: Vec<f64>,
 }
 
 /// The smoothed inference problem of one example: `A(θ) = min_λ A(λ, θ)` with
@@ -83,13 +107,16 @@ pub(crate) struct EdgePlan {
 #[derive(Debug, Clone)]
 pub struct InferenceProblem<'a> {
     pub(crate) graph: &'a RegionGraph,
-    theta: &'a [f64],
+    pub(crate) theta: &'a [f64],
     epsilon: Vec<f64>,
     region_eps: Vec<f64>,
     pub(crate) children: Vec<ChildPlan>,
     pub(crate) edges: Vec<EdgePlan>,
     sizes: Sizes,
     pub(crate) fast_paths: bool,
+    /// Whether some star is [`StarKind::Factored`].
+    has_factored: bool,
+    factored: std::sync::OnceLock<Factored>,
 }
 
 /// Scratch sizes a problem needs.
@@ -251,6 +278,7 @@ impl<'a> InferenceProblem<'a> {
         }
         let region_eps: Vec<f64> = (0..graph.num_regions()).map(|r| epsilon[graph.region_type(r)]).collect();
         let (children, edges) = plans(graph, &region_eps);
+        let has_factored = children.iter().any(|c| c.kind == StarKind::Factored);
         Ok(Self {
             graph,
             theta,
@@ -260,6 +288,8 @@ impl<'a> InferenceProblem<'a> {
             edges,
             sizes: Sizes::of(graph),
             fast_paths: true,
+            has_factored,
+            factored: std::sync::OnceLock::new(),
         })
     }
 
@@ -276,6 +306,56 @@ impl<'a> InferenceProblem<'a> {
     pub fn with_fast_paths(mut self, enabled: bool) -> Self {
         self.fast_paths = enabled;
         self
+    }
+
+    /// The blocks of the factored star updates (empty when no star is
+    /// factored or the fast paths are off), built on first use.
+    pub(crate) fn factored_blocks(&self) -> &[f64] {
+        if !(self.has_factored && self.fast_paths) {
+            return &[];
+        }
+        &self.factored.get_or_init(|| self.build_factored()).blocks
+    }
+
+    /// Whether sweeps leave some parents' `θ̃` stale (factored stars), so it
+    /// must be refreshed before it is read.
+    fn leaves_stale_parents(&self) -> bool {
+        self.has_factored && self.fast_paths
+    }
+
+    fn build_factored(&self) -> Factored {
+        let len = self
+            .children
+            .iter()
+            .filter(|c| c.kind == StarKind::Factored)
+            .flat_map(|c| &self.edges[c.first..c.end])
+            .map(|ep| ep.block + self.children_len_of(ep) * (ep.sibling_len + 1))
+            .max()
+            .unwrap_or(0);
+        let mut blocks = vec![0.0; len];
+        for cp in self.children.iter().filter(|c| c.kind == StarKind::Factored) {
+            for ep in &self.edges[cp.first..cp.end] {
+                let (ly, lo) = (cp.len, ep.sibling_len);
+                let (row_max, e) = blocks[ep.block..ep.block + ly * (lo + 1)].split_at_mut(ly);
+                let t = |y: usize, b: usize| self.theta[ep.parent_offset + y * ep.stride + b * ep.sibling_stride];
+                for (y, m) in row_max.iter_mut().enumerate() {
+                    let max = (0..lo).map(|b| t(y, b)).fold(f64::NEG_INFINITY, f64::max);
+                    // An impossible row: all of its E are 0, so the star recomputes it exactly (−∞).
+                    *m = if max == f64::NEG_INFINITY { 0.0 } else { max };
+                }
+                for (b, col) in e.chunks_exact_mut(ly).enumerate() {
+                    for (y, ev) in col.iter_mut().enumerate() {
+                        *ev = ((t(y, b) - row_max[y]) * ep.inv_eps).exp();
+                    }
+                }
+            }
+        }
+        Factored { blocks }
+    }
+
+    /// `|Y_ν|` of the child of a factored edge.
+    fn children_len_of(&self, ep: &EdgePlan) -> usize {
+        self.children[self.graph.edge_child(ep.edge)].len
     }
 
     /// The region graph.
@@ -382,9 +462,13 @@ impl<'a> InferenceProblem<'a> {
                 dispatch_sweep(self, lambda, tt, &mut bufs, order, 1);
                 iterations += 1;
                 // The last iteration needs no check: the report below recomputes the violation.
-                if iterations.is_multiple_of(TOLERANCE_CHECK_EVERY)
-                    && self.violation_of(&ws.tt[..total], &mut ws.beliefs[..total], &mut ws.sums) < tol
-                {
+                if iterations.is_multiple_of(TOLERANCE_CHECK_EVERY) {
+                    if self.leaves_stale_parents() {
+                        self.refresh_all(lambda, &mut ws.tt[..total]);
+                    }
+                    if self.violation_of(&ws.tt[..total], &mut ws.beliefs[..total], &mut ws.sums) >= tol {
+                        continue;
+                    }
                     // Confirm on a fresh θ̃ (the incremental one carries rounding) so
                     // that an early stop always reports `converged`.
                     self.refresh_all(lambda, &mut ws.tt[..total]);
@@ -563,8 +647,10 @@ fn marginalise(graph: &RegionGraph, e: usize, values: &[f64], out: &mut [f64]) {
 
 /// Per-child star plans, grouped by child in region order.
 fn plans(graph: &RegionGraph, region_eps: &[f64]) -> (Vec<ChildPlan>, Vec<EdgePlan>) {
+    let factored = factored_children(graph);
     let mut children = Vec::with_capacity(graph.num_regions());
     let mut edges = Vec::with_capacity(graph.num_edges());
+    let mut block = 0;
     for r in 0..graph.num_regions() {
         let first = edges.len();
         let len = graph.num_configs(r);
@@ -574,14 +660,15 @@ fn plans(graph: &RegionGraph, region_eps: &[f64]) -> (Vec<ChildPlan>, Vec<EdgePl
         };
         for &e in graph.parent_edges(r) {
             let parent = graph.edge_parent(e);
-            let stride = singleton.map_or(0, |v| {
+            let stride_of = |v: usize| {
                 let pv = graph.region_variables(parent);
                 pv.iter()
                     .position(|&w| w == v)
                     .map_or(0, |i| pv[i + 1..].iter().map(|&w| graph.cardinality(w)).product())
-            });
+            };
+            let stride = singleton.map_or(0, stride_of);
             let eps = region_eps[parent];
-            edges.push(EdgePlan {
+            let mut plan = EdgePlan {
                 edge: e,
                 parent_offset: graph.config_range(parent).start,
                 parent_len: graph.num_configs(parent),
@@ -589,15 +676,31 @@ fn plans(graph: &RegionGraph, region_eps: &[f64]) -> (Vec<ChildPlan>, Vec<EdgePl
                 stride,
                 eps,
                 inv_eps: 1.0 / eps,
-            });
+                sibling_offset: 0,
+                sibling_len: 0,
+                sibling_stride: 0,
+                block: 0,
+            };
+            if factored[r] {
+                let sibling_edge = graph.child_edges(parent).iter().copied().find(|&s| s != e).expect("factored pair");
+                let sibling = graph.edge_child(sibling_edge);
+                plan.sibling_offset = graph.message_range(sibling_edge).start;
+                plan.sibling_len = graph.num_configs(sibling);
+                plan.sibling_stride = stride_of(graph.region_variables(sibling)[0]);
+                plan.block = block;
+                block += len * (plan.sibling_len + 1);
+            }
+            edges.push(plan);
         }
         let star = &edges[first..];
         let kind = if star.is_empty() {
             StarKind::NoParents
         } else if singleton.is_none() || star.iter().any(|ep| ep.stride == 0) {
             StarKind::General
-        } else if len == 2 && star.len() <= 4 && star.iter().all(|ep| ep.parent_len == 4) {
+        } else if binary_star(graph, r) {
             StarKind::Binary
+        } else if factored[r] {
+            StarKind::Factored
         } else {
             StarKind::Singleton
         };
@@ -613,6 +716,63 @@ fn plans(graph: &RegionGraph, region_eps: &[f64]) -> (Vec<ChildPlan>, Vec<EdgePl
         });
     }
     (children, edges)
+}
+
+/// Whether region `r` gets the binary star update: two values, at most four
+/// parents of four configurations each.
+fn binary_star(graph: &RegionGraph, r: usize) -> bool {
+    let parents = graph.parent_edges(r);
+    graph.num_configs(r) == 2
+        && parents.len() <= 4
+        && parents.iter().all(|&e| graph.num_configs(graph.edge_parent(e)) == 4)
+}
+
+/// Which regions get [`StarKind::Factored`] star updates.
+///
+/// A candidate is a singleton region with parents, not binary-star shaped,
+/// all of whose parents are pairs without parents of their own and with
+/// exactly two children, the singletons of their two variables. Then a
+/// parent's `θ̃` is `θ` plus its two children's messages, so its marginal can
+/// be computed from fixed exponentials of `θ` and the sibling's message.
+/// Factored stars do not keep `θ̃` of their parents up to date, so a pair may
+/// only be a factored star's parent if its other child is factored too: the
+/// candidates are pruned until that holds.
+fn factored_children(graph: &RegionGraph) -> Vec<bool> {
+    let singleton_of = |r: usize, v: usize| graph.region_variables(r) == [v];
+    let pair_ok = |a: usize| {
+        let vars = graph.region_variables(a);
+        let kids = graph.child_edges(a);
+        vars.len() == 2
+            && graph.parent_edges(a).is_empty()
+            && kids.len() == 2
+            && vars.iter().all(|&v| kids.iter().any(|&e| singleton_of(graph.edge_child(e), v)))
+    };
+    let mut factored: Vec<bool> = (0..graph.num_regions())
+        .map(|r| {
+            let parents = graph.parent_edges(r);
+            graph.region_variables(r).len() == 1
+                && !parents.is_empty()
+                && !binary_star(graph, r)
+                && parents.iter().all(|&e| pair_ok(graph.edge_parent(e)))
+        })
+        .collect();
+    loop {
+        let mut changed = false;
+        for r in 0..graph.num_regions() {
+            if factored[r]
+                && graph
+                    .parent_edges(r)
+                    .iter()
+                    .any(|&e| graph.child_edges(graph.edge_parent(e)).iter().any(|&s| !factored[graph.edge_child(s)]))
+            {
+                factored[r] = false;
+                changed = true;
+            }
+        }
+        if !changed {
+            return factored;
+        }
+    }
 }
 
 /// Runs `iterations` message-passing iterations with the best kernel this CPU has.
