@@ -25,6 +25,9 @@ pub(crate) enum StarKind {
     /// exponentials and the sibling messages, without touching `θ̃` of the
     /// parents (see [`crate::star`]).
     Factored,
+    /// [`StarKind::Factored`] with eight values at the child and every
+    /// sibling and at most four parents (the Stanford grid).
+    Factored8,
 }
 
 /// Where a child region lives and where its parent edges' plans are.
@@ -278,7 +281,7 @@ impl<'a> InferenceProblem<'a> {
         }
         let region_eps: Vec<f64> = (0..graph.num_regions()).map(|r| epsilon[graph.region_type(r)]).collect();
         let (children, edges) = plans(graph, &region_eps);
-        let has_factored = children.iter().any(|c| c.kind == StarKind::Factored);
+        let has_factored = children.iter().any(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8));
         Ok(Self {
             graph,
             theta,
@@ -327,13 +330,13 @@ impl<'a> InferenceProblem<'a> {
         let len = self
             .children
             .iter()
-            .filter(|c| c.kind == StarKind::Factored)
+            .filter(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8))
             .flat_map(|c| &self.edges[c.first..c.end])
             .map(|ep| ep.block + self.children_len_of(ep) * (ep.sibling_len + 1))
             .max()
             .unwrap_or(0);
         let mut blocks = vec![0.0; len];
-        for cp in self.children.iter().filter(|c| c.kind == StarKind::Factored) {
+        for cp in self.children.iter().filter(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8)) {
             for ep in &self.edges[cp.first..cp.end] {
                 let (ly, lo) = (cp.len, ep.sibling_len);
                 let (row_max, e) = blocks[ep.block..ep.block + ly * (lo + 1)].split_at_mut(ly);
@@ -699,6 +702,8 @@ fn plans(graph: &RegionGraph, region_eps: &[f64]) -> (Vec<ChildPlan>, Vec<EdgePl
             StarKind::General
         } else if binary_star(graph, r) {
             StarKind::Binary
+        } else if factored[r] && len == 8 && star.len() <= 4 && star.iter().all(|ep| ep.sibling_len == 8) {
+            StarKind::Factored8
         } else if factored[r] {
             StarKind::Factored
         } else {

@@ -91,6 +91,7 @@ fn star<A: Arith>(
     match cp.kind {
         StarKind::NoParents => {}
         StarKind::Binary if p.fast_paths => binary_star::<A>(cp, edges, lambda, tt, bufs),
+        StarKind::Factored8 if p.fast_paths => factored8_star::<A>(p.theta, blocks, cp, edges, lambda, tt, bufs),
         StarKind::Factored if p.fast_paths => factored_star::<A>(p.theta, blocks, cp, edges, lambda, tt, bufs),
         StarKind::Singleton if p.fast_paths => singleton_star::<A>(cp, edges, lambda, tt, bufs),
         _ => general_star::<A>(p, cp, edges, lambda, tt, bufs),
@@ -238,6 +239,109 @@ fn factored_star<A: Arith>(
     }
     for (ep, dj) in edges.iter().zip(d.chunks_exact(ly)) {
         add_assign(&mut lambda[ep.message_offset..ep.message_offset + ly], dj);
+    }
+}
+
+/// [`factored_star`] for the 8-label grid: eight-valued child and siblings, at
+/// most four parents, everything on fixed eight-lane arrays (straight-line SIMD
+/// code, no loop set-up per parent). The sums over parents run in the same
+/// order as [`combine`]'s, so only the marginals' rounding differs from the
+/// general path. With a `−∞` anywhere the general [`combine`] takes over.
+#[inline(always)]
+fn factored8_star<A: Arith>(
+    theta: &[f64],
+    blocks: &[f64],
+    cp: ChildPlan,
+    edges: &[EdgePlan],
+    lambda: &mut [f64],
+    tt: &mut [f64],
+    bufs: &mut Bufs<'_>,
+) {
+    const N: usize = 8;
+    let n = edges.len();
+    let mut l = [[0.0; N]; 4];
+    let mut finite = true;
+    for (ep, lj) in edges.iter().zip(l.iter_mut()) {
+        let own: &[f64; N] = lambda[ep.message_offset..ep.message_offset + N].try_into().expect("8 labels");
+        let sib: &[f64; N] = lambda[ep.sibling_offset..ep.sibling_offset + N].try_into().expect("8 labels");
+        let mu = max_of(sib);
+        let mut w = [0.0; N];
+        for (wv, &v) in w.iter_mut().zip(sib) {
+            *wv = exp_nonpos::<A>((v - mu) * ep.inv_eps);
+        }
+        let blk: &[f64; N * (N + 1)] = blocks[ep.block..ep.block + N * (N + 1)].try_into().expect("8 labels");
+        let (row_max, e) = blk.split_at(N);
+        let (mut a0, mut a1, mut a2, mut a3) = ([0.0; N], [0.0; N], [0.0; N], [0.0; N]);
+        for q in 0..2 {
+            let eq = &e[32 * q..32 * q + 32];
+            for y in 0..N {
+                a0[y] = A::madd(w[4 * q], eq[y], a0[y]);
+                a1[y] = A::madd(w[4 * q + 1], eq[N + y], a1[y]);
+                a2[y] = A::madd(w[4 * q + 2], eq[2 * N + y], a2[y]);
+                a3[y] = A::madd(w[4 * q + 3], eq[3 * N + y], a3[y]);
+            }
+        }
+        let mut tiny = false;
+        for y in 0..N {
+            let s = (a0[y] + a1[y]) + (a2[y] + a3[y]);
+            lj[y] = A::madd(ep.eps, ln_pos::<A>(s), (own[y] + row_max[y]) + mu);
+            tiny |= s < TINY_SUM;
+        }
+        if tiny {
+            for (y, lv) in lj.iter_mut().enumerate() {
+                let s = (a0[y] + a1[y]) + (a2[y] + a3[y]);
+                if s < TINY_SUM {
+                    *lv = own[y] + pair_fibre_exact::<A>(theta, ep, y, sib);
+                    finite &= *lv > NEG_INF;
+                }
+            }
+        }
+    }
+    let child: &mut [f64; N] = (&mut tt[cp.offset..cp.offset + N]).try_into().expect("8 labels");
+    for &c in child.iter() {
+        finite &= c > NEG_INF;
+    }
+    let mut d = [[0.0; N]; 4];
+    if finite {
+        let mut logm = [0.0; N];
+        let mut max = NEG_INF;
+        for y in 0..N {
+            let mut s = child[y];
+            for lj in &l[..n] {
+                s += lj[y];
+            }
+            logm[y] = s * cp.inv_total_eps;
+            max = if logm[y] > max { logm[y] } else { max };
+        }
+        let floor = max - CLAMP;
+        for v in &mut logm {
+            *v = if *v < floor { floor } else { *v };
+        }
+        let mut sum = [0.0; N];
+        for ((ep, lj), dj) in edges.iter().zip(&l).zip(d.iter_mut()) {
+            for y in 0..N {
+                dj[y] = A::madd(ep.eps, logm[y], -lj[y]);
+                sum[y] += dj[y];
+            }
+        }
+        for y in 0..N {
+            child[y] -= sum[y];
+        }
+    } else {
+        let lb = &mut bufs.l[..n * N];
+        for (chunk, lj) in lb.chunks_exact_mut(N).zip(&l) {
+            chunk.copy_from_slice(lj);
+        }
+        let db = &mut bufs.d[..n * N];
+        if !combine::<A>(child, cp, edges, lb, db, &mut bufs.logm[..N]) {
+            return;
+        }
+        for (chunk, dj) in db.chunks_exact(N).zip(d.iter_mut()) {
+            dj.copy_from_slice(chunk);
+        }
+    }
+    for (ep, dj) in edges.iter().zip(&d) {
+        add_assign(&mut lambda[ep.message_offset..ep.message_offset + N], dj);
     }
 }
 
