@@ -24,6 +24,7 @@
 //! sums are added in chunk order, so a fit gives bit-identical results for any
 //! number of threads; no allocation happens per evaluation.
 
+use fastmath::{Plain, exp_nonpos, ln_pos};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -433,16 +434,25 @@ fn row_loss_and_gradient(scores: &[f64], bias: &[f64], label: usize, weight: f64
         m = m.max(s + b);
     }
     let mut z = 0.0;
+    let mut nan = false;
     for ((g, s), b) in grad.iter_mut().zip(scores).zip(bias) {
-        *g = (s + b - m).exp();
-        z += *g;
+        let x = s + b - m;
+        nan |= x.is_nan();
+        *g = exp_nonpos::<Plain>(x);
+    }
+    if nan || !m.is_finite() {
+        // Non-finite scores: propagate NaN/∞ through the C library as before.
+        return crate::problem::row_loss(scores, bias, label, weight, Some(grad));
+    }
+    for &g in grad.iter() {
+        z += g;
     }
     let scale = weight / z;
     for g in grad.iter_mut() {
         *g *= scale;
     }
     grad[label] -= weight;
-    weight * (m + z.ln() - scores[label] - bias[label])
+    weight * (m + ln_pos::<Plain>(z) - scores[label] - bias[label])
 }
 
 /// `scores = W x` for row-major `W` (`scores.len() × d`). Each score is summed over

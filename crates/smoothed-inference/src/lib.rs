@@ -126,7 +126,6 @@
 
 mod batch;
 mod error;
-mod math;
 mod messages;
 mod problem;
 mod star;

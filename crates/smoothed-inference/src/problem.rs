@@ -4,9 +4,9 @@
 use factor_graph::RegionGraph;
 use serde::{Deserialize, Serialize};
 
-use crate::math::Plain;
 use crate::star::{self, Bufs};
 use crate::{InferenceError, Messages};
+use fastmath::{Plain, exp_nonpos, ln_pos};
 
 /// How the star update at a child region is computed (all give the same result
 /// up to rounding; see [`crate::star`]).
@@ -600,8 +600,8 @@ impl<'a> InferenceProblem<'a> {
                 let t = &tt[self.graph.config_range(r)];
                 let eps = self.region_eps[r];
                 let m = t.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v));
-                let s: f64 = t.iter().map(|&v| ((v - m) / eps).exp()).sum();
-                m + eps * s.ln()
+                let s: f64 = t.iter().map(|&v| exp_nonpos::<Plain>((v - m) / eps)).sum();
+                m + eps * ln_pos::<Plain>(s)
             })
             .sum()
     }
@@ -613,7 +613,7 @@ impl<'a> InferenceProblem<'a> {
             let eps = self.region_eps[r];
             let m = t.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v));
             for (u, &v) in mu.iter_mut().zip(t) {
-                *u = ((v - m) / eps).exp();
+                *u = exp_nonpos::<Plain>((v - m) / eps);
             }
             let z: f64 = mu.iter().sum();
             for u in mu.iter_mut() {
@@ -812,8 +812,8 @@ fn dispatch_single(p: &InferenceProblem<'_>, lambda: &mut [f64], tt: &mut [f64],
 #[cfg(target_arch = "x86_64")]
 mod simd {
     use super::{Bufs, InferenceProblem};
-    use crate::math::Fused;
     use crate::star;
+    use fastmath::Fused;
 
     pub(super) fn available() -> bool {
         std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")

@@ -13,8 +13,8 @@
 //! singleton children of plain pairs (multi-label grids), which takes `|Y|`
 //! exponentials per parent instead of `|Y|²` ([`factored_star`]).
 
-use crate::math::{Arith, exp_nonpos, ln_pos};
 use crate::problem::{ChildPlan, EdgePlan, InferenceProblem, StarKind};
+use fastmath::{Arith, exp_nonpos, ln_pos};
 
 const NEG_INF: f64 = f64::NEG_INFINITY;
 
