@@ -130,7 +130,7 @@ mod messages;
 mod problem;
 mod star;
 
-pub use batch::run_batch;
+pub use batch::{run_batch, with_thread_workspace};
 pub use error::InferenceError;
 pub use messages::Messages;
 pub use problem::{InferenceProblem, RunOptions, RunReport, TOLERANCE_CHECK_EVERY, Workspace};

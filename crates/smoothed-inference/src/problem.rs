@@ -222,6 +222,8 @@ pub struct Workspace {
     sums: Vec<f64>,
     e: Vec<f64>,
     beliefs: Vec<f64>,
+    /// Length of the beliefs the last [`InferenceProblem::run`] left in `beliefs`.
+    last_beliefs: usize,
 }
 
 impl Workspace {
@@ -230,6 +232,26 @@ impl Workspace {
         let mut ws = Self::default();
         ws.grow(Sizes::of(graph));
         ws
+    }
+
+    /// The beliefs `μ` (flat per configuration, as [`InferenceProblem::beliefs`]
+    /// writes them) at the final messages of the last
+    /// [`InferenceProblem::run`] with this workspace, which computes them for its
+    /// report anyway; empty before any run.
+    ///
+    /// ```
+    /// use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace};
+    /// let g = factor_graph::grid(2, 2, 2).unwrap();
+    /// let theta: Vec<f64> = (0..g.total_configs()).map(|i| (i % 3) as f64).collect();
+    /// let p = InferenceProblem::uniform(&g, &theta, 0.5).unwrap();
+    /// let (mut m, mut ws) = (Messages::zeros(&g), Workspace::new(&g));
+    /// p.run(&mut m, &RunOptions::default(), &mut ws).unwrap();
+    /// let mut again = vec![0.0; g.total_configs()];
+    /// p.beliefs(&m, &mut again);
+    /// assert_eq!(ws.beliefs(), &again[..]);
+    /// ```
+    pub fn beliefs(&self) -> &[f64] {
+        &self.beliefs[..self.last_beliefs]
     }
 
     fn grow(&mut self, s: Sizes) {
@@ -348,7 +370,7 @@ impl<'a> InferenceProblem<'a> {
                 }
                 for (b, col) in e.chunks_exact_mut(ly).enumerate() {
                     for (y, ev) in col.iter_mut().enumerate() {
-                        *ev = ((t(y, b) - row_max[y]) * ep.inv_eps).exp();
+                        *ev = exp_nonpos::<Plain>((t(y, b) - row_max[y]) * ep.inv_eps);
                     }
                 }
             }
@@ -484,8 +506,8 @@ impl<'a> InferenceProblem<'a> {
         // Report from a fresh θ̃, free of the rounding the incremental updates accumulate.
         let tt = &mut ws.tt[..total];
         self.refresh_all(lambda, tt);
-        let dual_value = self.dual_of(tt);
-        let max_violation = self.violation_of(tt, &mut ws.beliefs[..total], &mut ws.sums);
+        let (max_violation, dual_value) = self.violation_and_dual_of(tt, &mut ws.beliefs[..total], &mut ws.sums);
+        ws.last_beliefs = total;
         let converged = opts.tolerance.is_some_and(|tol| max_violation < tol);
         Ok(RunReport { iterations, dual_value, max_violation, converged })
     }
@@ -606,7 +628,11 @@ impl<'a> InferenceProblem<'a> {
             .sum()
     }
 
-    fn beliefs_of(&self, tt: &[f64], out: &mut [f64]) {
+    /// Writes the beliefs of `θ̃` into `out` and returns the dual value
+    /// `Σ_α (m_α + ε_α log z_α)`, bit for bit what [`Self::dual_of`] computes
+    /// (the same exponentials summed in the same order), from the same pass.
+    fn beliefs_of(&self, tt: &[f64], out: &mut [f64]) -> f64 {
+        let mut dual = 0.0;
         for r in 0..self.graph.num_regions() {
             let range = self.graph.config_range(r);
             let (t, mu) = (&tt[range.clone()], &mut out[range]);
@@ -619,13 +645,20 @@ impl<'a> InferenceProblem<'a> {
             for u in mu.iter_mut() {
                 *u /= z;
             }
+            dual += m + eps * ln_pos::<Plain>(z);
         }
+        dual
     }
 
     /// Largest marginalisation violation given `θ̃`; `beliefs` (total configs)
     /// and `marg` (largest region) are scratch.
     fn violation_of(&self, tt: &[f64], beliefs: &mut [f64], marg: &mut [f64]) -> f64 {
-        self.beliefs_of(tt, beliefs);
+        self.violation_and_dual_of(tt, beliefs, marg).0
+    }
+
+    /// [`Self::violation_of`] and the dual value (from the same exponentials).
+    fn violation_and_dual_of(&self, tt: &[f64], beliefs: &mut [f64], marg: &mut [f64]) -> (f64, f64) {
+        let dual = self.beliefs_of(tt, beliefs);
         let mut worst = 0.0f64;
         for e in 0..self.graph.num_edges() {
             let child = &beliefs[self.graph.config_range(self.graph.edge_child(e))];
@@ -635,7 +668,7 @@ impl<'a> InferenceProblem<'a> {
                 worst = worst.max((a - b).abs());
             }
         }
-        worst
+        (worst, dual)
     }
 }
 

@@ -34,7 +34,7 @@ use std::time::Instant;
 use oracles::{Features, FitContext, Model, ModelRegistry, Oracle, Problem, fit_monotone};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace, message_offsets};
+use smoothed_inference::{InferenceProblem, Messages, RunOptions, message_offsets, with_thread_workspace};
 
 use crate::discrepancy::{Discrepancy, Hamming};
 use crate::early_stopping::{BestValidation, EarlyStopping, Verdict};
@@ -700,10 +700,8 @@ impl<'a> Trainer<'a> {
                 let graph = &train.examples[k].graph;
                 let problem = InferenceProblem::new(graph, &state.theta, &eps[k])
                     .map_err(|source| LearnError::Inference { example: k, source })?;
-                let mut ws = Workspace::new(graph);
                 let opts = RunOptions { iterations, tolerance, order: None };
-                let report = problem
-                    .run(&mut state.messages, &opts, &mut ws)
+                let report = with_thread_workspace(|ws| problem.run(&mut state.messages, &opts, ws))
                     .map_err(|source| LearnError::Inference { example: k, source })?;
                 Ok((report.max_violation, report.dual_value - truth_score(train, k, &state.theta)?))
             })
