@@ -11,6 +11,10 @@
 //! (energies `θ = ε_train g` fixed, inference entropy weight `ε_pred`) and the
 //! pixel error is recorded.
 //!
+//! **Unary check** (`--cell unary`, [`crate::hu_unary`]): why tied models
+//! with bimodal noise fail — per-pixel rules of `x`, Algorithm 1 with `[x, 1]`
+//! and with one-hot bins of `x`, on the same data.
+//!
 //! **Wall clock.** On one shape (disk, Gaussian noise, tied), for each `ε` of
 //! the preset, both learners train on the same data with the same `ε` for the
 //! same budget of *training* seconds (the sum of the steps' times: message
@@ -35,6 +39,7 @@ use structlearn::{
     build_learner,
 };
 
+use crate::hu_unary::UnaryCheck;
 use crate::runner::{Scale, current_commit, mean_std};
 use structlearn_cli::plots::{Series, plot_lines};
 
@@ -75,6 +80,8 @@ struct Preset {
     /// (docs/MATH.md §6.4), so `(C/2)‖θ‖² = (C ε²/2)‖W‖²` is the oracle ridge
     /// `λ = C ε`. The wall-clock comparison is unpenalised (`λ = 0`).
     c: f64,
+    /// Sizes of the `unary` part ([`crate::hu_unary`]).
+    unary: UnaryCheck,
     /// Message-passing iterations per round.
     round_message_passing: usize,
     /// Prediction of the tables (from zero messages).
@@ -97,6 +104,7 @@ fn preset(scale: Scale) -> Preset {
         shapes: Shape::ALL.to_vec(),
         rounds: 10,
         c: 1.0,
+        unary: UnaryCheck { train: 40, algorithm1_iterations: 4, hazan_urtasun_rounds: 40 },
         round_message_passing: 2,
         predict: PredictOptions { iterations: 50, tolerance: Some(1e-4) },
         clock_epsilons: vec![1.0, 0.1],
@@ -111,6 +119,7 @@ fn preset(scale: Scale) -> Preset {
             test: 4,
             shapes: vec![Shape::Disk, Shape::Cross],
             rounds: 10,
+            unary: UnaryCheck { train: 10, algorithm1_iterations: 2, hazan_urtasun_rounds: 10 },
             clock_budget: 8.0,
             ..default
         },
@@ -142,7 +151,7 @@ fn with_ridge(mut specs: Vec<(String, serde_json::Value)>, l2: f64) -> Vec<(Stri
 
 /// Pixel error of `model` on `data` with inference at entropy weight `eps`
 /// (energies unchanged), from zero messages.
-fn error_at(model: &StructuredModel, data: &Dataset, eps: f64, opts: &PredictOptions) -> Result<f64> {
+pub(crate) fn error_at(model: &StructuredModel, data: &Dataset, eps: f64, opts: &PredictOptions) -> Result<f64> {
     use rayon::prelude::*;
     let counts: Vec<(usize, usize)> = (0..data.len())
         .into_par_iter()
@@ -197,11 +206,14 @@ pub fn reproduce(opts: &Options) -> Result<()> {
     );
 
     for part in &opts.parts {
-        if part != "clock" && part != "tables" {
-            bail!("--cell {part}: hazan-urtasun has the parts `clock` and `tables`");
+        if !["clock", "tables", "unary"].contains(&part.as_str()) {
+            bail!("--cell {part}: hazan-urtasun has the parts `clock`, `tables` and `unary`");
         }
     }
     let run = |part: &str| opts.parts.is_empty() || opts.parts.iter().any(|x| x == part);
+    if run("unary") {
+        crate::hu_unary::check(&out, &cfg, &p.shapes, &p.unary, &p.predict)?;
+    }
     let clock = if run("clock") { wall_clock(&out, &p, &cfg)? } else { serde_json::Value::Null };
     let clock_seconds = start.elapsed().as_secs_f64();
     let cfg = ShapesConfig { train: p.table_train, ..cfg };
@@ -261,7 +273,7 @@ pub fn reproduce(opts: &Options) -> Result<()> {
     }
     let info = serde_json::json!({
         "experiment": "hazan-urtasun",
-        "parts": if opts.parts.is_empty() { vec!["clock".to_string(), "tables".to_string()] } else { opts.parts.clone() },
+        "parts": if opts.parts.is_empty() { vec!["unary".to_string(), "clock".to_string(), "tables".to_string()] } else { opts.parts.clone() },
         "command": std::env::args().collect::<Vec<_>>().join(" "),
         "commit": commit,
         "preset": p,
@@ -271,11 +283,8 @@ pub fn reproduce(opts: &Options) -> Result<()> {
         "threads": rayon::current_num_threads(),
         "crossings": clock,
     });
-    let name = if run("clock") && run("tables") {
-        "run.json".to_string()
-    } else {
-        format!("run-{}.json", opts.parts.join("-"))
-    };
+    let name =
+        if opts.parts.is_empty() { "run.json".to_string() } else { format!("run-{}.json", opts.parts.join("-")) };
     write_atomic(&out.join(name), serde_json::to_string_pretty(&info)?.as_bytes())?;
     eprintln!("done in {seconds:.0} s: {}", out.display());
     Ok(())

@@ -419,7 +419,12 @@ fn ridge_bounds_untied_weights_and_the_penalised_objective_falls() {
     use oracles::step::LinearInParameters;
     let free = build_learner(LearnerKind::HazanUrtasun, &data, &plain, config.clone()).unwrap().train().unwrap();
     let l2 = 1.0;
-    let specs: Vec<_> = plain.iter().map(|(t, _)| (t.clone(), json!({"kind": "indexed-linear", "l2": l2}))).collect();
+    // As on the command line: `--oracle unary=indexed-linear:l2=1`.
+    let specs: Vec<_> = plain
+        .iter()
+        .map(|(t, _)| structlearn::oracle_config::parse_oracle_arg(&format!("{t}=indexed-linear:l2={l2}")).unwrap())
+        .collect();
+    assert_eq!(specs[0].1, json!({"kind": "indexed-linear", "l2": 1}));
     let mut learner = build_learner(LearnerKind::HazanUrtasun, &data, &specs, config).unwrap();
     let ridge = learner.train().unwrap();
     for w in ridge.history.windows(2) {
