@@ -66,6 +66,69 @@ impl Clone for Box<dyn Model> {
     }
 }
 
+/// Writes the [`Model`] methods that are the same for every model type whose
+/// serde form is its file format, inside an `impl Model for …` block:
+/// [`Model::kind`] returns `$kind`, [`Model::to_bytes`] is [`encode`]`($kind,
+/// self)` (postcard), [`Model::clone_model`] boxes a clone and [`Model::as_any`]
+/// returns `self`. With `, to_json` it also writes [`Model::to_json`] as the
+/// type's serde JSON form. The type must be `Serialize + Clone`.
+///
+/// ```
+/// use oracles::{Features, Model, OracleError};
+///
+/// #[derive(Debug, Clone, serde::Serialize)]
+/// struct Flat {
+///     classes: usize,
+/// }
+///
+/// impl Model for Flat {
+///     oracles::impl_model_plumbing!("flat", to_json);
+///     fn dim(&self) -> usize {
+///         0
+///     }
+///     fn classes(&self) -> usize {
+///         self.classes
+///     }
+///     fn score(&self, _: Features<'_>, out: &mut [f64]) -> Result<(), OracleError> {
+///         out.fill(0.0);
+///         Ok(())
+///     }
+/// }
+///
+/// let m = Flat { classes: 3 };
+/// assert_eq!(m.kind(), "flat");
+/// assert_eq!(m.to_bytes().unwrap(), oracles::encode("flat", &m).unwrap());
+/// assert_eq!(m.to_json().unwrap()["classes"], 3);
+/// assert_eq!(m.clone_model().classes(), 3);
+/// ```
+#[macro_export]
+macro_rules! impl_model_plumbing {
+    ($kind:expr) => {
+        fn kind(&self) -> &str {
+            $kind
+        }
+        fn to_bytes(&self) -> ::std::result::Result<::std::vec::Vec<u8>, $crate::OracleError> {
+            $crate::encode($kind, self)
+        }
+        fn clone_model(&self) -> ::std::boxed::Box<dyn $crate::Model> {
+            ::std::boxed::Box::new(::std::clone::Clone::clone(self))
+        }
+        fn as_any(&self) -> &dyn ::std::any::Any {
+            self
+        }
+    };
+    ($kind:expr, to_json) => {
+        $crate::impl_model_plumbing!($kind);
+        fn to_json(&self) -> ::std::option::Option<$crate::contract::__serde_json::Value> {
+            $crate::contract::__serde_json::to_value(self).ok()
+        }
+    };
+}
+
+/// For [`impl_model_plumbing!`] in crates that do not depend on `serde_json`.
+#[doc(hidden)]
+pub use serde_json as __serde_json;
+
 /// Randomness and bookkeeping handed to one oracle call.
 ///
 /// ```

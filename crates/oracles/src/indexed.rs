@@ -31,7 +31,7 @@ use crate::optim::{LbfgsOptions, LbfgsReport, lbfgs_minimize};
 use crate::step::{LinearInParameters, penalised_loss, ridge};
 use crate::{
     Features, FitContext, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, decode,
-    downcast_model, downcast_warm, encode,
+    downcast_model, downcast_warm,
 };
 
 /// Registry name of [`IndexedLinearModel`].
@@ -289,9 +289,7 @@ impl Oracle for IndexedLinearOracle {
 }
 
 impl Model for IndexedLinearModel {
-    fn kind(&self) -> &str {
-        KIND
-    }
+    crate::impl_model_plumbing!(KIND, to_json);
     fn dim(&self) -> usize {
         self.dim
     }
@@ -300,18 +298,6 @@ impl Model for IndexedLinearModel {
     }
     fn score(&self, features: Features<'_>, out: &mut [f64]) -> Result<(), OracleError> {
         self.scores_with(&self.weights, features, out)
-    }
-    fn to_bytes(&self) -> Result<Vec<u8>, OracleError> {
-        encode(KIND, self)
-    }
-    fn clone_model(&self) -> Box<dyn Model> {
-        Box::new(self.clone())
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-    fn to_json(&self) -> Option<serde_json::Value> {
-        serde_json::to_value(self).ok()
     }
 }
 

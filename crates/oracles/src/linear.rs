@@ -31,7 +31,7 @@ use crate::optim::{LbfgsOptions, LbfgsReport, lbfgs_minimize};
 use crate::step::ridge;
 use crate::{
     FitContext, FitLosses, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, decode,
-    downcast_model, downcast_warm, encode, row_loss,
+    downcast_model, downcast_warm, row_loss,
 };
 
 /// Registry name of [`LinearModel`].
@@ -268,9 +268,7 @@ impl Oracle for LinearOracle {
 }
 
 impl Model for LinearModel {
-    fn kind(&self) -> &str {
-        KIND
-    }
+    crate::impl_model_plumbing!(KIND, to_json);
     fn dim(&self) -> usize {
         self.dim
     }
@@ -290,18 +288,6 @@ impl Model for LinearModel {
             }
         });
         Ok(())
-    }
-    fn to_bytes(&self) -> Result<Vec<u8>, OracleError> {
-        encode(KIND, self)
-    }
-    fn clone_model(&self) -> Box<dyn Model> {
-        Box::new(self.clone())
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-    fn to_json(&self) -> Option<serde_json::Value> {
-        serde_json::to_value(self).ok()
     }
 }
 
@@ -469,7 +455,7 @@ fn linear_scores(w: &[f64], d: usize, x: &[f64], scores: &mut [f64]) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::{Features, ModelRegistry, model_loss};
+    use crate::{Features, ModelRegistry, encode, model_loss};
     use proptest::prelude::*;
     use rand::{RngExt, SeedableRng};
     use rand_chacha::ChaCha8Rng;
