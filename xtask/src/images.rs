@@ -19,8 +19,8 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use datasets::features::{FeatureConfig, HOG_OFFSET, PAIR_DIM, Standardizer, UNARY_DIM};
 use datasets::photos::{
-    Pipeline, SceneData, SceneImage, Use, build_examples, cache_key, cached, compute_features, fit_standardizers,
-    random_split,
+    ImageFeatures, Pipeline, SceneData, SceneImage, Use, build_examples, cache_key, cached, compute_features,
+    fit_standardizers, random_split,
 };
 use datasets::{LabelPalette, horses, stanford};
 use oracles::{ModelRegistry, Oracle};
@@ -118,6 +118,17 @@ impl FeatureGroup {
             FeatureGroup::Rgb => 1..4,
             FeatureGroup::Position => 4..HOG_OFFSET,
             FeatureGroup::Hog => HOG_OFFSET..UNARY_DIM,
+        }
+    }
+}
+
+/// Sets the unary columns of `groups` to zero in every image's features.
+fn drop_unary(features: &mut [ImageFeatures], groups: &[FeatureGroup]) {
+    for f in features {
+        for row in f.unary.values.chunks_exact_mut(UNARY_DIM) {
+            for group in groups {
+                row[group.columns()].fill(0.0);
+            }
         }
     }
 }
@@ -389,13 +400,8 @@ impl Experiment for Images {
         };
         let (train_images, mut train_features) = pick(&train_names);
         let (test_images, mut test_features) = pick(&test_names);
-        for f in train_features.iter_mut().chain(&mut test_features) {
-            for group in &self.p.drop_unary {
-                for row in f.unary.values.chunks_exact_mut(UNARY_DIM) {
-                    row[group.columns()].fill(0.0);
-                }
-            }
-        }
+        drop_unary(&mut train_features, &self.p.drop_unary);
+        drop_unary(&mut test_features, &self.p.drop_unary);
         let standardizers = if self.p.standardize {
             fit_standardizers(&train_images, &train_features)?
         } else {
@@ -587,6 +593,20 @@ mod tests {
         assert!(boosting.contains("rounds: 3,"), "{boosting}");
         let bad = horses(&["oracles.linear.lbfgs.max_iter=5"]).unwrap();
         assert!(bad.oracle("linear", false).err().unwrap().to_string().contains("max_iter"));
+    }
+
+    #[test]
+    fn dropped_groups_are_zero_and_the_rest_untouched() {
+        let block = |rows| structlearn::FeatureBlock { dim: UNARY_DIM, values: vec![1.0; rows * UNARY_DIM] };
+        let pair = structlearn::FeatureBlock { dim: PAIR_DIM, values: vec![1.0; PAIR_DIM] };
+        let mut f =
+            vec![ImageFeatures { unary: block(2), pair: pair.clone() }, ImageFeatures { unary: block(1), pair }];
+        drop_unary(&mut f, &[FeatureGroup::Hog, FeatureGroup::Rgb]);
+        for row in f.iter().flat_map(|f| f.unary.values.chunks_exact(UNARY_DIM)) {
+            let kept: Vec<usize> = (0..UNARY_DIM).filter(|&j| row[j] != 0.0).collect();
+            assert_eq!(kept, [0, 4, 5], "constant and position stay");
+        }
+        assert!(f.iter().all(|f| f.pair.values.iter().all(|&v| v == 1.0)));
     }
 
     #[test]
