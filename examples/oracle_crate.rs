@@ -14,34 +14,33 @@
 //! crate's L-BFGS on the biased logistic loss the oracle is handed
 //! (docs/ORACLES.md has the contract).
 //!
-//! Run with `cargo run --release --example oracle_crate`.
-
-use std::any::Any;
+//! Run with `cargo run --release --example oracle_crate`. The end-to-end test
+//! `tests/plugin_oracle.rs` trains, saves and reloads this same class.
 
 use oracles::optim::{LbfgsOptions, lbfgs_minimize};
 use oracles::{
     Features, FitContext, Model, ModelRegistry, Oracle, OracleError, Problem, check_model_shape, check_score_buffer,
-    decode, downcast_warm, encode, row_loss,
+    decode, downcast_warm, row_loss,
 };
 use serde::{Deserialize, Serialize};
 use structlearn::oracle_config::builtin_oracle;
 use structlearn::{PredictOptions, StructuredModel, TrainConfig, Trainer};
 
 /// The registry key of the class (stored in model files).
-const KIND: &str = "histogram";
+pub const KIND: &str = "histogram";
 
 /// The oracle: its hyper-parameters.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct HistogramOracle {
+pub struct HistogramOracle {
     /// The feature column.
-    column: usize,
+    pub column: usize,
     /// Equal-width bins between the column's smallest and largest value.
-    bins: usize,
+    pub bins: usize,
 }
 
 /// A fitted function.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct HistogramModel {
+pub struct HistogramModel {
     dim: usize,
     classes: usize,
     column: usize,
@@ -103,7 +102,8 @@ impl Oracle for HistogramOracle {
                 }
             }
         };
-        let mut rows_of = vec![Vec::new(); self.bins];
+        // A warm start keeps its own bins.
+        let mut rows_of = vec![Vec::new(); model.table.len() / c];
         for k in 0..f.rows() {
             rows_of[model.bin(f.row(k)[self.column])].push(k);
         }
@@ -130,9 +130,8 @@ impl Oracle for HistogramOracle {
 }
 
 impl Model for HistogramModel {
-    fn kind(&self) -> &str {
-        KIND
-    }
+    // `kind`, `to_bytes` (the serde form, postcard), `clone_model`, `as_any`.
+    oracles::impl_model_plumbing!(KIND);
     fn dim(&self) -> usize {
         self.dim
     }
@@ -149,19 +148,10 @@ impl Model for HistogramModel {
         }
         Ok(())
     }
-    fn to_bytes(&self) -> Result<Vec<u8>, OracleError> {
-        encode(KIND, self)
-    }
-    fn clone_model(&self) -> Box<dyn Model> {
-        Box::new(self.clone())
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
 }
 
 /// Reads a model back from `to_bytes`; registered under [`KIND`].
-fn load(bytes: &[u8]) -> Result<Box<dyn Model>, OracleError> {
+pub fn load(bytes: &[u8]) -> Result<Box<dyn Model>, OracleError> {
     Ok(Box::new(decode::<HistogramModel>(KIND, bytes)?))
 }
 

@@ -1,151 +1,24 @@
 //! A function class written outside `crates/oracles` plugs into training,
 //! prediction and model files through the public contract alone (issue 3).
 //!
-//! `HistogramOracle` scores `g(φ, y) = table[bin(φ_j)][y]`: a piecewise-constant
-//! function of one feature column. Each bin's class scores are fitted by the
-//! crate's L-BFGS on the biased logistic loss of the rows falling in it.
+//! The class is `HistogramOracle` of `examples/oracle_crate.rs`: `g(φ, y) =
+//! table[bin(φ_j)][y]`, a piecewise-constant function of one feature column,
+//! each bin's class scores fitted by the crate's L-BFGS on the biased logistic
+//! loss of the rows falling in it.
 
-use std::any::Any;
 use std::sync::Arc;
 
 use factor_graph::{GridLayout, grid};
-use oracles::optim::{LbfgsOptions, lbfgs_minimize};
-use oracles::{
-    Features, FitContext, Model, ModelRegistry, Oracle, OracleError, Problem, check_model_shape, check_score_buffer,
-    decode, downcast_warm, encode, row_loss,
-};
-use serde::{Deserialize, Serialize};
+use oracles::{ModelRegistry, Oracle};
 use structlearn::{
     Dataset, Evaluate, Example, FactorTypeInfo, FeatureBlock, PredictOptions, StructuredModel, TrainConfig, Trainer,
 };
 
-const KIND: &str = "histogram";
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct HistogramOracle {
-    column: usize,
-    bins: usize,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct HistogramModel {
-    dim: usize,
-    classes: usize,
-    column: usize,
-    lo: f64,
-    hi: f64,
-    table: Vec<f64>,
-}
-
-impl HistogramModel {
-    fn bin(&self, x: f64) -> usize {
-        let bins = self.table.len() / self.classes;
-        let t = if self.hi > self.lo { (x - self.lo) / (self.hi - self.lo) } else { 0.0 };
-        ((t * bins as f64).floor().max(0.0) as usize).min(bins - 1)
-    }
-}
-
-impl Oracle for HistogramOracle {
-    fn kind(&self) -> &str {
-        KIND
-    }
-
-    fn validate(&self) -> Result<(), OracleError> {
-        if self.bins == 0 {
-            return Err(OracleError::InvalidHyperParameter { name: "bins", reason: "must be at least 1".into() });
-        }
-        Ok(())
-    }
-
-    fn fit(
-        &self,
-        problem: &Problem<'_>,
-        warm: Option<&dyn Model>,
-        _ctx: FitContext,
-    ) -> Result<Box<dyn Model>, OracleError> {
-        let (c, f) = (problem.classes(), problem.features());
-        if self.column >= f.dim() {
-            return Err(OracleError::InvalidHyperParameter {
-                name: "column",
-                reason: format!("data has {} columns", f.dim()),
-            });
-        }
-        let mut model = match downcast_warm::<HistogramModel>(warm, KIND)? {
-            Some(m) => m.clone(),
-            None => {
-                let col = (0..f.rows()).map(|k| f.row(k)[self.column]);
-                let lo = col.clone().fold(f64::INFINITY, f64::min);
-                let hi = col.fold(f64::NEG_INFINITY, f64::max);
-                HistogramModel {
-                    dim: f.dim(),
-                    classes: c,
-                    column: self.column,
-                    lo,
-                    hi,
-                    table: vec![0.0; self.bins * c],
-                }
-            }
-        };
-        let bins = model.table.len() / c;
-        let mut rows_of = vec![Vec::new(); bins];
-        for k in 0..f.rows() {
-            rows_of[model.bin(f.row(k)[self.column])].push(k);
-        }
-        let mut grad = vec![0.0; c];
-        for (b, rows) in rows_of.iter().enumerate() {
-            let scores = &mut model.table[b * c..(b + 1) * c];
-            lbfgs_minimize(
-                |s, g| {
-                    g.fill(0.0);
-                    let mut loss = 0.0;
-                    for &k in rows {
-                        loss +=
-                            row_loss(s, problem.bias_row(k), problem.labels()[k], problem.weight(k), Some(&mut grad));
-                        g.iter_mut().zip(&grad).for_each(|(a, b)| *a += b);
-                    }
-                    loss
-                },
-                scores,
-                &LbfgsOptions::default(),
-            )?;
-        }
-        Ok(Box::new(model))
-    }
-}
-
-impl Model for HistogramModel {
-    fn kind(&self) -> &str {
-        KIND
-    }
-    fn dim(&self) -> usize {
-        self.dim
-    }
-    fn classes(&self) -> usize {
-        self.classes
-    }
-    fn score(&self, features: Features<'_>, out: &mut [f64]) -> Result<(), OracleError> {
-        check_model_shape(self, features.dim(), self.classes)?;
-        check_score_buffer(features, self.classes, out)?;
-        for (k, o) in out.chunks_mut(self.classes).enumerate() {
-            let b = self.bin(features.row(k)[self.column]);
-            o.copy_from_slice(&self.table[b * self.classes..(b + 1) * self.classes]);
-        }
-        Ok(())
-    }
-    fn to_bytes(&self) -> Result<Vec<u8>, OracleError> {
-        encode(KIND, self)
-    }
-    fn clone_model(&self) -> Box<dyn Model> {
-        Box::new(self.clone())
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-}
-
-fn load(bytes: &[u8]) -> Result<Box<dyn Model>, OracleError> {
-    Ok(Box::new(decode::<HistogramModel>(KIND, bytes)?))
-}
+/// The class of `examples/oracle_crate.rs` (its `main` is not used here).
+#[path = "../examples/oracle_crate.rs"]
+#[allow(dead_code)]
+mod oracle_crate;
+use oracle_crate::{HistogramOracle, KIND, load};
 
 /// Binary blobs on a grid with the paper's noisy unary feature and an
 /// informative pair feature.

@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use datasets::features::{FeatureConfig, Standardizer};
+use datasets::features::{FeatureConfig, HOG_OFFSET, PAIR_DIM, Standardizer, UNARY_DIM};
 use datasets::photos::{
-    Pipeline, SceneData, SceneImage, Use, build_examples, cache_key, cached, compute_features, fit_standardizers,
-    random_split,
+    ImageFeatures, Pipeline, SceneData, SceneImage, Use, build_examples, cache_key, cached, compute_features,
+    fit_standardizers, random_split,
 };
 use datasets::{LabelPalette, horses, stanford};
 use oracles::{ModelRegistry, Oracle};
@@ -59,7 +59,7 @@ pub const PAPER_STANFORD_TRAIN: PaperTable = [
 ];
 
 /// Which data set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Which {
     /// Weizmann horses.
@@ -68,10 +68,13 @@ pub enum Which {
     Stanford,
 }
 
-/// The settings of a run: data, resolution, split, learning and oracle budgets.
-#[derive(Debug, Clone, serde::Serialize)]
+/// The settings of a run: data, resolution, split, features, learning and
+/// oracle budgets. Every field can be overridden with `--set KEY=VALUE`
+/// ([`Preset::set`]); the whole preset is recorded in `run.json`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Preset {
-    name: &'static str,
+    name: String,
     dataset: Which,
     /// Horses: longer side of the reduced images.
     max_side: Option<usize>,
@@ -82,16 +85,93 @@ struct Preset {
     train: usize,
     split_seed: u64,
     features: FeatureConfig,
+    /// Standardise the features with training statistics (`false`: raw values).
+    standardize: bool,
+    /// Unary feature groups set to zero before training (ablations): any of
+    /// `rgb`, `position`, `hog`.
+    drop_unary: Vec<FeatureGroup>,
     learning_iterations: usize,
     predict: PredictOptions,
     boosting_rounds: usize,
     mlp_epochs: usize,
     mlp_minibatch: usize,
+    /// Extra hyper-parameters per oracle kind, laid over the preset's (e.g.
+    /// `linear.warm_max_iterations`; `structlearn oracles` lists them).
+    oracles: BTreeMap<String, serde_json::Value>,
+}
+
+/// A group of unary feature columns (docs/IMAGES.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum FeatureGroup {
+    /// Columns 1–3.
+    Rgb,
+    /// Columns 4–5.
+    Position,
+    /// Columns 6–41.
+    Hog,
+}
+
+impl FeatureGroup {
+    fn columns(self) -> std::ops::Range<usize> {
+        match self {
+            FeatureGroup::Rgb => 1..4,
+            FeatureGroup::Position => 4..HOG_OFFSET,
+            FeatureGroup::Hog => HOG_OFFSET..UNARY_DIM,
+        }
+    }
+}
+
+/// Sets the unary columns of `groups` to zero in every image's features.
+fn drop_unary(features: &mut [ImageFeatures], groups: &[FeatureGroup]) {
+    for f in features {
+        for row in f.unary.values.chunks_exact_mut(UNARY_DIM) {
+            for group in groups {
+                row[group.columns()].fill(0.0);
+            }
+        }
+    }
+}
+
+impl Preset {
+    /// Overrides one setting: `key` is a dotted path into the preset as
+    /// recorded in `run.json` (`max_side`, `features.hog_cell`,
+    /// `oracles.linear.warm_max_iterations`, …), `value` JSON (`64`, `false`,
+    /// `null`, `["hog"]`) or else a plain string.
+    fn set(self, assignment: &str) -> Result<Self> {
+        let (key, text) = assignment
+            .split_once('=')
+            .with_context(|| format!("--set {assignment}: expected KEY=VALUE, e.g. max_side=64"))?;
+        anyhow::ensure!(key != "dataset", "--set dataset: choose the data set with the experiment's name instead");
+        let value: serde_json::Value =
+            serde_json::from_str(text).unwrap_or_else(|_| serde_json::Value::String(text.to_string()));
+        let mut json = serde_json::to_value(&self)?;
+        let mut slot = &mut json;
+        let parts: Vec<&str> = key.split('.').collect();
+        for (depth, part) in parts.iter().enumerate() {
+            // Only the per-kind oracle maps may gain new keys (the oracle checks them).
+            let open = parts[0] == "oracles" && depth >= 1;
+            let serde_json::Value::Object(map) = slot else {
+                anyhow::bail!("--set {key}: `{}` is not a group of settings", parts[..depth].join("."));
+            };
+            if !map.contains_key(*part) {
+                anyhow::ensure!(
+                    open,
+                    "--set {key}: no setting `{part}` (known here: {})",
+                    map.keys().cloned().collect::<Vec<_>>().join(", ")
+                );
+                map.insert(part.to_string(), serde_json::json!({}));
+            }
+            slot = map.get_mut(*part).expect("present");
+        }
+        *slot = value;
+        serde_json::from_value(json).with_context(|| format!("--set {assignment}"))
+    }
 }
 
 fn preset(which: Which, scale: Scale) -> Preset {
     let common = Preset {
-        name: "full",
+        name: "full".into(),
         dataset: which,
         max_side: None,
         scale: None,
@@ -99,11 +179,14 @@ fn preset(which: Which, scale: Scale) -> Preset {
         train: 0,
         split_seed: 0,
         features: FeatureConfig::default(),
+        standardize: true,
+        drop_unary: Vec::new(),
         learning_iterations: 25,
         predict: PredictOptions { iterations: 10, tolerance: Some(1e-4) },
         boosting_rounds: 10,
         mlp_epochs: 1,
         mlp_minibatch: 100,
+        oracles: BTreeMap::new(),
     };
     let full = match which {
         // 328 images: 200 train / 128 test; longer side 32 pixels, 15 learning
@@ -115,13 +198,15 @@ fn preset(which: Which, scale: Scale) -> Preset {
     match scale {
         Scale::Full => full,
         Scale::Default => match which {
-            Which::Horses => Preset { name: "default", images: Some(120), train: 80, learning_iterations: 10, ..full },
+            Which::Horses => {
+                Preset { name: "default".into(), images: Some(120), train: 80, learning_iterations: 10, ..full }
+            }
             Which::Stanford => {
-                Preset { name: "default", images: Some(150), train: 100, learning_iterations: 10, ..full }
+                Preset { name: "default".into(), images: Some(150), train: 100, learning_iterations: 10, ..full }
             }
         },
         Scale::Quick => Preset {
-            name: "quick",
+            name: "quick".into(),
             images: Some(36),
             train: 24,
             learning_iterations: 3,
@@ -139,18 +224,29 @@ pub struct Images {
 }
 
 impl Images {
-    /// The experiment on `which` at `opts.scale`, with the options' overrides.
-    pub fn new(which: Which, opts: &Options) -> Self {
-        let p = preset(which, opts.scale);
-        let predict =
-            PredictOptions { iterations: opts.predict_iterations.unwrap_or(p.predict.iterations), ..p.predict };
-        let p = Preset { learning_iterations: opts.iterations.unwrap_or(p.learning_iterations), predict, ..p };
+    /// The experiment on `which` at `opts.scale`, with the options' overrides
+    /// and the `--set KEY=VALUE` assignments `set` ([`Preset::set`]).
+    pub fn new(which: Which, opts: &Options, set: &[String]) -> Result<Self> {
+        let mut p = preset(which, opts.scale);
+        p.predict.iterations = opts.predict_iterations.unwrap_or(p.predict.iterations);
+        p.learning_iterations = opts.iterations.unwrap_or(p.learning_iterations);
+        for assignment in set {
+            p = p.set(assignment)?;
+        }
+        p.features.validate()?;
         let cache_dir = if opts.no_cache {
             None
         } else {
             Some(opts.cache_dir.clone().unwrap_or_else(|| PathBuf::from("target/reproduce/cache")))
         };
-        Self { p, data_dir: opts.data_dir.clone(), cache_dir }
+        let exp = Self { p, data_dir: opts.data_dir.clone(), cache_dir };
+        // Unknown oracle hyper-parameters are refused now, not at the first cell.
+        for kind in exp.p.oracles.keys() {
+            for pairwise in [false, true] {
+                exp.oracle(kind, pairwise)?;
+            }
+        }
+        Ok(exp)
     }
 
     fn classes(&self) -> usize {
@@ -255,7 +351,22 @@ impl Experiment for Images {
     }
 
     fn preset(&self) -> serde_json::Value {
-        serde_json::to_value(&self.p).unwrap_or_default()
+        let mut json = serde_json::to_value(&self.p).unwrap_or_default();
+        // The ablation settings are recorded only when changed, so that folders
+        // written before they existed still `--resume`.
+        if let Some(map) = json.as_object_mut() {
+            let unchanged = |v: &serde_json::Value| {
+                v == &serde_json::json!(true)
+                    || v.as_array().is_some_and(Vec::is_empty)
+                    || v.as_object().is_some_and(serde_json::Map::is_empty)
+            };
+            for key in ["standardize", "drop_unary", "oracles"] {
+                if map.get(key).is_some_and(unchanged) {
+                    map.remove(key);
+                }
+            }
+        }
+        json
     }
 
     fn budget(&self) -> Budget {
@@ -287,9 +398,16 @@ impl Experiment for Images {
                 idx.iter().map(|&i| all.features[i].clone()).collect::<Vec<_>>(),
             )
         };
-        let (train_images, train_features) = pick(&train_names);
-        let (test_images, test_features) = pick(&test_names);
-        let standardizers = fit_standardizers(&train_images, &train_features)?;
+        let (train_images, mut train_features) = pick(&train_names);
+        let (test_images, mut test_features) = pick(&test_names);
+        drop_unary(&mut train_features, &self.p.drop_unary);
+        drop_unary(&mut test_features, &self.p.drop_unary);
+        let standardizers = if self.p.standardize {
+            fit_standardizers(&train_images, &train_features)?
+        } else {
+            let identity = |dim| Standardizer { mean: vec![0.0; dim], std: vec![1.0; dim] };
+            [identity(UNARY_DIM), identity(PAIR_DIM)]
+        };
         let classes = self.classes();
         let train = build_examples(&train_images, &train_features, &standardizers, classes, Use::Train)?;
         let test = build_examples(&test_images, &test_features, &standardizers, classes, Use::Evaluate)?;
@@ -297,7 +415,7 @@ impl Experiment for Images {
     }
 
     fn oracle(&self, kind: &str, pairwise: bool) -> Result<Box<dyn Oracle>, LearnError> {
-        let spec = match kind {
+        let mut spec = match kind {
             "boosting" => serde_json::json!({ "kind": kind, "rounds": self.p.boosting_rounds }),
             "mlp" => serde_json::json!({
                 "kind": kind,
@@ -307,6 +425,9 @@ impl Experiment for Images {
             }),
             _ => serde_json::json!({ "kind": kind }),
         };
+        if let (Some(serde_json::Value::Object(extra)), Some(spec)) = (self.p.oracles.get(kind), spec.as_object_mut()) {
+            spec.extend(extra.clone());
+        }
         oracle_from_json(&spec)
     }
 
@@ -377,7 +498,12 @@ impl Experiment for Images {
             classes: self.class_list(),
             colors: pal.colors()[..self.classes()].to_vec(),
         };
-        pipeline.save(&out.join("models").join("features.json"))?;
+        if self.p.drop_unary.is_empty() {
+            pipeline.save(&out.join("models").join("features.json"))?;
+        } else {
+            // `structlearn predict-image` would feed the dropped columns to the models.
+            eprintln!("models/features.json not written: the models were trained with unary columns dropped");
+        }
         // Unknown pixels (Stanford's −1) are painted with the colour after the classes'.
         let mut entries = self.class_list();
         if self.p.dataset == Which::Stanford {
@@ -424,4 +550,73 @@ impl Experiment for Images {
 
 fn count_labelled(set: &Dataset) -> usize {
     (0..set.len()).map(|k| (0..set.examples[k].graph.num_variables()).filter(|&i| set.is_labelled(k, i)).count()).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn horses(set: &[&str]) -> Result<Images> {
+        let mut p = preset(Which::Horses, Scale::Full);
+        for a in set {
+            p = p.set(a)?;
+        }
+        Ok(Images { p, data_dir: None, cache_dir: None })
+    }
+
+    #[test]
+    fn set_overrides_nested_settings_and_refuses_unknown_ones() {
+        let e = horses(&["max_side=64", "features.hog_cell=8", "standardize=false", r#"drop_unary=["hog","rgb"]"#])
+            .unwrap();
+        assert_eq!((e.p.max_side, e.p.features.hog_cell, e.p.standardize), (Some(64), 8, false));
+        assert_eq!(e.p.drop_unary, [FeatureGroup::Hog, FeatureGroup::Rgb]);
+        for (bad, says) in [
+            ("max_sid=3", "no setting `max_sid`"),
+            ("features.hog=3", "no setting `hog`"),
+            ("max_side", "KEY=VALUE"),
+            ("max_side=big", "max_side"),
+            (r#"drop_unary=["colour"]"#, "colour"),
+            ("dataset=stanford", "dataset"),
+        ] {
+            let err = horses(&[bad]).err().unwrap_or_else(|| panic!("{bad} accepted"));
+            assert!(format!("{err:#}").contains(says), "{bad}: {err:#}");
+        }
+    }
+
+    #[test]
+    fn oracle_settings_reach_the_oracle_and_typos_are_refused() {
+        let e = horses(&["oracles.linear.lbfgs.max_iterations=5", "oracles.boosting.rounds=3"]).unwrap();
+        assert_eq!(e.p.oracles["linear"], serde_json::json!({ "lbfgs": { "max_iterations": 5 } }));
+        let linear = format!("{:?}", e.oracle("linear", false).unwrap());
+        assert!(linear.contains("max_iterations: 5,"), "{linear}");
+        let boosting = format!("{:?}", e.oracle("boosting", true).unwrap());
+        assert!(boosting.contains("rounds: 3,"), "{boosting}");
+        let bad = horses(&["oracles.linear.lbfgs.max_iter=5"]).unwrap();
+        assert!(bad.oracle("linear", false).err().unwrap().to_string().contains("max_iter"));
+    }
+
+    #[test]
+    fn dropped_groups_are_zero_and_the_rest_untouched() {
+        let block = |rows| structlearn::FeatureBlock { dim: UNARY_DIM, values: vec![1.0; rows * UNARY_DIM] };
+        let pair = structlearn::FeatureBlock { dim: PAIR_DIM, values: vec![1.0; PAIR_DIM] };
+        let mut f =
+            vec![ImageFeatures { unary: block(2), pair: pair.clone() }, ImageFeatures { unary: block(1), pair }];
+        drop_unary(&mut f, &[FeatureGroup::Hog, FeatureGroup::Rgb]);
+        for row in f.iter().flat_map(|f| f.unary.values.chunks_exact(UNARY_DIM)) {
+            let kept: Vec<usize> = (0..UNARY_DIM).filter(|&j| row[j] != 0.0).collect();
+            assert_eq!(kept, [0, 4, 5], "constant and position stay");
+        }
+        assert!(f.iter().all(|f| f.pair.values.iter().all(|&v| v == 1.0)));
+    }
+
+    #[test]
+    fn unchanged_ablation_settings_stay_out_of_run_json() {
+        let plain = horses(&[]).unwrap().preset();
+        for key in ["standardize", "drop_unary", "oracles"] {
+            assert!(plain.get(key).is_none(), "{key} recorded at its default");
+        }
+        let changed = horses(&["standardize=false", "oracles.linear.l2=0.5"]).unwrap().preset();
+        assert_eq!(changed["standardize"], false);
+        assert_eq!(changed["oracles"]["linear"]["l2"], 0.5);
+    }
 }

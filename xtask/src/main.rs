@@ -6,6 +6,7 @@ mod bench_scale;
 mod denoising;
 mod fuzz;
 mod hazan_urtasun;
+mod hu_unary;
 mod images;
 mod punyakanok;
 mod runner;
@@ -50,7 +51,7 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Only these cells, as UNARY/PAIRWISE (repeatable), e.g. `--cell linear/boosting`;
-        /// for hazan-urtasun the parts `clock` or `tables`.
+        /// for hazan-urtasun the parts `clock`, `tables` or `unary`.
         #[arg(long = "cell", value_name = "UNARY/PAIRWISE")]
         cells: Vec<String>,
         /// Learning iterations (overrides the preset).
@@ -88,6 +89,12 @@ enum Command {
         /// (repeatable; e.g. cells run in parallel) instead of training them.
         #[arg(long, value_name = "DIR")]
         merge: Vec<PathBuf>,
+        /// Override a setting of the horses/stanford preset (repeatable), e.g.
+        /// `--set max_side=64`, `--set features.hog_cell=8`, `--set standardize=false`,
+        /// `--set drop_unary=[\"hog\"]`, `--set oracles.linear.warm_max_iterations=null`;
+        /// the keys are those of `preset` in run.json.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
     },
     /// Times learning iterations of one cell on Stanford-shaped synthetic data
     /// (message passing, each oracle fit, the rest, peak RSS).
@@ -151,9 +158,15 @@ enum Experiment {
 
 fn main() {
     if let Err(e) = run() {
-        eprintln!("error: {e:#}");
+        eprintln!("{}", error_line(&e));
         std::process::exit(1);
     }
+}
+
+/// The line printed for a failed command: each cause once, as the CLI does
+/// (typed errors such as `"{path}: {source}"` already show their source).
+fn error_line(e: &anyhow::Error) -> String {
+    format!("error: {}", structlearn_cli::error_text(e))
 }
 
 /// `none` or a value.
@@ -215,6 +228,7 @@ fn run() -> Result<()> {
             cache_dir,
             no_cache,
             merge,
+            set,
         } => {
             if let Some(n) = threads {
                 anyhow::ensure!(n >= 1, "--threads must be at least 1");
@@ -243,18 +257,21 @@ fn run() -> Result<()> {
                 verbosity: structlearn_cli::Verbosity::from_flags(quiet, verbose),
                 merge: merge.clone(),
             };
-            match experiment.unwrap_or(Experiment::Denoising) {
+            let experiment = experiment.unwrap_or(Experiment::Denoising);
+            anyhow::ensure!(
+                set.is_empty() || matches!(experiment, Experiment::Horses | Experiment::Stanford),
+                "--set applies to the horses and stanford experiments"
+            );
+            match experiment {
                 Experiment::Denoising => {
                     let opts = grid(out, cells);
                     runner::reproduce(&denoising::Denoising::new(&opts), &opts)
                 }
-                Experiment::Horses => {
+                e @ (Experiment::Horses | Experiment::Stanford) => {
+                    let which =
+                        if matches!(e, Experiment::Horses) { images::Which::Horses } else { images::Which::Stanford };
                     let opts = grid(out, cells);
-                    runner::reproduce(&images::Images::new(images::Which::Horses, &opts), &opts)
-                }
-                Experiment::Stanford => {
-                    let opts = grid(out, cells);
-                    runner::reproduce(&images::Images::new(images::Which::Stanford, &opts), &opts)
+                    runner::reproduce(&images::Images::new(which, &opts, &set)?, &opts)
                 }
                 Experiment::HazanUrtasun => {
                     hazan_urtasun::reproduce(&hazan_urtasun::Options { scale, out, seed, iterations, parts: cells })
@@ -264,5 +281,19 @@ fn run() -> Result<()> {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::PermissionDenied, "permission denied");
+        let typed = datasets::DatasetError::Io { path: "rgb/horse001.jpg".into(), source: io };
+        let e = anyhow::Error::new(typed).context("loading the horses");
+        assert_eq!(format!("{e:#}").matches("permission denied").count(), 2, "the duplication this avoids");
+        assert_eq!(error_line(&e), "error: loading the horses: rgb/horse001.jpg: permission denied");
     }
 }

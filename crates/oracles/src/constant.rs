@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::linear::LinearObjective;
 use crate::optim::{LbfgsOptions, LbfgsReport, lbfgs_minimize};
-use crate::{FitContext, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, decode, encode};
+use crate::{FitContext, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, decode};
 
 /// Registry name of [`ConstantModel`].
 pub const KIND: &str = "constant";
@@ -129,9 +129,7 @@ impl Oracle for ConstantOracle {
 }
 
 impl Model for ConstantModel {
-    fn kind(&self) -> &str {
-        KIND
-    }
+    crate::impl_model_plumbing!(KIND, to_json);
     fn dim(&self) -> usize {
         self.dim
     }
@@ -145,18 +143,6 @@ impl Model for ConstantModel {
             out.chunks_mut(self.table.len()).for_each(|row| row.copy_from_slice(&self.table));
         }
         Ok(())
-    }
-    fn to_bytes(&self) -> Result<Vec<u8>, OracleError> {
-        encode(KIND, self)
-    }
-    fn clone_model(&self) -> Box<dyn Model> {
-        Box::new(self.clone())
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-    fn to_json(&self) -> Option<serde_json::Value> {
-        serde_json::to_value(self).ok()
     }
 }
 
@@ -176,7 +162,7 @@ pub fn load(bytes: &[u8]) -> Result<Box<dyn Model>, OracleError> {
 mod tests {
     use super::*;
     use crate::linear::tests::Data;
-    use crate::{Features, ModelRegistry, model_loss};
+    use crate::{Features, ModelRegistry, encode, model_loss};
     use proptest::prelude::*;
     use rand::{RngExt, SeedableRng};
     use rand_chacha::ChaCha8Rng;

@@ -22,7 +22,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{FitContext, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, decode, encode};
+use crate::{FitContext, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, decode};
 
 /// Registry name of [`FixedModel`].
 pub const KIND: &str = "fixed";
@@ -142,9 +142,7 @@ impl Oracle for FixedOracle {
 }
 
 impl Model for FixedModel {
-    fn kind(&self) -> &str {
-        KIND
-    }
+    crate::impl_model_plumbing!(KIND, to_json);
     fn dim(&self) -> usize {
         self.dim
     }
@@ -159,18 +157,6 @@ impl Model for FixedModel {
             row.copy_from_slice(&s);
         }
         Ok(())
-    }
-    fn to_bytes(&self) -> Result<Vec<u8>, OracleError> {
-        encode(KIND, self)
-    }
-    fn clone_model(&self) -> Box<dyn Model> {
-        Box::new(self.clone())
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-    fn to_json(&self) -> Option<serde_json::Value> {
-        serde_json::to_value(self).ok()
     }
 }
 

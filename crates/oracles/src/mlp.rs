@@ -85,7 +85,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     Features, FitContext, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, decode,
-    downcast_warm, encode, row_loss,
+    downcast_warm, row_loss,
 };
 
 /// Registry name of [`MlpModel`].
@@ -343,9 +343,7 @@ impl MlpModel {
 }
 
 impl Model for MlpModel {
-    fn kind(&self) -> &str {
-        KIND
-    }
+    crate::impl_model_plumbing!(KIND);
 
     fn dim(&self) -> usize {
         self.layout.dim
@@ -366,18 +364,6 @@ impl Model for MlpModel {
             score_rows(&net, features, chunk * EVAL_CHUNK, &mut block, out);
         });
         Ok(())
-    }
-
-    fn to_bytes(&self) -> Result<Vec<u8>, OracleError> {
-        encode(KIND, self)
-    }
-
-    fn clone_model(&self) -> Box<dyn Model> {
-        Box::new(self.clone())
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 
     /// `{dim, classes, hidden, V (H × d), c, W (C × H), a}`, weights as nested rows
@@ -1041,7 +1027,7 @@ impl Sgd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{ModelRegistry, fit_monotone, model_loss};
+    use crate::{ModelRegistry, encode, fit_monotone, model_loss};
 
     /// A random problem: features with a constant last column, random labels,
     /// random biases with some −∞ entries (never on the label) if `hard`.

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{FitContext, Model, Oracle, OracleError, Problem, check_score_buffer, decode, encode};
+use crate::{FitContext, Model, Oracle, OracleError, Problem, check_score_buffer, decode};
 
 /// Registry name of [`ZeroModel`].
 pub const KIND: &str = "zero";
@@ -57,9 +57,7 @@ impl Oracle for ZeroOracle {
 }
 
 impl Model for ZeroModel {
-    fn kind(&self) -> &str {
-        KIND
-    }
+    crate::impl_model_plumbing!(KIND, to_json);
     fn dim(&self) -> usize {
         self.dim
     }
@@ -71,18 +69,6 @@ impl Model for ZeroModel {
         check_score_buffer(features, self.classes, out)?;
         out.fill(0.0);
         Ok(())
-    }
-    fn to_bytes(&self) -> Result<Vec<u8>, OracleError> {
-        encode(KIND, self)
-    }
-    fn clone_model(&self) -> Box<dyn Model> {
-        Box::new(self.clone())
-    }
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
-    }
-    fn to_json(&self) -> Option<serde_json::Value> {
-        serde_json::to_value(self).ok()
     }
 }
 

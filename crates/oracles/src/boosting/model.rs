@@ -7,7 +7,7 @@ use super::KIND;
 use super::bins::{BinEdges, less};
 use super::descent::Descent;
 use super::tree::GrownTree;
-use crate::{Features, Model, OracleError, check_model_shape, check_score_buffer, encode};
+use crate::{Features, Model, OracleError, check_model_shape, check_score_buffer};
 
 /// Most rows per parallel task when scoring. A task walks all trees over its
 /// rows, so its features stay in the L1 cache (about [`SCORE_CHUNK_BYTES`]) while
@@ -296,9 +296,7 @@ impl StepFunction {
 }
 
 impl Model for BoostingModel {
-    fn kind(&self) -> &str {
-        KIND
-    }
+    crate::impl_model_plumbing!(KIND);
 
     fn dim(&self) -> usize {
         self.dim
@@ -341,17 +339,5 @@ impl Model for BoostingModel {
             }
         });
         Ok(())
-    }
-
-    fn to_bytes(&self) -> Result<Vec<u8>, OracleError> {
-        encode(KIND, self)
-    }
-
-    fn clone_model(&self) -> Box<dyn Model> {
-        Box::new(self.clone())
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }
