@@ -26,7 +26,7 @@
 //! 64×64 binary grid (median of 200, machine load ≈ 6.5): 0.72 ms, against
 //! 3.05 ms for the 2 message-passing iterations of a Hazan–Urtasun round
 //! and 0.05 ms for the old score of the truth — about 2–5 % of a whole
-//! round on the shapes data (14–38 ms per image there), under 1 % of
+//! round on the shapes data (14–38 ms per image there), about 2 % of
 //! Algorithm 1's 25-iteration message-passing steps.
 
 use smoothed_inference::{InferenceProblem, Messages};
