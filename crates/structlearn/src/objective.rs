@@ -20,6 +20,14 @@
 //! Neumaier's compensated summation ([`NeumaierSum`]). Each term is also
 //! `ε_t` times the oracle's row loss of that region (docs/MATH.md §4), so
 //! `R = Σ_t ε_t L_t` region by region.
+//!
+//! Cost: one pass computing `θ̃` and a log-sum-exp per region, where the
+//! subtraction needed only the dual value the run reports. Measured on a
+//! 64×64 binary grid (median of 200, machine load ≈ 6.5): 0.72 ms, against
+//! 3.05 ms for the 2 message-passing iterations of a Hazan–Urtasun round
+//! and 0.05 ms for the old score of the truth — about 2–5 % of a whole
+//! round on the shapes data (14–38 ms per image there), about 2 % of
+//! Algorithm 1's 25-iteration message-passing steps.
 
 use smoothed_inference::{InferenceProblem, Messages};
 
