@@ -6,6 +6,7 @@ mod bench_scale;
 mod denoising;
 mod fuzz;
 mod hazan_urtasun;
+mod hu_unary;
 mod images;
 mod punyakanok;
 mod runner;
@@ -50,7 +51,7 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Only these cells, as UNARY/PAIRWISE (repeatable), e.g. `--cell linear/boosting`;
-        /// for hazan-urtasun the parts `clock` or `tables`.
+        /// for hazan-urtasun the parts `clock`, `tables` or `unary`.
         #[arg(long = "cell", value_name = "UNARY/PAIRWISE")]
         cells: Vec<String>,
         /// Learning iterations (overrides the preset).

@@ -29,7 +29,9 @@ use indicatif::MultiProgress;
 use oracles::Oracle;
 use structlearn::files::write_atomic;
 use structlearn::metrics::ConfusionMatrix;
-use structlearn::{Dataset, Evaluate, LearnError, PredictOptions, StructuredModel, TrainConfig, Trainer};
+use structlearn::{
+    CheckpointConfig, Dataset, Evaluate, LearnError, PredictOptions, StructuredModel, TrainConfig, Trainer,
+};
 use structlearn_cli::plots::{self, CurveData};
 use structlearn_cli::{ProgressMode, ProgressObserver, Verbosity, human_duration};
 
@@ -267,7 +269,7 @@ pub fn reproduce<E: Experiment>(exp: &E, opts: &Options) -> Result<()> {
         let bar = multi.add(mode.bar(0, "{prefix:>20} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}"));
         let label = format!("cell {}/{total_cells} {u}/{pw} seed {seed}", done.len() + 1);
         let progress = ProgressObserver::with_bar(bar.clone(), &label, opts.verbosity);
-        match run_cell(exp, &budget, data, *seed, u, pw, &stop, progress, &out) {
+        match run_cell(exp, &budget, data, (*seed, u, pw), &stop, progress, &out, opts.resume) {
             Ok(result) => {
                 if mode != ProgressMode::Off {
                     let finished_here = done.len() + 1 - done_before;
@@ -315,7 +317,11 @@ pub fn reproduce<E: Experiment>(exp: &E, opts: &Options) -> Result<()> {
     println!("{}", std::fs::read_to_string(out.join("table.md")).unwrap_or_default());
     println!("wall-clock: {seconds:.1} s; outputs in {}", out.display());
     if interrupted {
-        bail!("interrupted: finished cells are in {}; rerun with --resume to continue", out.display());
+        bail!(
+            "interrupted: finished cells are in {} (the interrupted cell keeps a checkpoint of its last finished \
+             learning iteration); rerun with --resume to continue",
+            out.display()
+        );
     }
     Ok(())
 }
@@ -339,17 +345,25 @@ pub fn selected_cells(filters: &[String]) -> Result<Vec<(String, String)>> {
         .collect()
 }
 
+/// Where a cell's per-iteration checkpoint lives while it trains.
+pub fn checkpoint_path(out: &Path, seed: u64, unary: &str, pairwise: &str) -> PathBuf {
+    out.join("checkpoints").join(format!("seed{seed}-{unary}-{pairwise}.ckpt"))
+}
+
+/// Trains one cell. The trainer checkpoints after every learning iteration, so
+/// an interrupted cell (Ctrl-C, a killed session) continues with `--resume`
+/// from its last finished iteration, with the same result as an uninterrupted
+/// run; the checkpoint is removed once the cell's model is saved.
 #[allow(clippy::too_many_arguments)]
 fn run_cell<E: Experiment>(
     exp: &E,
     budget: &Budget,
     data: &E::Data,
-    seed: u64,
-    unary: &str,
-    pairwise: &str,
+    (seed, unary, pairwise): (u64, &str, &str),
     stop: &Arc<AtomicBool>,
     progress: ProgressObserver,
     out: &Path,
+    resume: bool,
 ) -> Result<CellResult> {
     let start = Instant::now();
     let oracles =
@@ -362,13 +376,22 @@ fn run_cell<E: Experiment>(
         predict: budget.predict,
         evaluate: Evaluate::EveryIteration,
         evaluate_train: true,
+        checkpoint: Some(CheckpointConfig { path: checkpoint_path(out, seed, unary, pairwise), every: 1 }),
         ..TrainConfig::default()
     };
+    let checkpoint = checkpoint_path(out, seed, unary, pairwise);
+    if let Some(dir) = checkpoint.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
     let mut trainer = Trainer::new(data.train(), oracles, config)?.with_validation(data.test());
+    if resume && checkpoint.is_file() {
+        trainer.resume_from(&checkpoint, &oracles::ModelRegistry::with_builtin())?;
+    }
     trainer.add_observer(Box::new(progress));
     trainer.set_stop_flag(stop.clone());
     let outcome = trainer.train()?;
-    let seconds = start.elapsed().as_secs_f64();
+    // Includes the time of earlier sessions when the cell was resumed.
+    let seconds = outcome.history.last().map_or(0.0, |r| r.elapsed_seconds).max(start.elapsed().as_secs_f64());
     let curve: Vec<(usize, f64, f64, f64, f64)> = outcome
         .history
         .iter()
@@ -376,6 +399,9 @@ fn run_cell<E: Experiment>(
         .collect();
     let &(_, train_error, test_error, _, _) = curve.last().context("no evaluation recorded")?;
     outcome.model.save(&model_path(out, seed, unary, pairwise))?;
+    if checkpoint.is_file() {
+        std::fs::remove_file(&checkpoint)?;
+    }
     Ok(CellResult {
         seed,
         unary: unary.into(),

@@ -247,7 +247,9 @@ pub struct RegionGraph {
     config_offsets: Vec<usize>,
     edge_parent: Vec<usize>,
     edge_child: Vec<usize>,
-    map_offsets: Vec<usize>,
+    /// Start of each edge's map in `edge_maps` (length: the parent's
+    /// configurations); identical maps share their entries.
+    map_starts: Vec<usize>,
     edge_maps: Vec<u32>,
     message_offsets: Vec<usize>,
     parent_start: Vec<usize>,
@@ -346,9 +348,13 @@ impl RegionGraph {
         let ne = spec.edges.len();
         let mut edge_parent = Vec::with_capacity(ne);
         let mut edge_child = Vec::with_capacity(ne);
-        let mut map_offsets = vec![0];
+        let mut map_starts = Vec::with_capacity(ne);
         let mut message_offsets = vec![0];
         let mut edge_maps = Vec::new();
+        // Identical maps are stored once (a grid has two: one per position of
+        // the child in its pair), which keeps the graph small for many labels.
+        let mut interned: HashMap<Vec<u32>, usize> = HashMap::new();
+        let mut map = Vec::new();
         for &(p, c) in &spec.edges {
             edge_parent.push(p);
             edge_child.push(c);
@@ -362,8 +368,9 @@ impl RegionGraph {
             let mut digits = vec![0usize; pv.len()];
             let mut child_index = 0usize;
             let parent_configs: usize = cards.iter().product();
+            map.clear();
             for _ in 0..parent_configs {
-                edge_maps.push(child_index as u32);
+                map.push(child_index as u32);
                 // Increment the mixed-radix counter, last digit fastest.
                 for i in (0..digits.len()).rev() {
                     digits[i] += 1;
@@ -375,7 +382,16 @@ impl RegionGraph {
                     digits[i] = 0;
                 }
             }
-            map_offsets.push(edge_maps.len());
+            let start = match interned.get(map.as_slice()) {
+                Some(&start) => start,
+                None => {
+                    let start = edge_maps.len();
+                    edge_maps.extend_from_slice(&map);
+                    interned.insert(map.clone(), start);
+                    start
+                }
+            };
+            map_starts.push(start);
             let child_configs: usize = cv.iter().map(|&v| spec.cardinalities[v]).product();
             message_offsets.push(message_offsets.last().copied().unwrap_or(0) + child_configs);
         }
@@ -388,7 +404,7 @@ impl RegionGraph {
             config_offsets,
             edge_parent,
             edge_child,
-            map_offsets,
+            map_starts,
             edge_maps,
             message_offsets,
             parent_start,
@@ -486,7 +502,8 @@ impl RegionGraph {
     /// `map[parent configuration] = child configuration` for edge `e`.
     #[inline]
     pub fn edge_map(&self, e: usize) -> &[u32] {
-        &self.edge_maps[self.map_offsets[e]..self.map_offsets[e + 1]]
+        let start = self.map_starts[e];
+        &self.edge_maps[start..start + self.num_configs(self.edge_parent[e])]
     }
 
     /// Where edge `e`'s message `λ_α(y_β)` lives in a flat message vector.
@@ -590,4 +607,45 @@ fn csr(n: usize, keys: impl Iterator<Item = usize> + Clone) -> (Vec<usize>, Vec<
         fill[k] += 1;
     }
     (start, items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Identical edge maps are stored once, and every edge's map still sends
+    /// each parent configuration to the child configuration of the same
+    /// variable values.
+    #[test]
+    fn edge_maps_are_shared_and_correct() {
+        let g = crate::grid(6, 7, 8).unwrap();
+        // One map per position of the child in its pair.
+        assert_eq!(g.edge_maps.len(), 2 * 64);
+        let mut three = RegionGraphBuilder::new(vec![2, 3, 4]).unwrap();
+        let t = three.add_factor_type("t").unwrap();
+        let s: Vec<usize> = (0..3).map(|v| three.add_region(&[v], t).unwrap()).collect();
+        let p01 = three.add_region(&[0, 1], t).unwrap();
+        let p12 = three.add_region(&[1, 2], t).unwrap();
+        let all = three.add_region(&[0, 1, 2], t).unwrap();
+        for (p, c) in [(p01, s[0]), (p01, s[1]), (p12, s[1]), (p12, s[2]), (all, p01), (all, p12), (all, s[1])] {
+            three.add_edge(p, c).unwrap();
+        }
+        for g in [g, three.build().unwrap()] {
+            for e in 0..g.num_edges() {
+                let (p, c) = (g.edge_parent(e), g.edge_child(e));
+                let pv = g.region_variables(p).to_vec();
+                let mut yp = vec![0; pv.len()];
+                let mut y = vec![0; g.num_variables()];
+                let map = g.edge_map(e);
+                assert_eq!(map.len(), g.num_configs(p));
+                for (i, &m) in map.iter().enumerate() {
+                    g.decode_config(p, i, &mut yp);
+                    for (&v, &l) in pv.iter().zip(&yp) {
+                        y[v] = l;
+                    }
+                    assert_eq!(m as usize, g.config_of(c, &y), "edge {e}, parent configuration {i}");
+                }
+            }
+        }
+    }
 }

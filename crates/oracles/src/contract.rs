@@ -3,8 +3,9 @@
 //!
 //! * An [`Oracle`] holds validated hyper-parameters and *fits* a [`Problem`],
 //!   warm-started from the previous [`Model`] of its own kind (or from nothing).
-//!   The returned model's loss on the same problem must not be higher than the
-//!   warm-start model's; [`fit_monotone`] enforces this for any oracle.
+//!   The returned model's objective `J = L + Ω` (loss plus the oracle's
+//!   penalty, [`Oracle::penalty`]) on the same problem must not be higher than
+//!   the warm-start model's; [`fit_monotone`] enforces this for any oracle.
 //! * A [`Model`] scores new inputs into a caller-owned buffer, is `Send + Sync`,
 //!   and serialises itself to bytes; a [`ModelRegistry`] maps a kind name back to
 //!   a loader, so function classes defined in other crates load from model files
@@ -166,14 +167,33 @@ pub trait Oracle: Send + Sync + Debug {
     fn validate(&self) -> Result<(), OracleError>;
 
     /// Fits `problem`, starting from `warm` (a model previously returned by this
-    /// oracle kind) if given. Must return a model whose loss is not higher than
-    /// `warm`'s on `problem`.
+    /// oracle kind) if given. Must return a model whose objective `L + Ω` is not
+    /// higher than `warm`'s on `problem`.
     fn fit(
         &self,
         problem: &Problem<'_>,
         warm: Option<&dyn Model>,
         ctx: FitContext,
     ) -> Result<Box<dyn Model>, OracleError>;
+
+    /// The penalty `Ω(g) ≥ 0` this oracle adds to the loss: its fits minimise
+    /// `J(g) = L(g) + Ω(g)`, and a warm-started fit must not increase `J`
+    /// ([`fit_monotone`] enforces it). For the ridge classes (`linear`,
+    /// `indexed-linear` and their gradient steps) `Ω = (λ/2)‖W‖²`; the default
+    /// is 0 (the fit minimises `L` itself). Errors if `model` is not of this
+    /// oracle's kind.
+    ///
+    /// ```
+    /// use oracles::Oracle;
+    /// let oracle = oracles::linear::LinearOracle { l2: 2.0, ..Default::default() };
+    /// let m = oracles::linear::LinearModel::new(1, 2, vec![1.0, -3.0]).unwrap();
+    /// assert_eq!(oracle.penalty(&m).unwrap(), 10.0); // (2/2)·(1 + 9)
+    /// assert_eq!(oracles::constant::ConstantOracle::default().penalty(&m).unwrap(), 0.0);
+    /// ```
+    fn penalty(&self, model: &dyn Model) -> Result<f64, OracleError> {
+        let _ = model;
+        Ok(0.0)
+    }
 
     /// [`Oracle::fit`], also returning the losses it computed anyway (see
     /// [`FitLosses`]), so that [`fit_monotone`] need not score the whole
@@ -254,6 +274,20 @@ pub fn downcast_warm<'m, M: Model>(warm: Option<&'m dyn Model>, expected: &str) 
     }
 }
 
+/// Downcasts `model` to the concrete type of kind `expected` (for
+/// [`Oracle::penalty`]), with the same typed error as [`downcast_warm`].
+///
+/// ```
+/// use oracles::linear::LinearModel;
+/// let m = LinearModel::zeros(2, 2);
+/// assert!(oracles::downcast_model::<LinearModel>(&m, "linear").is_ok());
+/// assert!(oracles::downcast_model::<oracles::zero::ZeroModel>(&m, "zero").is_err());
+/// ```
+pub fn downcast_model<'m, M: Model>(model: &'m dyn Model, expected: &str) -> Result<&'m M, OracleError> {
+    downcast_warm::<M>(Some(model), expected)?
+        .ok_or_else(|| OracleError::WrongModelKind { expected: expected.to_string(), found: model.kind().to_string() })
+}
+
 /// Loss `L` of `model` on `problem` (scores the rows, then [`crate::logistic_loss`]).
 ///
 /// ```
@@ -278,26 +312,48 @@ pub fn model_loss(model: &dyn Model, problem: &Problem<'_>) -> Result<f64, Oracl
 /// let p = Problem::new(Features::new(&x, 4, 1).unwrap(), &[0, 0, 1, 1], &[0.0; 8], 2, None).unwrap();
 /// let oracle = oracles::linear::LinearOracle::default();
 /// let first = fit_monotone(&oracle, &p, None, FitContext { seed: 0 }).unwrap();
-/// // A warm-started re-fit never returns a worse loss than its start.
+/// // A warm-started re-fit never returns a worse objective than its start.
 /// let second = fit_monotone(&oracle, &p, Some(first.model.as_ref()), FitContext { seed: 1 }).unwrap();
-/// assert!(second.loss <= first.loss);
+/// assert!(second.objective() <= first.objective());
 /// assert_eq!(second.previous_loss, Some(first.loss));
+/// assert_eq!(first.penalty, 0.0); // no ridge by default
 /// ```
 #[derive(Debug)]
 pub struct MonotoneFit {
     /// The model kept: the new one, or a copy of the warm start if the new one was worse.
     pub model: Box<dyn Model>,
-    /// Loss of the kept model.
+    /// Loss `L` of the kept model.
     pub loss: f64,
-    /// Loss of the warm-start model (`None` without one).
+    /// Penalty `Ω` of the kept model ([`Oracle::penalty`]).
+    pub penalty: f64,
+    /// Loss `L` of the warm-start model (`None` without one).
     pub previous_loss: Option<f64>,
+    /// Penalty `Ω` of the warm-start model (`None` without one).
+    pub previous_penalty: Option<f64>,
     /// Whether the new fit was rejected in favour of the warm start.
     pub rejected: bool,
 }
 
+impl MonotoneFit {
+    /// `J = L + Ω` of the kept model: what the oracle minimises.
+    pub fn objective(&self) -> f64 {
+        self.loss + self.penalty
+    }
+
+    /// `J = L + Ω` of the warm-start model (`None` without one).
+    pub fn previous_objective(&self) -> Option<f64> {
+        Some(self.previous_loss? + self.previous_penalty?)
+    }
+}
+
 /// Fits with `oracle` and keeps the result only if it does not increase the
-/// loss over `warm` (docs/MATH.md §4: "an oracle step never increases R when the oracle
-/// is warm-started from its previous function and only accepts improvements").
+/// oracle's objective `J = L + Ω` ([`Oracle::penalty`]) over `warm`
+/// (docs/MATH.md §4: "an oracle step never increases R when the oracle is
+/// warm-started from its previous function and only accepts improvements";
+/// with a penalty, the learner's objective is `R + Σ_t ε_t Ω_t`). Comparing
+/// `J`, not `L`, matters with a penalty: the step towards the penalised
+/// optimum from an over-fitted warm start raises `L`, and a comparison of `L`
+/// alone would reject it for ever.
 ///
 /// ```
 /// use oracles::{Features, FitContext, Problem, fit_monotone};
@@ -314,21 +370,31 @@ pub fn fit_monotone(
 ) -> Result<MonotoneFit, OracleError> {
     oracle.validate()?;
     let (model, known) = oracle.fit_with_losses(problem, warm, ctx)?;
-    let previous_loss = match (warm, known.warm_loss) {
-        (Some(_), Some(l)) => Some(l),
-        (Some(w), None) => Some(model_loss(w, problem)?),
-        (None, _) => None,
+    let (previous_loss, previous_penalty) = match (warm, known.warm_loss) {
+        (Some(w), Some(l)) => (Some(l), Some(oracle.penalty(w)?)),
+        (Some(w), None) => (Some(model_loss(w, problem)?), Some(oracle.penalty(w)?)),
+        (None, _) => (None, None),
     };
     let loss = match known.loss {
         Some(l) => l,
         None => model_loss(model.as_ref(), problem)?,
     };
-    match (warm, previous_loss) {
-        // Also rejects a NaN loss: only a loss that compares ≤ the previous one is kept.
-        (Some(w), Some(prev)) if !matches!(loss.partial_cmp(&prev), Some(Ordering::Less | Ordering::Equal)) => {
-            Ok(MonotoneFit { model: w.clone_model(), loss: prev, previous_loss, rejected: true })
+    let penalty = oracle.penalty(model.as_ref())?;
+    match (warm, previous_loss, previous_penalty) {
+        // Also rejects a NaN objective: only one that compares ≤ the previous one is kept.
+        (Some(w), Some(prev), Some(prev_pen))
+            if !matches!((loss + penalty).partial_cmp(&(prev + prev_pen)), Some(Ordering::Less | Ordering::Equal)) =>
+        {
+            Ok(MonotoneFit {
+                model: w.clone_model(),
+                loss: prev,
+                penalty: prev_pen,
+                previous_loss,
+                previous_penalty,
+                rejected: true,
+            })
         }
-        _ => Ok(MonotoneFit { model, loss, previous_loss, rejected: false }),
+        _ => Ok(MonotoneFit { model, loss, penalty, previous_loss, previous_penalty, rejected: false }),
     }
 }
 

@@ -28,10 +28,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::optim::{LbfgsOptions, LbfgsReport, lbfgs_minimize};
-use crate::step::{LinearInParameters, penalised_loss};
+use crate::step::{LinearInParameters, penalised_loss, ridge};
 use crate::{
     Features, FitContext, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, decode,
-    downcast_warm,
+    downcast_model, downcast_warm,
 };
 
 /// Registry name of [`IndexedLinearModel`].
@@ -210,7 +210,7 @@ impl IndexedLinearOracle {
     }
 
     /// Fits `W` warm-started from `warm` (else from 0) and reports the L-BFGS
-    /// run; returns `warm` unchanged if the fit would raise the unpenalised loss.
+    /// run; returns `warm` unchanged if the fit would raise `J = L + (λ/2)‖W‖²`.
     pub fn fit_indexed(
         &self,
         problem: &Problem<'_>,
@@ -248,8 +248,8 @@ impl IndexedLinearOracle {
         let report = report?;
         let fitted = start.with_parameters(w)?;
         if warm.is_some()
-            && penalised_loss(problem, &fitted, fitted.parameters(), 0.0, None)?
-                > penalised_loss(problem, &start, start.parameters(), 0.0, None)?
+            && penalised_loss(problem, &fitted, fitted.parameters(), self.l2, None)?
+                > penalised_loss(problem, &start, start.parameters(), self.l2, None)?
         {
             return Ok((start, report));
         }
@@ -271,6 +271,10 @@ impl Oracle for IndexedLinearOracle {
             });
         }
         Ok(())
+    }
+
+    fn penalty(&self, model: &dyn Model) -> Result<f64, OracleError> {
+        Ok(ridge(self.l2, downcast_model::<IndexedLinearModel>(model, KIND)?.parameters()))
     }
 
     fn fit(

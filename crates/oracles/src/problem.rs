@@ -12,6 +12,7 @@
 //! constraint); the bias of the row's own label must be finite.
 
 use crate::OracleError;
+use fastmath::{Plain, exp_nonpos, ln_pos};
 
 /// A dense, row-major `rows × dim` feature matrix borrowed from the caller.
 ///
@@ -235,6 +236,37 @@ pub fn log_sum_exp(v: &[f64]) -> f64 {
 /// ```
 #[inline]
 pub fn row_loss(scores: &[f64], bias: &[f64], label: usize, weight: f64, grad: Option<&mut [f64]>) -> f64 {
+    let c = scores.len();
+    let mut m = f64::NEG_INFINITY;
+    for y in 0..c {
+        m = m.max(scores[y] + bias[y]);
+    }
+    let mut z = 0.0;
+    let mut nan = false;
+    for y in 0..c {
+        let x = scores[y] + bias[y] - m;
+        nan |= x.is_nan();
+        z += exp_nonpos::<Plain>(x);
+    }
+    if nan || !m.is_finite() {
+        // Non-finite scores: the C library's exp/ln propagate NaN and ∞ as before.
+        return row_loss_libm(scores, bias, label, weight, grad);
+    }
+    // z ≥ 1 (the largest term is e^0).
+    let lse = m + ln_pos::<Plain>(z);
+    if let Some(g) = grad {
+        for y in 0..c {
+            let p = exp_nonpos::<Plain>(scores[y] + bias[y] - lse);
+            g[y] = weight * (p - if y == label { 1.0 } else { 0.0 });
+        }
+    }
+    weight * (lse - scores[label] - bias[label])
+}
+
+/// [`row_loss`] through the C library's `exp`/`ln`, for rows with non-finite
+/// scores (so NaN and ∞ propagate into the loss exactly as IEEE arithmetic says).
+#[cold]
+fn row_loss_libm(scores: &[f64], bias: &[f64], label: usize, weight: f64, grad: Option<&mut [f64]>) -> f64 {
     let c = scores.len();
     let mut m = f64::NEG_INFINITY;
     for y in 0..c {

@@ -31,8 +31,8 @@ use serde::{Deserialize, Serialize};
 use crate::indexed::{IndexedLinearModel, IndexedLinearOracle};
 use crate::linear::{LinearModel, LinearOracle};
 use crate::{
-    Features, FitContext, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, downcast_warm,
-    logistic_loss,
+    Features, FitContext, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, downcast_model,
+    downcast_warm, logistic_loss,
 };
 
 /// A model whose scores are a linear function of its parameter vector `p`:
@@ -98,6 +98,17 @@ impl LinearInParameters for LinearModel {
     }
 }
 
+/// The ridge penalty `(λ/2)‖p‖²` of the linear classes (what
+/// [`crate::Oracle::penalty`] returns for them, bit for bit the term
+/// [`penalised_loss`] adds).
+///
+/// ```
+/// assert_eq!(oracles::step::ridge(2.0, &[1.0, -3.0]), 10.0);
+/// ```
+pub fn ridge(l2: f64, parameters: &[f64]) -> f64 {
+    0.5 * l2 * parameters.iter().map(|v| v * v).sum::<f64>()
+}
+
 /// `J(p) = L(p) + (λ/2)‖p‖²` of `model`'s class at `parameters`; with `grad`,
 /// also `∇J` (overwritten).
 ///
@@ -121,7 +132,7 @@ pub fn penalised_loss<M: LinearInParameters>(
     let c = problem.classes();
     let mut scores = vec![0.0; problem.rows() * c];
     model.scores_with(parameters, problem.features(), &mut scores)?;
-    let penalty = 0.5 * l2 * parameters.iter().map(|v| v * v).sum::<f64>();
+    let penalty = ridge(l2, parameters);
     Ok(match grad {
         None => logistic_loss(problem, &scores, None) + penalty,
         Some(g) => {
@@ -385,6 +396,15 @@ impl Oracle for GradientStepOracle {
         Ok(())
     }
 
+    fn penalty(&self, model: &dyn Model) -> Result<f64, OracleError> {
+        Ok(match self.class {
+            StepClass::Linear => ridge(self.l2, downcast_model::<LinearModel>(model, crate::linear::KIND)?.weights()),
+            StepClass::IndexedLinear { .. } => {
+                ridge(self.l2, downcast_model::<IndexedLinearModel>(model, crate::indexed::KIND)?.parameters())
+            }
+        })
+    }
+
     fn fit(
         &self,
         problem: &Problem<'_>,
@@ -495,6 +515,38 @@ mod tests {
         }
         check(&p, &lin);
         check(&p, &idx);
+    }
+
+    /// With a ridge, one step from an over-fitted warm start lowers `J` but
+    /// raises `L`; the learners accept steps through [`crate::fit_monotone`],
+    /// which must compare `J` (it compared `L` and rejected every such step,
+    /// so the weights never shrank). Repeated steps reach the penalised optimum.
+    #[test]
+    fn steps_through_fit_monotone_reach_the_penalised_optimum_from_an_overfitted_start() {
+        let (x, labels, bias) = problem_data();
+        let f = Features::new(&x, labels.len(), 3).unwrap();
+        let p = Problem::new(f, &labels, &bias, 3, None).unwrap();
+        let tight = crate::optim::LbfgsOptions { gradient_tolerance: 1e-12, ..Default::default() };
+        let lin = |l2| LinearOracle { l2, lbfgs: tight, ..Default::default() }.full_fit();
+        let (overfitted, _) = lin(0.0).fit_linear(&p, None).unwrap();
+        let l2 = 5.0;
+        let (best, _) = lin(l2).fit_linear(&p, None).unwrap();
+        let oracle = GradientStepOracle::linear(&lin(l2));
+        let mut m: Box<dyn Model> = Box::new(overfitted.clone());
+        let first = crate::fit_monotone(&oracle, &p, Some(m.as_ref()), FitContext { seed: 0 }).unwrap();
+        assert!(!first.rejected, "a step that lowers J was rejected");
+        assert!(first.objective() < first.previous_objective().unwrap());
+        assert!(first.loss > first.previous_loss.unwrap(), "this step shrinks W, so L rises");
+        for _ in 0..2000 {
+            m = crate::fit_monotone(&oracle, &p, Some(m.as_ref()), FitContext { seed: 0 }).unwrap().model;
+        }
+        let m = m.as_any().downcast_ref::<LinearModel>().unwrap();
+        let jb = penalised_loss(&p, &best, best.parameters(), l2, None).unwrap();
+        let js = penalised_loss(&p, m, m.parameters(), l2, None).unwrap();
+        assert!((js - jb).abs() <= 1e-8 * jb, "{js} vs {jb}");
+        assert_eq!(oracle.penalty(m).unwrap(), ridge(l2, m.parameters()));
+        let idx = GradientStepOracle { class: StepClass::IndexedLinear { groups: 1 }, l2, max_line_search: 30 };
+        assert!(idx.penalty(m).is_err(), "a linear model is not of the indexed class");
     }
 
     #[test]

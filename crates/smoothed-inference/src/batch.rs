@@ -12,6 +12,27 @@ thread_local! {
     static WORKSPACE: RefCell<Workspace> = RefCell::new(Workspace::default());
 }
 
+/// Calls `f` with this thread's reusable [`Workspace`] (the one [`run_batch`]
+/// uses), so code that runs one example per task on a rayon pool does not
+/// allocate and zero a workspace per example. Re-entrant calls get a fresh
+/// workspace.
+///
+/// ```
+/// use smoothed_inference::{with_thread_workspace, InferenceProblem, Messages, RunOptions};
+/// let g = factor_graph::grid(3, 3, 2).unwrap();
+/// let theta = vec![0.25; g.total_configs()];
+/// let p = InferenceProblem::uniform(&g, &theta, 0.1).unwrap();
+/// let mut m = Messages::zeros(&g);
+/// let report = with_thread_workspace(|ws| p.run(&mut m, &RunOptions::default(), ws)).unwrap();
+/// assert!(report.dual_value.is_finite());
+/// ```
+pub fn with_thread_workspace<R>(f: impl FnOnce(&mut Workspace) -> R) -> R {
+    WORKSPACE.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut ws) => f(&mut ws),
+        Err(_) => f(&mut Workspace::default()),
+    })
+}
+
 /// [`InferenceProblem::run`] on every example (`problems[k]` with
 /// `messages[k]`), in parallel over examples on the current rayon pool, with
 /// one [`Workspace`] per worker thread (kept by the thread for later batches).
@@ -47,12 +68,6 @@ pub fn run_batch(
         .par_iter()
         .zip(messages.par_iter_mut())
         .with_max_len(1)
-        .map(|(p, m)| {
-            WORKSPACE.with(|cell| match cell.try_borrow_mut() {
-                Ok(mut ws) => p.run(m, opts, &mut ws),
-                // Only reachable if `run` were re-entered on this thread; stay correct anyway.
-                Err(_) => p.run(m, opts, &mut Workspace::default()),
-            })
-        })
+        .map(|(p, m)| with_thread_workspace(|ws| p.run(m, opts, ws)))
         .collect()
 }

@@ -94,7 +94,12 @@
 //! star. All sums of exponentials are log-sum-exps against a maximum, so any
 //! `ε` (tested down to `1e-3` and up to 10) neither overflows nor produces NaN.
 //! Star updates at singleton children avoid the edge maps, binary ones work on
-//! fixed eight-lane arrays, and `exp`/`ln` are inlined branch-free kernels
+//! fixed eight-lane arrays, multi-label ones whose parents are plain pairs (a
+//! grid's pixels) use `θ̃_α(y_ν, y_σ) = θ_α + λ_{αν}(y_ν) + λ_{ασ}(y_σ)`: the
+//! marginal `L(y_ν) = λ_{αν}(y_ν) + ε log Σ_{y_σ} e^{θ_α/ε} e^{λ_{ασ}(y_σ)/ε}`
+//! takes `|Y_σ|` exponentials and a small matrix–vector product with the fixed
+//! `e^{θ_α/ε}` (built once per problem, row-shifted, with a log-domain
+//! fallback for underflowing rows) instead of `|Y_α|` exponentials, and `exp`/`ln` are inlined branch-free kernels
 //! (fdlibm's approximations, < 5e-16 relative error) that vectorise; on x86-64
 //! the sweeps are compiled a second time for AVX2+FMA and chosen at run time.
 //!
@@ -121,12 +126,11 @@
 
 mod batch;
 mod error;
-mod math;
 mod messages;
 mod problem;
 mod star;
 
-pub use batch::run_batch;
+pub use batch::{run_batch, with_thread_workspace};
 pub use error::InferenceError;
 pub use messages::Messages;
 pub use problem::{InferenceProblem, RunOptions, RunReport, TOLERANCE_CHECK_EVERY, Workspace};

@@ -4,9 +4,9 @@
 use factor_graph::RegionGraph;
 use serde::{Deserialize, Serialize};
 
-use crate::math::Plain;
 use crate::star::{self, Bufs};
 use crate::{InferenceError, Messages};
+use fastmath::{Plain, exp_nonpos, ln_pos};
 
 /// How the star update at a child region is computed (all give the same result
 /// up to rounding; see [`crate::star`]).
@@ -20,6 +20,14 @@ pub(crate) enum StarKind {
     Singleton,
     /// Binary singleton child with at most four 4-configuration parents.
     Binary,
+    /// Singleton child whose parents are all pairs with exactly two singleton
+    /// children (a grid's pixels): marginals from the parents' fixed
+    /// exponentials and the sibling messages, without touching `θ̃` of the
+    /// parents (see [`crate::star`]).
+    Factored,
+    /// [`StarKind::Factored`] with eight values at the child and every
+    /// sibling and at most four parents (the Stanford grid).
+    Factored8,
 }
 
 /// Where a child region lives and where its parent edges' plans are.
@@ -59,6 +67,25 @@ pub(crate) struct EdgePlan {
     pub eps: f64,
     /// `1/ε_η`.
     pub inv_eps: f64,
+    /// [`StarKind::Factored`] only: first entry of the message from the same
+    /// parent to its other child (the sibling), else 0.
+    pub sibling_offset: usize,
+    /// [`StarKind::Factored`] only: the sibling's number of values, else 0.
+    pub sibling_len: usize,
+    /// [`StarKind::Factored`] only: the sibling's stride in the parent, else 0.
+    pub sibling_stride: usize,
+    /// [`StarKind::Factored`] only: where this edge's block starts in
+    /// [`Factored::blocks`].
+    pub block: usize,
+}
+
+/// The fixed part of the factored star updates, built once per problem on
+/// first use: per factored edge (parent pair `α`, child `ν`, sibling `σ`) a
+/// block of `|Y_ν|` row maxima `M(y_ν) = max_{y_σ} θ_α` followed by
+/// `E(y_σ, y_ν) = exp((θ_α(y_ν, y_σ) − M(y_ν))/ε_α)`, sibling-major.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Factored {
+    pub blocks: Vec<f64>,
 }
 
 /// The smoothed inference problem of one example: `A(θ) = min_λ A(λ, θ)` with
@@ -83,13 +110,16 @@ pub(crate) struct EdgePlan {
 #[derive(Debug, Clone)]
 pub struct InferenceProblem<'a> {
     pub(crate) graph: &'a RegionGraph,
-    theta: &'a [f64],
+    pub(crate) theta: &'a [f64],
     epsilon: Vec<f64>,
     region_eps: Vec<f64>,
     pub(crate) children: Vec<ChildPlan>,
     pub(crate) edges: Vec<EdgePlan>,
     sizes: Sizes,
     pub(crate) fast_paths: bool,
+    /// Whether some star is [`StarKind::Factored`].
+    has_factored: bool,
+    factored: std::sync::OnceLock<Factored>,
 }
 
 /// Scratch sizes a problem needs.
@@ -192,6 +222,8 @@ pub struct Workspace {
     sums: Vec<f64>,
     e: Vec<f64>,
     beliefs: Vec<f64>,
+    /// Length of the beliefs the last [`InferenceProblem::run`] left in `beliefs`.
+    last_beliefs: usize,
 }
 
 impl Workspace {
@@ -200,6 +232,26 @@ impl Workspace {
         let mut ws = Self::default();
         ws.grow(Sizes::of(graph));
         ws
+    }
+
+    /// The beliefs `μ` (flat per configuration, as [`InferenceProblem::beliefs`]
+    /// writes them) at the final messages of the last
+    /// [`InferenceProblem::run`] with this workspace, which computes them for its
+    /// report anyway; empty before any run.
+    ///
+    /// ```
+    /// use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace};
+    /// let g = factor_graph::grid(2, 2, 2).unwrap();
+    /// let theta: Vec<f64> = (0..g.total_configs()).map(|i| (i % 3) as f64).collect();
+    /// let p = InferenceProblem::uniform(&g, &theta, 0.5).unwrap();
+    /// let (mut m, mut ws) = (Messages::zeros(&g), Workspace::new(&g));
+    /// p.run(&mut m, &RunOptions::default(), &mut ws).unwrap();
+    /// let mut again = vec![0.0; g.total_configs()];
+    /// p.beliefs(&m, &mut again);
+    /// assert_eq!(ws.beliefs(), &again[..]);
+    /// ```
+    pub fn beliefs(&self) -> &[f64] {
+        &self.beliefs[..self.last_beliefs]
     }
 
     fn grow(&mut self, s: Sizes) {
@@ -251,6 +303,7 @@ impl<'a> InferenceProblem<'a> {
         }
         let region_eps: Vec<f64> = (0..graph.num_regions()).map(|r| epsilon[graph.region_type(r)]).collect();
         let (children, edges) = plans(graph, &region_eps);
+        let has_factored = children.iter().any(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8));
         Ok(Self {
             graph,
             theta,
@@ -260,6 +313,8 @@ impl<'a> InferenceProblem<'a> {
             edges,
             sizes: Sizes::of(graph),
             fast_paths: true,
+            has_factored,
+            factored: std::sync::OnceLock::new(),
         })
     }
 
@@ -276,6 +331,56 @@ impl<'a> InferenceProblem<'a> {
     pub fn with_fast_paths(mut self, enabled: bool) -> Self {
         self.fast_paths = enabled;
         self
+    }
+
+    /// The blocks of the factored star updates (empty when no star is
+    /// factored or the fast paths are off), built on first use.
+    pub(crate) fn factored_blocks(&self) -> &[f64] {
+        if !(self.has_factored && self.fast_paths) {
+            return &[];
+        }
+        &self.factored.get_or_init(|| self.build_factored()).blocks
+    }
+
+    /// Whether sweeps leave some parents' `θ̃` stale (factored stars), so it
+    /// must be refreshed before it is read.
+    fn leaves_stale_parents(&self) -> bool {
+        self.has_factored && self.fast_paths
+    }
+
+    fn build_factored(&self) -> Factored {
+        let len = self
+            .children
+            .iter()
+            .filter(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8))
+            .flat_map(|c| &self.edges[c.first..c.end])
+            .map(|ep| ep.block + self.children_len_of(ep) * (ep.sibling_len + 1))
+            .max()
+            .unwrap_or(0);
+        let mut blocks = vec![0.0; len];
+        for cp in self.children.iter().filter(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8)) {
+            for ep in &self.edges[cp.first..cp.end] {
+                let (ly, lo) = (cp.len, ep.sibling_len);
+                let (row_max, e) = blocks[ep.block..ep.block + ly * (lo + 1)].split_at_mut(ly);
+                let t = |y: usize, b: usize| self.theta[ep.parent_offset + y * ep.stride + b * ep.sibling_stride];
+                for (y, m) in row_max.iter_mut().enumerate() {
+                    let max = (0..lo).map(|b| t(y, b)).fold(f64::NEG_INFINITY, f64::max);
+                    // An impossible row: all of its E are 0, so the star recomputes it exactly (−∞).
+                    *m = if max == f64::NEG_INFINITY { 0.0 } else { max };
+                }
+                for (b, col) in e.chunks_exact_mut(ly).enumerate() {
+                    for (y, ev) in col.iter_mut().enumerate() {
+                        *ev = exp_nonpos::<Plain>((t(y, b) - row_max[y]) * ep.inv_eps);
+                    }
+                }
+            }
+        }
+        Factored { blocks }
+    }
+
+    /// `|Y_ν|` of the child of a factored edge.
+    fn children_len_of(&self, ep: &EdgePlan) -> usize {
+        self.children[self.graph.edge_child(ep.edge)].len
     }
 
     /// The region graph.
@@ -382,9 +487,13 @@ impl<'a> InferenceProblem<'a> {
                 dispatch_sweep(self, lambda, tt, &mut bufs, order, 1);
                 iterations += 1;
                 // The last iteration needs no check: the report below recomputes the violation.
-                if iterations.is_multiple_of(TOLERANCE_CHECK_EVERY)
-                    && self.violation_of(&ws.tt[..total], &mut ws.beliefs[..total], &mut ws.sums) < tol
-                {
+                if iterations.is_multiple_of(TOLERANCE_CHECK_EVERY) {
+                    if self.leaves_stale_parents() {
+                        self.refresh_all(lambda, &mut ws.tt[..total]);
+                    }
+                    if self.violation_of(&ws.tt[..total], &mut ws.beliefs[..total], &mut ws.sums) >= tol {
+                        continue;
+                    }
                     // Confirm on a fresh θ̃ (the incremental one carries rounding) so
                     // that an early stop always reports `converged`.
                     self.refresh_all(lambda, &mut ws.tt[..total]);
@@ -397,8 +506,8 @@ impl<'a> InferenceProblem<'a> {
         // Report from a fresh θ̃, free of the rounding the incremental updates accumulate.
         let tt = &mut ws.tt[..total];
         self.refresh_all(lambda, tt);
-        let dual_value = self.dual_of(tt);
-        let max_violation = self.violation_of(tt, &mut ws.beliefs[..total], &mut ws.sums);
+        let (max_violation, dual_value) = self.violation_and_dual_of(tt, &mut ws.beliefs[..total], &mut ws.sums);
+        ws.last_beliefs = total;
         let converged = opts.tolerance.is_some_and(|tol| max_violation < tol);
         Ok(RunReport { iterations, dual_value, max_violation, converged })
     }
@@ -513,32 +622,43 @@ impl<'a> InferenceProblem<'a> {
                 let t = &tt[self.graph.config_range(r)];
                 let eps = self.region_eps[r];
                 let m = t.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v));
-                let s: f64 = t.iter().map(|&v| ((v - m) / eps).exp()).sum();
-                m + eps * s.ln()
+                let s: f64 = t.iter().map(|&v| exp_nonpos::<Plain>((v - m) / eps)).sum();
+                m + eps * ln_pos::<Plain>(s)
             })
             .sum()
     }
 
-    fn beliefs_of(&self, tt: &[f64], out: &mut [f64]) {
+    /// Writes the beliefs of `θ̃` into `out` and returns the dual value
+    /// `Σ_α (m_α + ε_α log z_α)`, bit for bit what [`Self::dual_of`] computes
+    /// (the same exponentials summed in the same order), from the same pass.
+    fn beliefs_of(&self, tt: &[f64], out: &mut [f64]) -> f64 {
+        let mut dual = 0.0;
         for r in 0..self.graph.num_regions() {
             let range = self.graph.config_range(r);
             let (t, mu) = (&tt[range.clone()], &mut out[range]);
             let eps = self.region_eps[r];
             let m = t.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v));
             for (u, &v) in mu.iter_mut().zip(t) {
-                *u = ((v - m) / eps).exp();
+                *u = exp_nonpos::<Plain>((v - m) / eps);
             }
             let z: f64 = mu.iter().sum();
             for u in mu.iter_mut() {
                 *u /= z;
             }
+            dual += m + eps * ln_pos::<Plain>(z);
         }
+        dual
     }
 
     /// Largest marginalisation violation given `θ̃`; `beliefs` (total configs)
     /// and `marg` (largest region) are scratch.
     fn violation_of(&self, tt: &[f64], beliefs: &mut [f64], marg: &mut [f64]) -> f64 {
-        self.beliefs_of(tt, beliefs);
+        self.violation_and_dual_of(tt, beliefs, marg).0
+    }
+
+    /// [`Self::violation_of`] and the dual value (from the same exponentials).
+    fn violation_and_dual_of(&self, tt: &[f64], beliefs: &mut [f64], marg: &mut [f64]) -> (f64, f64) {
+        let dual = self.beliefs_of(tt, beliefs);
         let mut worst = 0.0f64;
         for e in 0..self.graph.num_edges() {
             let child = &beliefs[self.graph.config_range(self.graph.edge_child(e))];
@@ -548,7 +668,7 @@ impl<'a> InferenceProblem<'a> {
                 worst = worst.max((a - b).abs());
             }
         }
-        worst
+        (worst, dual)
     }
 }
 
@@ -563,8 +683,10 @@ fn marginalise(graph: &RegionGraph, e: usize, values: &[f64], out: &mut [f64]) {
 
 /// Per-child star plans, grouped by child in region order.
 fn plans(graph: &RegionGraph, region_eps: &[f64]) -> (Vec<ChildPlan>, Vec<EdgePlan>) {
+    let factored = factored_children(graph);
     let mut children = Vec::with_capacity(graph.num_regions());
     let mut edges = Vec::with_capacity(graph.num_edges());
+    let mut block = 0;
     for r in 0..graph.num_regions() {
         let first = edges.len();
         let len = graph.num_configs(r);
@@ -574,14 +696,15 @@ fn plans(graph: &RegionGraph, region_eps: &[f64]) -> (Vec<ChildPlan>, Vec<EdgePl
         };
         for &e in graph.parent_edges(r) {
             let parent = graph.edge_parent(e);
-            let stride = singleton.map_or(0, |v| {
+            let stride_of = |v: usize| {
                 let pv = graph.region_variables(parent);
                 pv.iter()
                     .position(|&w| w == v)
                     .map_or(0, |i| pv[i + 1..].iter().map(|&w| graph.cardinality(w)).product())
-            });
+            };
+            let stride = singleton.map_or(0, stride_of);
             let eps = region_eps[parent];
-            edges.push(EdgePlan {
+            let mut plan = EdgePlan {
                 edge: e,
                 parent_offset: graph.config_range(parent).start,
                 parent_len: graph.num_configs(parent),
@@ -589,15 +712,33 @@ fn plans(graph: &RegionGraph, region_eps: &[f64]) -> (Vec<ChildPlan>, Vec<EdgePl
                 stride,
                 eps,
                 inv_eps: 1.0 / eps,
-            });
+                sibling_offset: 0,
+                sibling_len: 0,
+                sibling_stride: 0,
+                block: 0,
+            };
+            if factored[r] {
+                let sibling_edge = graph.child_edges(parent).iter().copied().find(|&s| s != e).expect("factored pair");
+                let sibling = graph.edge_child(sibling_edge);
+                plan.sibling_offset = graph.message_range(sibling_edge).start;
+                plan.sibling_len = graph.num_configs(sibling);
+                plan.sibling_stride = stride_of(graph.region_variables(sibling)[0]);
+                plan.block = block;
+                block += len * (plan.sibling_len + 1);
+            }
+            edges.push(plan);
         }
         let star = &edges[first..];
         let kind = if star.is_empty() {
             StarKind::NoParents
         } else if singleton.is_none() || star.iter().any(|ep| ep.stride == 0) {
             StarKind::General
-        } else if len == 2 && star.len() <= 4 && star.iter().all(|ep| ep.parent_len == 4) {
+        } else if binary_star(graph, r) {
             StarKind::Binary
+        } else if factored[r] && len == 8 && star.len() <= 4 && star.iter().all(|ep| ep.sibling_len == 8) {
+            StarKind::Factored8
+        } else if factored[r] {
+            StarKind::Factored
         } else {
             StarKind::Singleton
         };
@@ -613,6 +754,63 @@ fn plans(graph: &RegionGraph, region_eps: &[f64]) -> (Vec<ChildPlan>, Vec<EdgePl
         });
     }
     (children, edges)
+}
+
+/// Whether region `r` gets the binary star update: two values, at most four
+/// parents of four configurations each.
+fn binary_star(graph: &RegionGraph, r: usize) -> bool {
+    let parents = graph.parent_edges(r);
+    graph.num_configs(r) == 2
+        && parents.len() <= 4
+        && parents.iter().all(|&e| graph.num_configs(graph.edge_parent(e)) == 4)
+}
+
+/// Which regions get [`StarKind::Factored`] star updates.
+///
+/// A candidate is a singleton region with parents, not binary-star shaped,
+/// all of whose parents are pairs without parents of their own and with
+/// exactly two children, the singletons of their two variables. Then a
+/// parent's `θ̃` is `θ` plus its two children's messages, so its marginal can
+/// be computed from fixed exponentials of `θ` and the sibling's message.
+/// Factored stars do not keep `θ̃` of their parents up to date, so a pair may
+/// only be a factored star's parent if its other child is factored too: the
+/// candidates are pruned until that holds.
+fn factored_children(graph: &RegionGraph) -> Vec<bool> {
+    let singleton_of = |r: usize, v: usize| graph.region_variables(r) == [v];
+    let pair_ok = |a: usize| {
+        let vars = graph.region_variables(a);
+        let kids = graph.child_edges(a);
+        vars.len() == 2
+            && graph.parent_edges(a).is_empty()
+            && kids.len() == 2
+            && vars.iter().all(|&v| kids.iter().any(|&e| singleton_of(graph.edge_child(e), v)))
+    };
+    let mut factored: Vec<bool> = (0..graph.num_regions())
+        .map(|r| {
+            let parents = graph.parent_edges(r);
+            graph.region_variables(r).len() == 1
+                && !parents.is_empty()
+                && !binary_star(graph, r)
+                && parents.iter().all(|&e| pair_ok(graph.edge_parent(e)))
+        })
+        .collect();
+    loop {
+        let mut changed = false;
+        for r in 0..graph.num_regions() {
+            if factored[r]
+                && graph
+                    .parent_edges(r)
+                    .iter()
+                    .any(|&e| graph.child_edges(graph.edge_parent(e)).iter().any(|&s| !factored[graph.edge_child(s)]))
+            {
+                factored[r] = false;
+                changed = true;
+            }
+        }
+        if !changed {
+            return factored;
+        }
+    }
 }
 
 /// Runs `iterations` message-passing iterations with the best kernel this CPU has.
@@ -647,8 +845,8 @@ fn dispatch_single(p: &InferenceProblem<'_>, lambda: &mut [f64], tt: &mut [f64],
 #[cfg(target_arch = "x86_64")]
 mod simd {
     use super::{Bufs, InferenceProblem};
-    use crate::math::Fused;
     use crate::star;
+    use fastmath::Fused;
 
     pub(super) fn available() -> bool {
         std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")

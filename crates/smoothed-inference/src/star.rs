@@ -5,14 +5,16 @@
 //! Everything here is `#[inline(always)]` and generic over [`Arith`] so that
 //! [`sweep`] and [`single`] are compiled twice: for any x86-64/other CPU, and
 //! (on x86-64) inside a function with the `avx2,fma` target features, chosen at
-//! run time. The marginals have three implementations with identical results
+//! run time. The marginals have four implementations with identical results
 //! up to rounding: a general one through `graph.edge_map(e)`, one for singleton
-//! children (fibres are strided runs, no index map), and one for binary
+//! children (fibres are strided runs, no index map), one for binary
 //! singleton children with at most four 4-configuration parents (the binary
-//! grid), which works on fixed eight-lane arrays.
+//! grid), which works on fixed eight-lane arrays, and a factored one for
+//! singleton children of plain pairs (multi-label grids), which takes `|Y|`
+//! exponentials per parent instead of `|Y|²` ([`factored_star`]).
 
-use crate::math::{Arith, exp_nonpos, ln_pos};
 use crate::problem::{ChildPlan, EdgePlan, InferenceProblem, StarKind};
+use fastmath::{Arith, exp_nonpos, ln_pos};
 
 const NEG_INF: f64 = f64::NEG_INFINITY;
 
@@ -52,12 +54,13 @@ pub(crate) fn sweep<A: Arith>(
     order: &[usize],
     iterations: usize,
 ) {
+    let blocks = p.factored_blocks();
     for _ in 0..iterations {
         for &r in order {
-            star::<A>(p, r, lambda, tt, bufs);
+            star::<A>(p, blocks, r, lambda, tt, bufs);
         }
         for &r in order.iter().rev() {
-            star::<A>(p, r, lambda, tt, bufs);
+            star::<A>(p, blocks, r, lambda, tt, bufs);
         }
     }
 }
@@ -71,16 +74,25 @@ pub(crate) fn single<A: Arith>(
     bufs: &mut Bufs<'_>,
     child: usize,
 ) {
-    star::<A>(p, child, lambda, tt, bufs);
+    star::<A>(p, p.factored_blocks(), child, lambda, tt, bufs);
 }
 
 #[inline(always)]
-fn star<A: Arith>(p: &InferenceProblem<'_>, child: usize, lambda: &mut [f64], tt: &mut [f64], bufs: &mut Bufs<'_>) {
+fn star<A: Arith>(
+    p: &InferenceProblem<'_>,
+    blocks: &[f64],
+    child: usize,
+    lambda: &mut [f64],
+    tt: &mut [f64],
+    bufs: &mut Bufs<'_>,
+) {
     let cp = p.children[child];
     let edges = &p.edges[cp.first..cp.end];
     match cp.kind {
         StarKind::NoParents => {}
         StarKind::Binary if p.fast_paths => binary_star::<A>(cp, edges, lambda, tt, bufs),
+        StarKind::Factored8 if p.fast_paths => factored8_star::<A>(p.theta, blocks, cp, edges, lambda, tt, bufs),
+        StarKind::Factored if p.fast_paths => factored_star::<A>(p.theta, blocks, cp, edges, lambda, tt, bufs),
         StarKind::Singleton if p.fast_paths => singleton_star::<A>(cp, edges, lambda, tt, bufs),
         _ => general_star::<A>(p, cp, edges, lambda, tt, bufs),
     }
@@ -138,6 +150,212 @@ fn singleton_star<A: Arith>(
         apply_strided(&mut tt[ep.parent_offset..ep.parent_offset + ep.parent_len], ep.stride, dj);
         add_assign(&mut lambda[ep.message_offset..ep.message_offset + ly], dj);
     }
+}
+
+/// Singleton child whose parents are factored pairs (see
+/// [`crate::problem::StarKind::Factored`]). With `σ` the parent's other child,
+/// `θ̃_α(y_ν, y_σ) = θ_α(y_ν, y_σ) + λ_{αν}(y_ν) + λ_{ασ}(y_σ)`, so the marginal
+///
+/// `L(y_ν) = λ_{αν}(y_ν) + M(y_ν) + μ + ε log Σ_{y_σ} E(y_σ, y_ν) w(y_σ)`,
+/// `w(y_σ) = exp((λ_{ασ}(y_σ) − μ)/ε)`, `μ = max λ_{ασ}`,
+///
+/// with `M` and `E` precomputed from `θ` ([`crate::problem::Factored`]): `|Y_σ|`
+/// exponentials and a small matrix–vector product per parent instead of
+/// `|Y_α|` exponentials. A sum below `TINY_SUM` (its terms flushed or nearly
+/// so) is recomputed in the log domain from `θ`. Only the messages and the
+/// child's `θ̃` change; the parents' `θ̃` is left stale (every reader refreshes
+/// it first).
+#[inline(always)]
+fn factored_star<A: Arith>(
+    theta: &[f64],
+    blocks: &[f64],
+    cp: ChildPlan,
+    edges: &[EdgePlan],
+    lambda: &mut [f64],
+    tt: &mut [f64],
+    bufs: &mut Bufs<'_>,
+) {
+    let ly = cp.len;
+    let n = edges.len();
+    let l = &mut bufs.l[..n * ly];
+    let sums = &mut bufs.sums[..ly];
+    for (ep, lj) in edges.iter().zip(l.chunks_exact_mut(ly)) {
+        let lo = ep.sibling_len;
+        let own = &lambda[ep.message_offset..ep.message_offset + ly];
+        let sib = &lambda[ep.sibling_offset..ep.sibling_offset + lo];
+        let mu = max_of(sib);
+        let w = &mut bufs.e[..lo];
+        for (wv, &v) in w.iter_mut().zip(sib) {
+            *wv = exp_nonpos::<A>((v - mu) * ep.inv_eps);
+        }
+        let (row_max, e) = blocks[ep.block..ep.block + ly * (lo + 1)].split_at(ly);
+        if ly == 8 {
+            // The common case (8 labels) with the accumulators in registers.
+            // Four independent accumulators (sibling values b mod 4) break the FMA latency chain.
+            let (mut a0, mut a1, mut a2, mut a3) = ([0.0; 8], [0.0; 8], [0.0; 8], [0.0; 8]);
+            let quads = w.chunks_exact(4);
+            let rest = quads.remainder();
+            for (wq, eq) in quads.zip(e.chunks_exact(32)) {
+                for y in 0..8 {
+                    a0[y] = A::madd(wq[0], eq[y], a0[y]);
+                    a1[y] = A::madd(wq[1], eq[8 + y], a1[y]);
+                    a2[y] = A::madd(wq[2], eq[16 + y], a2[y]);
+                    a3[y] = A::madd(wq[3], eq[24 + y], a3[y]);
+                }
+            }
+            for (&wv, col) in rest.iter().zip(e[(lo - rest.len()) * 8..].chunks_exact(8)) {
+                for y in 0..8 {
+                    a0[y] = A::madd(wv, col[y], a0[y]);
+                }
+            }
+            for (y, s) in sums.iter_mut().enumerate() {
+                *s = (a0[y] + a1[y]) + (a2[y] + a3[y]);
+            }
+        } else {
+            sums.fill(0.0);
+            for (&wv, col) in w.iter().zip(e.chunks_exact(ly)) {
+                for (s, &ev) in sums.iter_mut().zip(col) {
+                    *s = A::madd(wv, ev, *s);
+                }
+            }
+        }
+        let mut tiny = false;
+        for (((lv, &s), &m), &o) in lj.iter_mut().zip(sums.iter()).zip(row_max).zip(own) {
+            *lv = A::madd(ep.eps, ln_pos::<A>(s), (o + m) + mu);
+            tiny |= s < TINY_SUM;
+        }
+        if tiny {
+            for (y, (lv, &s)) in lj.iter_mut().zip(sums.iter()).enumerate() {
+                if s < TINY_SUM {
+                    *lv = own[y] + pair_fibre_exact::<A>(theta, ep, y, sib);
+                }
+            }
+        }
+    }
+    let d = &mut bufs.d[..n * ly];
+    let child_tt = &mut tt[cp.offset..cp.offset + ly];
+    if !combine::<A>(child_tt, cp, edges, l, d, &mut bufs.logm[..ly]) {
+        return;
+    }
+    for (ep, dj) in edges.iter().zip(d.chunks_exact(ly)) {
+        add_assign(&mut lambda[ep.message_offset..ep.message_offset + ly], dj);
+    }
+}
+
+/// [`factored_star`] for the 8-label grid: eight-valued child and siblings, at
+/// most four parents, everything on fixed eight-lane arrays (straight-line SIMD
+/// code, no loop set-up per parent). The sums over parents run in the same
+/// order as [`combine`]'s, so only the marginals' rounding differs from the
+/// general path. With a `−∞` anywhere the general [`combine`] takes over.
+#[inline(always)]
+fn factored8_star<A: Arith>(
+    theta: &[f64],
+    blocks: &[f64],
+    cp: ChildPlan,
+    edges: &[EdgePlan],
+    lambda: &mut [f64],
+    tt: &mut [f64],
+    bufs: &mut Bufs<'_>,
+) {
+    const N: usize = 8;
+    let n = edges.len();
+    let mut l = [[0.0; N]; 4];
+    let mut finite = true;
+    for (ep, lj) in edges.iter().zip(l.iter_mut()) {
+        let own: &[f64; N] = lambda[ep.message_offset..ep.message_offset + N].try_into().expect("8 labels");
+        let sib: &[f64; N] = lambda[ep.sibling_offset..ep.sibling_offset + N].try_into().expect("8 labels");
+        let mu = max_of(sib);
+        let mut w = [0.0; N];
+        for (wv, &v) in w.iter_mut().zip(sib) {
+            *wv = exp_nonpos::<A>((v - mu) * ep.inv_eps);
+        }
+        let blk: &[f64; N * (N + 1)] = blocks[ep.block..ep.block + N * (N + 1)].try_into().expect("8 labels");
+        let (row_max, e) = blk.split_at(N);
+        let (mut a0, mut a1, mut a2, mut a3) = ([0.0; N], [0.0; N], [0.0; N], [0.0; N]);
+        for q in 0..2 {
+            let eq = &e[32 * q..32 * q + 32];
+            for y in 0..N {
+                a0[y] = A::madd(w[4 * q], eq[y], a0[y]);
+                a1[y] = A::madd(w[4 * q + 1], eq[N + y], a1[y]);
+                a2[y] = A::madd(w[4 * q + 2], eq[2 * N + y], a2[y]);
+                a3[y] = A::madd(w[4 * q + 3], eq[3 * N + y], a3[y]);
+            }
+        }
+        let mut tiny = false;
+        for y in 0..N {
+            let s = (a0[y] + a1[y]) + (a2[y] + a3[y]);
+            lj[y] = A::madd(ep.eps, ln_pos::<A>(s), (own[y] + row_max[y]) + mu);
+            tiny |= s < TINY_SUM;
+        }
+        if tiny {
+            for (y, lv) in lj.iter_mut().enumerate() {
+                let s = (a0[y] + a1[y]) + (a2[y] + a3[y]);
+                if s < TINY_SUM {
+                    *lv = own[y] + pair_fibre_exact::<A>(theta, ep, y, sib);
+                    finite &= *lv > NEG_INF;
+                }
+            }
+        }
+    }
+    let child: &mut [f64; N] = (&mut tt[cp.offset..cp.offset + N]).try_into().expect("8 labels");
+    for &c in child.iter() {
+        finite &= c > NEG_INF;
+    }
+    let mut d = [[0.0; N]; 4];
+    if finite {
+        let mut logm = [0.0; N];
+        let mut max = NEG_INF;
+        for y in 0..N {
+            let mut s = child[y];
+            for lj in &l[..n] {
+                s += lj[y];
+            }
+            logm[y] = s * cp.inv_total_eps;
+            max = if logm[y] > max { logm[y] } else { max };
+        }
+        let floor = max - CLAMP;
+        for v in &mut logm {
+            *v = if *v < floor { floor } else { *v };
+        }
+        let mut sum = [0.0; N];
+        for ((ep, lj), dj) in edges.iter().zip(&l).zip(d.iter_mut()) {
+            for y in 0..N {
+                dj[y] = A::madd(ep.eps, logm[y], -lj[y]);
+                sum[y] += dj[y];
+            }
+        }
+        for y in 0..N {
+            child[y] -= sum[y];
+        }
+    } else {
+        let lb = &mut bufs.l[..n * N];
+        for (chunk, lj) in lb.chunks_exact_mut(N).zip(&l) {
+            chunk.copy_from_slice(lj);
+        }
+        let db = &mut bufs.d[..n * N];
+        if !combine::<A>(child, cp, edges, lb, db, &mut bufs.logm[..N]) {
+            return;
+        }
+        for (chunk, dj) in db.chunks_exact(N).zip(d.iter_mut()) {
+            dj.copy_from_slice(chunk);
+        }
+    }
+    for (ep, dj) in edges.iter().zip(&d) {
+        add_assign(&mut lambda[ep.message_offset..ep.message_offset + N], dj);
+    }
+}
+
+/// `ε log Σ_{y_σ} exp((θ_α(y, y_σ) + λ_{ασ}(y_σ))/ε)` against its own maximum
+/// (the rare path of [`factored_star`]; `−∞` when every term is).
+#[inline(never)]
+fn pair_fibre_exact<A: Arith>(theta: &[f64], ep: &EdgePlan, y: usize, sib: &[f64]) -> f64 {
+    let t = |b: usize| theta[ep.parent_offset + y * ep.stride + b * ep.sibling_stride] + sib[b];
+    let m = (0..sib.len()).map(t).fold(NEG_INF, |m, v| if v > m { v } else { m });
+    if m == NEG_INF {
+        return NEG_INF;
+    }
+    let s: f64 = (0..sib.len()).map(|b| exp_nonpos::<A>((t(b) - m) * ep.inv_eps)).sum();
+    A::madd(ep.eps, ln_pos::<A>(s), m)
 }
 
 /// Binary singleton child, at most four parents of four configurations each;

@@ -256,7 +256,9 @@ impl<'a> Learner<'a> for Scheduled<'a> {
 type NamedOracle = (String, Box<dyn oracles::Oracle>);
 
 /// The oracle of `spec` as the Hazan–Urtasun learner uses it: linear classes
-/// take one gradient step per round, `zero` and `fixed` stay as they are.
+/// take one gradient step per round on the same objective (`"l2"`, the ridge
+/// of Hazan & Urtasun's regulariser, and `"groups"` carry over), `zero` and
+/// `fixed` stay as they are.
 fn step_oracle(name: &str, spec: &Value) -> Result<Box<dyn oracles::Oracle>, LearnError> {
     let full = oracle_from_json(spec)?;
     let kind = full.kind().to_string();

@@ -21,6 +21,7 @@ pub mod files;
 pub mod learner;
 pub mod metrics;
 pub mod model;
+pub mod objective;
 pub mod observer;
 pub mod oracle_config;
 pub mod perceptron;

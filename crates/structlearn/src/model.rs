@@ -18,7 +18,7 @@ use std::path::Path;
 use oracles::{Features, Model, ModelRegistry};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use smoothed_inference::{InferenceProblem, Messages, RunOptions, RunReport, Workspace, decode};
+use smoothed_inference::{InferenceProblem, Messages, RunOptions, RunReport, decode, with_thread_workspace};
 
 use crate::files::{unwrap_binary, wrap_binary, write_atomic};
 use crate::{Dataset, FactorTypeInfo, LearnError};
@@ -311,12 +311,11 @@ impl StructuredModel {
         let eps = graph_epsilon(data, k, &self.epsilon);
         let problem = InferenceProblem::new(graph, &theta, &eps)
             .map_err(|source| LearnError::Inference { example: k, source })?;
-        let mut ws = Workspace::new(graph);
         let run = RunOptions { iterations: opts.iterations, tolerance: opts.tolerance, order: None };
-        let report =
-            problem.run(messages, &run, &mut ws).map_err(|source| LearnError::Inference { example: k, source })?;
-        let mut beliefs = vec![0.0; graph.total_configs()];
-        problem.beliefs(messages, &mut beliefs);
+        // The run computes the final beliefs for its report; take them from its workspace.
+        let (report, beliefs) =
+            with_thread_workspace(|ws| problem.run(messages, &run, ws).map(|r| (r, ws.beliefs().to_vec())))
+                .map_err(|source| LearnError::Inference { example: k, source })?;
         let labels = decode(graph, &beliefs).map_err(|source| LearnError::Inference { example: k, source })?;
         Ok(Prediction { labels, beliefs, report })
     }

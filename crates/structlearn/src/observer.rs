@@ -26,7 +26,9 @@ pub struct Record {
     pub phase: String,
     /// The factor type fitted (fit steps).
     pub factor_type: Option<String>,
-    /// Training objective `R = Σ_k [A(λ^k, θ^k) − θ^k(y^k)]` after the step (docs/MATH.md §4).
+    /// Training objective `R = Σ_k [A(λ^k, θ^k) − θ^k(y^k)]` after the step
+    /// (docs/MATH.md §4), plus the oracles' penalties `Σ_t ε_t Ω_t` if they
+    /// have a ridge (docs/MATH.md §6.4); `≥ 0`.
     pub objective: f64,
     /// The oracle's loss `L_t` (logit units) after the fit.
     pub oracle_loss: Option<f64>,

@@ -25,6 +25,9 @@
 //! | `linear` | `l2` | 0 | ridge `(λ/2)‖W‖²` on the weights |
 //! | `linear` | `warm_max_iterations` | 10 | L-BFGS steps of a warm-started fit (null: to convergence) |
 //! | `linear` | `lbfgs.*` | see below | L-BFGS of the logistic loss |
+//! | `indexed-linear` | `l2` | 0 | ridge `(λ/2)‖W‖²` on every group's weights |
+//! | `indexed-linear` | `groups` | 0 | number of groups (0: from the data) |
+//! | `indexed-linear` | `lbfgs.*` | see below | L-BFGS of the logistic loss |
 //! | `boosting` | `rounds` | 20 | trees added per fit (the ensemble grows across learning iterations) |
 //! | `boosting` | `shrinkage` | 0.25 | step length ν of each tree, in (0, 1] |
 //! | `boosting` | `subsample` | 10000 | rows drawn per round |

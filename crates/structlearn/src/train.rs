@@ -17,10 +17,13 @@
 //!   once its violation is below [`TrainConfig::message_passing_tolerance`].
 //!
 //! After each step the objective `R = Σ_k [A(λ^k, θ^k) − Σ_α θ^k_α(y^k_α)]`
-//! (which equals `Σ_t ε_t L_t` of the oracle losses) is reported to observers.
-//! It costs no extra pass over the data: after message passing it is summed
-//! from the dual values the runs report, after a warm-started fit of type `t`
-//! it is the previous `R` plus `ε_t` times the change of `L_t`.
+//! (which equals `Σ_t ε_t L_t` of the oracle losses), plus the oracles'
+//! penalties `Σ_t ε_t Ω_t(g_t)` when they have any, is reported to observers.
+//! After message passing `R` is summed region by region in a form that
+//! rounding cannot make negative ([`crate::objective`]); after a
+//! warm-started fit of type `t` it is the previous value plus `ε_t` times the
+//! change of the oracle's `L_t + Ω_t` (no pass over the data), recomputed in
+//! full in the one case where that update's rounding shows (a value below 0).
 //!
 //! Randomness: the oracle call of step `s` of iteration `i` gets the seed
 //! `mix(seed, i, s)`; no other state is random, so a run resumed from a
@@ -34,12 +37,13 @@ use std::time::Instant;
 use oracles::{Features, FitContext, Model, ModelRegistry, Oracle, Problem, fit_monotone};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace, message_offsets};
+use smoothed_inference::{InferenceProblem, Messages, RunOptions, message_offsets, with_thread_workspace};
 
 use crate::discrepancy::{Discrepancy, Hamming};
 use crate::early_stopping::{BestValidation, EarlyStopping, Verdict};
 use crate::files::{unwrap_binary, wrap_binary, write_atomic};
 use crate::model::{graph_epsilon, oracle_err, zero_messages};
+use crate::objective::{NeumaierSum, loss_at};
 use crate::observer::{Observer, Record, TrainEvent};
 use crate::{Dataset, LearnError, PredictOptions, StructuredModel};
 
@@ -605,7 +609,10 @@ impl<'a> Trainer<'a> {
         StructuredModel::new(self.train.factor_types.clone(), self.epsilon.clone(), models)
     }
 
-    /// The training objective `R = Σ_k [A(λ^k, θ^k) − Σ_α θ^k_α(y^k_α)]` (docs/MATH.md §4).
+    /// The training objective `R = Σ_k [A(λ^k, θ^k) − Σ_α θ^k_α(y^k_α)]`
+    /// (docs/MATH.md §4), summed so that it is never negative
+    /// ([`crate::objective`]), plus the oracles' penalties `Σ_t ε_t Ω_t(g_t)`
+    /// ([`Trainer::penalty`]; 0 unless an oracle has a ridge).
     ///
     /// ```
     /// # use std::sync::Arc;
@@ -633,15 +640,30 @@ impl<'a> Trainer<'a> {
                 let eps = graph_epsilon(self.train, k, &self.epsilon);
                 let problem = InferenceProblem::new(graph, &state.theta, &eps)
                     .map_err(|source| LearnError::Inference { example: k, source })?;
-                Ok(problem.dual_value(&state.messages) - truth_score(self.train, k, &state.theta)?)
+                Ok(loss_at(&problem, &state.messages, self.train.labels(k)?, &mut Vec::new()))
             })
             .collect::<Result<_, LearnError>>()?;
-        Ok(parts.iter().sum())
+        Ok(parts.into_iter().collect::<NeumaierSum>().value() + self.penalty()?)
+    }
+
+    /// `Σ_t ε_t Ω_t(g_t)`: the penalties of the current functions
+    /// ([`oracles::Oracle::penalty`]), the part of the learner's objective
+    /// beyond `R` (docs/MATH.md §6.4). 0 when no oracle has a ridge.
+    pub fn penalty(&self) -> Result<f64, LearnError> {
+        let mut total = NeumaierSum::new();
+        for (t, model) in self.models.iter().enumerate() {
+            if let Some(m) = model {
+                let ft = &self.train.factor_types[t];
+                total.add(self.epsilon[t] * self.oracles[t].penalty(m.as_ref()).map_err(|e| oracle_err(ft, e))?);
+            }
+        }
+        Ok(total.value())
     }
 
     /// Fits factor type `t` (one oracle call on the pooled, biased problem).
-    /// Returns the oracle's loss after the fit, whether the fit was rejected,
-    /// and the previous model's loss on the same problem (if there was one).
+    /// Returns the oracle's loss `L_t` after the fit, whether the fit was
+    /// rejected, and the change of the oracle's objective `L_t + Ω_t` on the
+    /// same problem (if there was a previous model).
     fn fit_step(&mut self, t: usize, seed: u64) -> Result<(f64, bool, Option<f64>), LearnError> {
         let ft = &self.train.factor_types[t];
         let c = ft.classes;
@@ -677,16 +699,16 @@ impl<'a> Trainer<'a> {
         let problem = Problem::new(features, &pooled.labels, &bias, c, None).map_err(|e| oracle_err(ft, e))?;
         let fit = fit_monotone(self.oracles[t].as_ref(), &problem, self.models[t].as_deref(), FitContext { seed })
             .map_err(|e| oracle_err(ft, e))?;
+        let change = fit.previous_objective().map(|previous| fit.objective() - previous);
         self.models[t] = Some(fit.model);
         self.refresh_type(t)?;
-        Ok((fit.loss, fit.rejected, fit.previous_loss))
+        Ok((fit.loss, fit.rejected, change))
     }
 
     /// Runs up to `iterations` message-passing iterations on every training
     /// example (stopping each early at [`TrainConfig::message_passing_tolerance`]).
-    /// Returns the largest violation and the objective `R` after the step, from
-    /// the dual values the runs report (the numbers [`Trainer::objective`]
-    /// computes, bit for bit, without another pass).
+    /// Returns the largest violation and the objective after the step (the
+    /// numbers [`Trainer::objective`] computes, bit for bit).
     fn message_passing_step(&mut self, iterations: usize) -> Result<(f64, f64), LearnError> {
         let train = self.train;
         let eps: Vec<Vec<f64>> = (0..train.len()).map(|k| graph_epsilon(self.train, k, &self.epsilon)).collect();
@@ -700,17 +722,14 @@ impl<'a> Trainer<'a> {
                 let graph = &train.examples[k].graph;
                 let problem = InferenceProblem::new(graph, &state.theta, &eps[k])
                     .map_err(|source| LearnError::Inference { example: k, source })?;
-                let mut ws = Workspace::new(graph);
                 let opts = RunOptions { iterations, tolerance, order: None };
-                let report = problem
-                    .run(&mut state.messages, &opts, &mut ws)
+                let report = with_thread_workspace(|ws| problem.run(&mut state.messages, &opts, ws))
                     .map_err(|source| LearnError::Inference { example: k, source })?;
-                Ok((report.max_violation, report.dual_value - truth_score(train, k, &state.theta)?))
+                Ok((report.max_violation, loss_at(&problem, &state.messages, train.labels(k)?, &mut Vec::new())))
             })
             .collect::<Result<_, LearnError>>()?;
         let violation = results.iter().map(|r| r.0).fold(0.0, f64::max);
-        let parts: Vec<f64> = results.iter().map(|r| r.1).collect();
-        Ok((violation, parts.iter().sum()))
+        Ok((violation, results.iter().map(|r| r.1).collect::<NeumaierSum>().value() + self.penalty()?))
     }
 
     fn evaluate(&mut self) -> Result<(Option<f64>, Option<f64>), LearnError> {
@@ -794,12 +813,15 @@ impl<'a> Trainer<'a> {
                     (Step::Fit { factor_type }, Some(t)) => {
                         record.phase = "fit".into();
                         record.factor_type = Some(factor_type.clone());
-                        let (loss, rejected, previous) = self.fit_step(t, mix_seed(self.config.seed, iteration, s))?;
+                        let (loss, rejected, change) = self.fit_step(t, mix_seed(self.config.seed, iteration, s))?;
                         record.oracle_loss = Some(loss);
                         record.rejected = Some(rejected);
-                        // R = Σ_t ε_t L_t (docs/MATH.md §4): only L_t changed, so no pass over θ.
-                        record.objective = match (previous, self.history.last()) {
-                            (Some(previous), Some(last)) => last.objective + self.epsilon[t] * (loss - previous),
+                        // R + Σ_t ε_t Ω_t = Σ_t ε_t (L_t + Ω_t) (docs/MATH.md §4): only type t's
+                        // term changed, so no pass over θ — unless rounding took the update below 0.
+                        record.objective = match (change, self.history.last()) {
+                            (Some(change), Some(last)) if last.objective + self.epsilon[t] * change >= 0.0 => {
+                                last.objective + self.epsilon[t] * change
+                            }
                             _ => self.objective()?,
                         };
                     }
@@ -1057,13 +1079,6 @@ struct CheckpointBody {
     validation_eval_messages: Vec<Vec<f64>>,
     /// With early stopping: the best validation iteration's model file bytes.
     best_model: Option<Vec<u8>>,
-}
-
-/// `Σ_α θ^k_α(y^k_α)`: the score of example `k`'s true labelling.
-fn truth_score(data: &Dataset, k: usize, theta: &[f64]) -> Result<f64, LearnError> {
-    let graph = &data.examples[k].graph;
-    let truth = data.labels(k)?;
-    Ok((0..graph.num_regions()).map(|r| theta[graph.config_range(r).start + graph.config_of(r, truth)]).sum())
 }
 
 /// Pools the regions of type `t` of every example (features, true configurations).
