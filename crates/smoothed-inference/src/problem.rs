@@ -349,16 +349,13 @@ impl<'a> InferenceProblem<'a> {
     }
 
     fn build_factored(&self) -> Factored {
-        let len = self
-            .children
-            .iter()
-            .filter(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8))
-            .flat_map(|c| &self.edges[c.first..c.end])
-            .map(|ep| ep.block + self.children_len_of(ep) * (ep.sibling_len + 1))
+        let factored = || self.children.iter().filter(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8));
+        let len = factored()
+            .flat_map(|c| self.edges[c.first..c.end].iter().map(move |ep| ep.block + c.len * (ep.sibling_len + 1)))
             .max()
             .unwrap_or(0);
         let mut blocks = vec![0.0; len];
-        for cp in self.children.iter().filter(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8)) {
+        for cp in factored() {
             for ep in &self.edges[cp.first..cp.end] {
                 let (ly, lo) = (cp.len, ep.sibling_len);
                 let (row_max, e) = blocks[ep.block..ep.block + ly * (lo + 1)].split_at_mut(ly);
@@ -376,11 +373,6 @@ impl<'a> InferenceProblem<'a> {
             }
         }
         Factored { blocks }
-    }
-
-    /// `|Y_ν|` of the child of a factored edge.
-    fn children_len_of(&self, ep: &EdgePlan) -> usize {
-        self.children[self.graph.edge_child(ep.edge)].len
     }
 
     /// The region graph.
