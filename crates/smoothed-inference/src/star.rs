@@ -189,34 +189,10 @@ fn factored_star<A: Arith>(
             *wv = exp_nonpos::<A>((v - mu) * ep.inv_eps);
         }
         let (row_max, e) = blocks[ep.block..ep.block + ly * (lo + 1)].split_at(ly);
-        if ly == 8 {
-            // The common case (8 labels) with the accumulators in registers.
-            // Four independent accumulators (sibling values b mod 4) break the FMA latency chain.
-            let (mut a0, mut a1, mut a2, mut a3) = ([0.0; 8], [0.0; 8], [0.0; 8], [0.0; 8]);
-            let quads = w.chunks_exact(4);
-            let rest = quads.remainder();
-            for (wq, eq) in quads.zip(e.chunks_exact(32)) {
-                for y in 0..8 {
-                    a0[y] = A::madd(wq[0], eq[y], a0[y]);
-                    a1[y] = A::madd(wq[1], eq[8 + y], a1[y]);
-                    a2[y] = A::madd(wq[2], eq[16 + y], a2[y]);
-                    a3[y] = A::madd(wq[3], eq[24 + y], a3[y]);
-                }
-            }
-            for (&wv, col) in rest.iter().zip(e[(lo - rest.len()) * 8..].chunks_exact(8)) {
-                for y in 0..8 {
-                    a0[y] = A::madd(wv, col[y], a0[y]);
-                }
-            }
-            for (y, s) in sums.iter_mut().enumerate() {
-                *s = (a0[y] + a1[y]) + (a2[y] + a3[y]);
-            }
-        } else {
-            sums.fill(0.0);
-            for (&wv, col) in w.iter().zip(e.chunks_exact(ly)) {
-                for (s, &ev) in sums.iter_mut().zip(col) {
-                    *s = A::madd(wv, ev, *s);
-                }
+        sums.fill(0.0);
+        for (&wv, col) in w.iter().zip(e.chunks_exact(ly)) {
+            for (s, &ev) in sums.iter_mut().zip(col) {
+                *s = A::madd(wv, ev, *s);
             }
         }
         let mut tiny = false;
