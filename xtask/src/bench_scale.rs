@@ -29,6 +29,8 @@ pub struct Options {
     pub mp_tolerance: Option<f64>,
     /// The linear oracle's warm-start budget (`None`: full fits).
     pub warm_iterations: Option<usize>,
+    /// Print the live and peak heap after every step.
+    pub trace_heap: bool,
 }
 
 /// Times per step of one learning iteration.
@@ -51,6 +53,9 @@ pub fn run(opts: &Options) -> Result<()> {
         }
     }
     let s = &opts.scene;
+    // Count live heap bytes (no limit) beside the RSS: the RSS also holds what
+    // the C allocator keeps after a free.
+    structlearn_fuzz::arm(usize::MAX);
     let t0 = Instant::now();
     let data = generate(&SceneConfig { test: 0, ..s.clone() })?;
     println!(
@@ -85,6 +90,10 @@ pub fn run(opts: &Options) -> Result<()> {
     };
     let t_setup = Instant::now();
     let mut trainer = Trainer::new(&data.train, oracles, config)?;
+    let trace_heap = opts.trace_heap;
+    if trace_heap {
+        println!("  after set-up: {}", heap());
+    }
     println!("trainer set up in {:.1} s, peak RSS {}", t_setup.elapsed().as_secs_f64(), peak_rss());
     let current = Arc::new(Mutex::new((Instant::now(), IterationTimes::default())));
     let shared = current.clone();
@@ -97,6 +106,10 @@ pub fn run(opts: &Options) -> Result<()> {
                 times.cpu_start = cpu_seconds();
             }
             TrainEvent::Step(r) => {
+                if trace_heap {
+                    let what = format!("{} {}", r.phase, r.factor_type.as_deref().unwrap_or(""));
+                    println!("  after {}: {}", what.trim_end(), heap());
+                }
                 times.steps += r.step_seconds;
                 times.objective = r.objective;
                 if r.phase == "fit" {
@@ -112,7 +125,7 @@ pub fn run(opts: &Options) -> Result<()> {
                 let cpu = cpu_seconds();
                 println!(
                     "iteration {iteration}: total {total:.2} s = message passing {:.2} s + {} + rest {:.2} s; \
-                     CPU {:.1} s; objective {:.6e}, max violation {:.2e}, peak RSS {}",
+                     CPU {:.1} s; objective {:.6e}, max violation {:.2e}, peak RSS {}, {}",
                     times.message_passing,
                     fits.join(" + "),
                     total - times.steps,
@@ -120,6 +133,7 @@ pub fn run(opts: &Options) -> Result<()> {
                     times.objective,
                     times.violation,
                     peak_rss(),
+                    heap(),
                 );
                 *start = Instant::now();
                 *times = IterationTimes { cpu_start: cpu, ..IterationTimes::default() };
@@ -130,6 +144,12 @@ pub fn run(opts: &Options) -> Result<()> {
     })));
     trainer.train()?;
     Ok(())
+}
+
+/// Heap bytes live now and at most so far (counted by the global allocator).
+fn heap() -> String {
+    let gib = |b: usize| b as f64 / f64::from(1u32 << 30);
+    format!("heap live {:.3} GiB, peak {:.3} GiB", gib(structlearn_fuzz::live()), gib(structlearn_fuzz::usage().peak))
 }
 
 /// User + system CPU seconds of this process (Linux `/proc/self/stat`, 10 ms

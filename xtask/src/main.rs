@@ -97,7 +97,7 @@ enum Command {
         set: Vec<String>,
     },
     /// Times learning iterations of one cell on Stanford-shaped synthetic data
-    /// (message passing, each oracle fit, the rest, peak RSS).
+    /// (message passing, each oracle fit, the rest, peak RSS and heap).
     BenchScale {
         /// Training images.
         #[arg(long, default_value_t = 572)]
@@ -132,6 +132,9 @@ enum Command {
         /// Seed of the data.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// Also print the live and peak heap bytes after every step.
+        #[arg(long)]
+        trace_heap: bool,
     },
     /// Fuzzes every file loader with structure-aware mutations of valid files
     /// (docs/ROBUSTNESS.md); saves failing inputs and a summary.
@@ -191,6 +194,7 @@ fn run() -> Result<()> {
             mp_tolerance,
             warm_iterations,
             seed,
+            trace_heap,
         } => bench_scale::run(&bench_scale::Options {
             scene: datasets::scene::SceneConfig {
                 train: images,
@@ -206,6 +210,7 @@ fn run() -> Result<()> {
             iterations,
             mp_tolerance: optional("mp-tolerance", &mp_tolerance)?,
             warm_iterations: optional("warm-iterations", &warm_iterations)?,
+            trace_heap,
         }),
         Command::Fuzz(a) => fuzz::fuzz(&a),
         Command::FuzzWorker(a) => fuzz::worker(&a),

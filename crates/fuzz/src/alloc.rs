@@ -53,6 +53,16 @@ pub fn disarm() -> Usage {
     Usage { peak: PEAK.load(Relaxed).max(0) as usize, refused: REFUSED.load(Relaxed) }
 }
 
+/// What the armed stretch used so far (it keeps counting).
+pub fn usage() -> Usage {
+    Usage { peak: PEAK.load(Relaxed).max(0) as usize, refused: REFUSED.load(Relaxed) }
+}
+
+/// Bytes live now (since [`arm`]).
+pub fn live() -> usize {
+    LIVE.load(Relaxed).max(0) as usize
+}
+
 /// Whether the allocator is counting (false if it is not the global allocator
 /// or is disarmed).
 pub fn armed() -> bool {

@@ -24,6 +24,6 @@ pub mod mutate;
 pub mod seeds;
 pub mod targets;
 
-pub use alloc::{LimitAlloc, Usage, arm, armed, disarm};
+pub use alloc::{LimitAlloc, Usage, arm, armed, disarm, live, usage};
 pub use driver::{Options, Stats, Verdict, execute, report, run_range, supervise, worker};
 pub use targets::{CheckpointMirror, Outcome, Target, targets};

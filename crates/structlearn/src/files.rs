@@ -13,12 +13,7 @@ use crate::LearnError;
 /// assert_eq!(structlearn::files::fnv1a(b""), 0xcbf2_9ce4_8422_2325); // the FNV-1a offset basis
 /// ```
 pub fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
+    fnv1a_continue(FNV_OFFSET, bytes)
 }
 
 /// `magic ‖ body ‖ fnv1a(body)` (little endian).
@@ -95,6 +90,24 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), LearnError> {
 /// assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
 /// ```
 pub fn write_atomic_io(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_atomic_with(path, |file| file.write_all(bytes))
+}
+
+/// [`write_atomic_io`] with the contents written by `write` (into a buffered
+/// writer on the temporary file), so a large file need not exist in memory
+/// first.
+///
+/// ```
+/// use std::io::Write;
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("lines.txt");
+/// structlearn::files::write_atomic_with(&path, |w| (0..3).try_for_each(|i| writeln!(w, "{i}"))).unwrap();
+/// assert_eq!(std::fs::read_to_string(&path).unwrap(), "0\n1\n2\n");
+/// ```
+pub fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let name = path
         .file_name()
@@ -110,8 +123,10 @@ pub fn write_atomic_io(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     let result = (|| {
-        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        file.write_all(bytes)?;
+        let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        let mut buffered = std::io::BufWriter::with_capacity(1 << 20, file);
+        write(&mut buffered)?;
+        let file = buffered.into_inner().map_err(std::io::IntoInnerError::into_error)?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
@@ -122,6 +137,63 @@ pub fn write_atomic_io(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = d.sync_all();
     }
     result
+}
+
+/// Writes `magic ‖ body ‖ fnv1a(body)` (the file [`wrap_binary`] makes)
+/// atomically, the body streamed from `body` and hashed on the way, so it is
+/// never held in memory whole.
+///
+/// ```
+/// use std::io::Write;
+/// use structlearn::files::{unwrap_binary, wrap_binary, write_binary_atomic};
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("f.bin");
+/// write_binary_atomic(&path, b"MYFILE\0\x01", |w| w.write_all(b"body")).unwrap();
+/// assert_eq!(std::fs::read(&path).unwrap(), wrap_binary(b"MYFILE\0\x01", b"body"));
+/// ```
+pub fn write_binary_atomic(
+    path: &Path,
+    magic: &[u8; 8],
+    body: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), LearnError> {
+    write_atomic_with(path, |file| {
+        file.write_all(magic)?;
+        let mut hashing = HashingWriter { inner: file, hash: FNV_OFFSET };
+        body(&mut hashing)?;
+        let sum = hashing.hash;
+        file.write_all(&sum.to_le_bytes())
+    })
+    .map_err(|e| LearnError::io(path, e))
+}
+
+/// FNV-1a's offset basis (the hash of no bytes).
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a of `bytes` continued from `hash`.
+fn fnv1a_continue(mut hash: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// Passes bytes through to `inner`, hashing what was written.
+struct HashingWriter<'a> {
+    inner: &'a mut dyn Write,
+    hash: u64,
+}
+
+impl Write for HashingWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hash = fnv1a_continue(self.hash, &buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 /// Checks, before any long work, that `path` can be written by

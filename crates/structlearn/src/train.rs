@@ -41,7 +41,7 @@ use smoothed_inference::{InferenceProblem, Messages, RunOptions, message_offsets
 
 use crate::discrepancy::{Discrepancy, Hamming};
 use crate::early_stopping::{BestValidation, EarlyStopping, Verdict};
-use crate::files::{unwrap_binary, wrap_binary, write_atomic};
+use crate::files::{unwrap_binary, write_binary_atomic};
 use crate::model::{graph_epsilon, oracle_err, zero_messages};
 use crate::objective::{NeumaierSum, loss_at};
 use crate::observer::{Observer, Record, TrainEvent};
@@ -235,22 +235,90 @@ impl TrainConfig {
     }
 }
 
-/// The rows of one factor type pooled over all training examples.
+/// The regions of one factor type pooled over all training examples, and
+/// their potentials.
+///
+/// `theta` is `rows × classes`, row `rows[k] + i` being the `i`-th region of
+/// this type of example `k`. Between fits it holds `θ = ε_t g_t + Δ`; while
+/// type `t` is fitted the same buffer holds the oracle's biases (Eq. 14),
+/// which are computed from the messages alone and replaced by the new `θ`
+/// right after the fit. So the largest array of a pairwise type exists once,
+/// not three times (θ, the biases, the scores). Message passing gathers an
+/// example's `θ` into a per-thread buffer ([`with_theta`]).
 #[derive(Debug)]
 struct Pooled {
-    features: Vec<f64>,
     labels: Vec<usize>,
     /// `rows[k]..rows[k+1]` are example `k`'s rows.
     rows: Vec<usize>,
     /// Example `k`'s regions of this type, in row order.
     regions: Vec<Vec<usize>>,
+    theta: Vec<f64>,
 }
 
-/// Per-example state of the learner.
-#[derive(Debug, Clone)]
-struct ExampleState {
-    messages: Messages,
-    theta: Vec<f64>,
+impl Pooled {
+    /// `buffer` (laid out like `theta`) cut into one slice per example.
+    fn example_chunks<'b>(&self, classes: usize, buffer: &'b mut [f64]) -> Vec<&'b mut [f64]> {
+        let mut chunks = Vec::with_capacity(self.regions.len());
+        let mut rest = buffer;
+        for k in 0..self.regions.len() {
+            let (head, tail) = rest.split_at_mut((self.rows[k + 1] - self.rows[k]) * classes);
+            chunks.push(head);
+            rest = tail;
+        }
+        chunks
+    }
+}
+
+/// Rows scored per model call when `θ` is refreshed: bounds the features
+/// gathered for the call (and keeps rayon's chunks inside a call large).
+const SCORE_GROUP_ROWS: usize = 1 << 16;
+
+/// Example `k`'s `θ` over its whole graph, gathered from the pooled types
+/// (regions of no type keep 0).
+fn gather_theta(data: &Dataset, pooled: &[Pooled], k: usize, out: &mut Vec<f64>) {
+    let graph = &data.examples[k].graph;
+    out.clear();
+    out.resize(graph.total_configs(), 0.0);
+    for (t, p) in pooled.iter().enumerate() {
+        let c = data.factor_types[t].classes;
+        let first = p.rows[k];
+        for (i, &r) in p.regions[k].iter().enumerate() {
+            out[graph.config_range(r)].copy_from_slice(&p.theta[(first + i) * c..(first + i + 1) * c]);
+        }
+    }
+}
+
+type Buffer = std::cell::RefCell<Vec<f64>>;
+
+thread_local! {
+    /// An example's gathered `θ` ([`with_theta`]).
+    static THETA: Buffer = const { Buffer::new(Vec::new()) };
+    /// Per-example scratch of the graph's size (message offsets, `θ̃`).
+    static SCRATCH: Buffer = const { Buffer::new(Vec::new()) };
+}
+
+/// Calls `f` with one of this thread's buffers: examples of one size then
+/// reuse it instead of allocating (and fragmenting the heap with) an array
+/// of a graph's configurations each.
+fn with_buffer<R>(key: &'static std::thread::LocalKey<Buffer>, f: impl FnOnce(&mut Vec<f64>) -> R) -> R {
+    key.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buffer) => f(&mut buffer),
+        // Re-entered on this thread (a rayon task stolen inside `f`): a fresh buffer.
+        Err(_) => f(&mut Vec::new()),
+    })
+}
+
+/// Calls `f` with example `k`'s gathered `θ` (in a per-thread buffer).
+fn with_theta<R>(data: &Dataset, pooled: &[Pooled], k: usize, f: impl FnOnce(&[f64]) -> R) -> R {
+    with_buffer(&THETA, |buffer| {
+        gather_theta(data, pooled, k, buffer);
+        f(buffer)
+    })
+}
+
+/// [`loss_at`] with a per-thread scratch buffer.
+fn example_loss(problem: &InferenceProblem<'_>, messages: &Messages, truth: &[usize]) -> f64 {
+    with_buffer(&SCRATCH, |scratch| loss_at(problem, messages, truth, scratch))
 }
 
 /// What [`Trainer::train`] returns.
@@ -331,14 +399,16 @@ pub struct Trainer<'a> {
     observers: std::sync::Mutex<Vec<Box<dyn Observer + Send + 'a>>>,
     stop: Option<Arc<AtomicBool>>,
     pooled: Vec<Pooled>,
-    states: Vec<ExampleState>,
+    /// `λ^k` per training example.
+    messages: Vec<Messages>,
     models: Vec<Option<Box<dyn Model>>>,
     completed: usize,
     history: Vec<Record>,
     elapsed_before: f64,
-    /// Evaluation messages per training example (warm-started evaluation).
+    /// Evaluation messages per training example (warm-started evaluation;
+    /// allocated at the first evaluation that needs them).
     train_eval_messages: Vec<Messages>,
-    /// Evaluation messages per validation example.
+    /// Evaluation messages per validation example (the same).
     validation_eval_messages: Vec<Messages>,
     /// With early stopping: the model of the best validation iteration.
     best_model: Option<StructuredModel>,
@@ -436,12 +506,12 @@ impl<'a> Trainer<'a> {
             observers: std::sync::Mutex::new(Vec::new()),
             stop: None,
             pooled,
-            states: Vec::new(),
+            messages: Vec::new(),
             models,
             completed: 0,
             history: Vec::new(),
             elapsed_before: 0.0,
-            train_eval_messages: zero_messages(train),
+            train_eval_messages: Vec::new(),
             validation_eval_messages: Vec::new(),
             best_model: None,
         };
@@ -458,7 +528,7 @@ impl<'a> Trainer<'a> {
     /// [`Trainer::with_validation`] in place (for [`crate::Learner`]).
     pub(crate) fn set_validation(&mut self, validation: &'a Dataset) {
         self.validation = Some(validation);
-        self.validation_eval_messages = zero_messages(validation);
+        self.validation_eval_messages = Vec::new();
     }
 
     /// Replaces the Hamming discrepancy. Must be called before training starts.
@@ -537,12 +607,7 @@ impl<'a> Trainer<'a> {
 
     /// Zero messages, and `θ = Δ` (every `g = 0` before its first fit).
     fn initial_states(&mut self) -> Result<(), LearnError> {
-        self.states = self
-            .train
-            .examples
-            .iter()
-            .map(|ex| ExampleState { messages: Messages::zeros(&ex.graph), theta: vec![0.0; ex.graph.total_configs()] })
-            .collect();
+        self.messages = zero_messages(self.train);
         self.refresh_all_types()
     }
 
@@ -551,48 +616,59 @@ impl<'a> Trainer<'a> {
         (0..self.train.factor_types.len()).try_for_each(|t| self.refresh_type(t))
     }
 
-    /// Scores the pooled rows of type `t` with its current model (zero if not
-    /// fitted yet) and sets `θ = ε_t g + Δ` on those regions of every example.
+    /// Sets `θ = ε_t g + Δ` on the regions of type `t` of every example from
+    /// its current model (`g = 0` if not fitted yet).
     fn refresh_type(&mut self, t: usize) -> Result<(), LearnError> {
-        let ft = &self.train.factor_types[t];
-        let c = ft.classes;
-        let scores = match &self.models[t] {
-            Some(m) => {
-                let pooled = &self.pooled[t];
-                let features =
-                    Features::new(&pooled.features, pooled.labels.len(), ft.dim).map_err(|e| oracle_err(ft, e))?;
-                let mut s = vec![0.0; pooled.labels.len() * c];
-                m.score(features, &mut s).map_err(|e| oracle_err(ft, e))?;
-                Some(s)
-            }
-            None => None,
-        };
-        let mut states = std::mem::take(&mut self.states);
-        let this = &*self;
-        states.par_iter_mut().enumerate().for_each(|(k, state)| {
-            let rows = scores.as_ref().map(|s| &s[pooled_rows(this, t, k, c)]);
-            this.refresh_theta(k, t, rows, &mut state.theta);
-        });
-        self.states = states;
-        Ok(())
+        let mut theta = std::mem::take(&mut self.pooled[t].theta);
+        let result = self.refresh_into(t, &mut theta);
+        self.pooled[t].theta = theta;
+        result
     }
 
-    /// `θ = ε_t g + Δ` on the regions of type `t` of example `k`; `scores` are
-    /// the example's rows of `g` (`None`: `g = 0`).
-    fn refresh_theta(&self, k: usize, t: usize, scores: Option<&[f64]>, theta: &mut [f64]) {
-        let graph = &self.train.examples[k].graph;
-        let truth = self.train.examples[k].labels.as_deref().unwrap_or(&[]);
-        let c = self.train.factor_types[t].classes;
-        let eps = self.epsilon[t];
-        let mut delta = vec![0.0; c];
-        for (row, &r) in self.pooled[t].regions[k].iter().enumerate() {
-            self.discrepancy.region(graph, r, truth, &mut delta);
-            let out = &mut theta[graph.config_range(r)];
-            for y in 0..c {
-                let g = scores.map_or(0.0, |s| s[row * c + y]);
-                out[y] = eps * g + delta[y];
+    /// [`Trainer::refresh_type`] into `theta` (laid out like [`Pooled::theta`]):
+    /// the model scores straight into it, in groups of whole examples of at most
+    /// [`SCORE_GROUP_ROWS`] rows (a model scores each row on its own, so the
+    /// grouping does not change a bit), then `θ = ε g + Δ` per example.
+    fn refresh_into(&self, t: usize, theta: &mut Vec<f64>) -> Result<(), LearnError> {
+        let ft = &self.train.factor_types[t];
+        let c = ft.classes;
+        let pooled = &self.pooled[t];
+        theta.clear();
+        theta.resize(pooled.labels.len() * c, 0.0);
+        if let Some(m) = &self.models[t] {
+            let n = self.train.len();
+            let mut features = Vec::new();
+            let mut first = 0;
+            while first < n {
+                let mut end = first + 1;
+                while end < n && pooled.rows[end + 1] - pooled.rows[first] <= SCORE_GROUP_ROWS {
+                    end += 1;
+                }
+                let rows = pooled.rows[first]..pooled.rows[end];
+                if !rows.is_empty() {
+                    features.clear();
+                    for ex in &self.train.examples[first..end] {
+                        features.extend_from_slice(&ex.features[t].values);
+                    }
+                    let f = Features::new(&features, rows.len(), ft.dim).map_err(|e| oracle_err(ft, e))?;
+                    m.score(f, &mut theta[rows.start * c..rows.end * c]).map_err(|e| oracle_err(ft, e))?;
+                }
+                first = end;
             }
         }
+        let eps = self.epsilon[t];
+        pooled.example_chunks(c, theta).into_par_iter().enumerate().for_each(|(k, chunk)| {
+            let graph = &self.train.examples[k].graph;
+            let truth = self.train.examples[k].labels.as_deref().unwrap_or(&[]);
+            let mut delta = vec![0.0; c];
+            for (&r, out) in pooled.regions[k].iter().zip(chunk.chunks_exact_mut(c)) {
+                self.discrepancy.region(graph, r, truth, &mut delta);
+                for (v, d) in out.iter_mut().zip(&delta) {
+                    *v = eps * *v + d;
+                }
+            }
+        });
+        Ok(())
     }
 
     /// The current model (types not fitted yet score zero).
@@ -636,11 +712,12 @@ impl<'a> Trainer<'a> {
             .into_par_iter()
             .map(|k| {
                 let graph = &self.train.examples[k].graph;
-                let state = &self.states[k];
                 let eps = graph_epsilon(self.train, k, &self.epsilon);
-                let problem = InferenceProblem::new(graph, &state.theta, &eps)
-                    .map_err(|source| LearnError::Inference { example: k, source })?;
-                Ok(loss_at(&problem, &state.messages, self.train.labels(k)?, &mut Vec::new()))
+                with_theta(self.train, &self.pooled, k, |theta| {
+                    let problem = InferenceProblem::new(graph, theta, &eps)
+                        .map_err(|source| LearnError::Inference { example: k, source })?;
+                    Ok(example_loss(&problem, &self.messages[k], self.train.labels(k)?))
+                })
             })
             .collect::<Result<_, LearnError>>()?;
         Ok(parts.into_iter().collect::<NeumaierSum>().value() + self.penalty()?)
@@ -665,44 +742,55 @@ impl<'a> Trainer<'a> {
     /// rejected, and the change of the oracle's objective `L_t + Ω_t` on the
     /// same problem (if there was a previous model).
     fn fit_step(&mut self, t: usize, seed: u64) -> Result<(f64, bool, Option<f64>), LearnError> {
+        // The biases go into type t's θ buffer, which the refresh below
+        // overwrites again — also after a failed fit, from the model kept.
+        let mut buffer = std::mem::take(&mut self.pooled[t].theta);
+        let fit = self.fit_into(t, seed, &mut buffer);
+        let fit = fit.map(|fit| {
+            let outcome = (fit.loss, fit.rejected, fit.previous_objective().map(|p| fit.objective() - p));
+            self.models[t] = Some(fit.model);
+            outcome
+        });
+        let refreshed = self.refresh_into(t, &mut buffer);
+        self.pooled[t].theta = buffer;
+        let outcome = fit?;
+        refreshed?;
+        Ok(outcome)
+    }
+
+    /// Writes the biases `b^k_α(y) = (Δ_α(y) + message offsets) / ε_t` of type
+    /// `t` into `bias` and fits the pooled problem, warm-started.
+    fn fit_into(&self, t: usize, seed: u64, bias: &mut [f64]) -> Result<oracles::MonotoneFit, LearnError> {
         let ft = &self.train.factor_types[t];
         let c = ft.classes;
         let eps = self.epsilon[t];
         let pooled = &self.pooled[t];
         let n = pooled.labels.len();
-        let mut bias = vec![0.0; n * c];
-        {
-            let mut chunks = Vec::with_capacity(self.train.len());
-            let mut rest = bias.as_mut_slice();
-            for k in 0..self.train.len() {
-                let (head, tail) = rest.split_at_mut((pooled.rows[k + 1] - pooled.rows[k]) * c);
-                chunks.push(head);
-                rest = tail;
-            }
-            chunks.into_par_iter().enumerate().for_each(|(k, chunk)| {
-                let ex = &self.train.examples[k];
-                let graph = &ex.graph;
-                let truth = ex.labels.as_deref().unwrap_or(&[]);
-                let mut offsets = vec![0.0; graph.total_configs()];
-                message_offsets(graph, &self.states[k].messages, &mut offsets);
+        pooled.example_chunks(c, bias).into_par_iter().enumerate().for_each(|(k, chunk)| {
+            let ex = &self.train.examples[k];
+            let graph = &ex.graph;
+            let truth = ex.labels.as_deref().unwrap_or(&[]);
+            with_buffer(&SCRATCH, |offsets| {
+                offsets.resize(graph.total_configs(), 0.0);
+                message_offsets(graph, &self.messages[k], offsets);
                 let mut delta = vec![0.0; c];
-                for (row, &r) in pooled.regions[k].iter().enumerate() {
+                for (&r, out) in pooled.regions[k].iter().zip(chunk.chunks_exact_mut(c)) {
                     self.discrepancy.region(graph, r, truth, &mut delta);
                     let off = &offsets[graph.config_range(r)];
                     for y in 0..c {
-                        chunk[row * c + y] = (delta[y] + off[y]) / eps;
+                        out[y] = (delta[y] + off[y]) / eps;
                     }
                 }
             });
+        });
+        let mut values = Vec::with_capacity(n * ft.dim);
+        for ex in &self.train.examples {
+            values.extend_from_slice(&ex.features[t].values);
         }
-        let features = Features::new(&pooled.features, n, ft.dim).map_err(|e| oracle_err(ft, e))?;
-        let problem = Problem::new(features, &pooled.labels, &bias, c, None).map_err(|e| oracle_err(ft, e))?;
-        let fit = fit_monotone(self.oracles[t].as_ref(), &problem, self.models[t].as_deref(), FitContext { seed })
-            .map_err(|e| oracle_err(ft, e))?;
-        let change = fit.previous_objective().map(|previous| fit.objective() - previous);
-        self.models[t] = Some(fit.model);
-        self.refresh_type(t)?;
-        Ok((fit.loss, fit.rejected, change))
+        let features = Features::new(&values, n, ft.dim).map_err(|e| oracle_err(ft, e))?;
+        let problem = Problem::new(features, &pooled.labels, bias, c, None).map_err(|e| oracle_err(ft, e))?;
+        fit_monotone(self.oracles[t].as_ref(), &problem, self.models[t].as_deref(), FitContext { seed })
+            .map_err(|e| oracle_err(ft, e))
     }
 
     /// Runs up to `iterations` message-passing iterations on every training
@@ -713,19 +801,22 @@ impl<'a> Trainer<'a> {
         let train = self.train;
         let eps: Vec<Vec<f64>> = (0..train.len()).map(|k| graph_epsilon(self.train, k, &self.epsilon)).collect();
         let tolerance = self.config.message_passing_tolerance;
+        let pooled = &self.pooled;
         let results: Vec<(f64, f64)> = self
-            .states
+            .messages
             .par_iter_mut()
             .enumerate()
             .with_max_len(1)
-            .map(|(k, state)| {
+            .map(|(k, messages)| {
                 let graph = &train.examples[k].graph;
-                let problem = InferenceProblem::new(graph, &state.theta, &eps[k])
-                    .map_err(|source| LearnError::Inference { example: k, source })?;
-                let opts = RunOptions { iterations, tolerance, order: None };
-                let report = with_thread_workspace(|ws| problem.run(&mut state.messages, &opts, ws))
-                    .map_err(|source| LearnError::Inference { example: k, source })?;
-                Ok((report.max_violation, loss_at(&problem, &state.messages, train.labels(k)?, &mut Vec::new())))
+                with_theta(train, pooled, k, |theta| {
+                    let problem = InferenceProblem::new(graph, theta, &eps[k])
+                        .map_err(|source| LearnError::Inference { example: k, source })?;
+                    let opts = RunOptions { iterations, tolerance, order: None };
+                    let report = with_thread_workspace(|ws| problem.run(messages, &opts, ws))
+                        .map_err(|source| LearnError::Inference { example: k, source })?;
+                    Ok((report.max_violation, example_loss(&problem, messages, train.labels(k)?)))
+                })
             })
             .collect::<Result<_, LearnError>>()?;
         let violation = results.iter().map(|r| r.0).fold(0.0, f64::max);
@@ -737,7 +828,9 @@ impl<'a> Trainer<'a> {
         let opts = self.config.predict;
         let warm = self.config.warm_start_evaluation;
         let rate = |data: &Dataset, messages: &mut Vec<Messages>| {
-            if !warm {
+            if messages.len() != data.len() {
+                *messages = zero_messages(data);
+            } else if !warm {
                 messages.iter_mut().for_each(|m| m.as_mut_slice().fill(0.0));
             }
             model.error_rate_from(data, &opts, messages)
@@ -896,21 +989,23 @@ impl<'a> Trainer<'a> {
                 m.as_ref().map(|m| Ok((m.kind().to_string(), m.to_bytes().map_err(|e| oracle_err(ft, e))?))).transpose()
             })
             .collect::<Result<Vec<_>, LearnError>>()?;
-        let body = CheckpointBody {
+        let body = CheckpointRef {
             seed: self.config.seed,
             examples: self.train.len(),
-            factor_types: self.train.factor_types.iter().map(|f| f.name.clone()).collect(),
+            factor_types: self.train.factor_types.iter().map(|f| f.name.as_str()).collect(),
             completed: self.completed,
             models,
-            messages: self.states.iter().map(|s| s.messages.as_slice().to_vec()).collect(),
-            history: self.history.clone(),
+            messages: message_slices(&self.messages),
+            history: &self.history,
             elapsed_seconds: self.elapsed_before,
-            train_eval_messages: self.train_eval_messages.iter().map(|m| m.as_slice().to_vec()).collect(),
-            validation_eval_messages: self.validation_eval_messages.iter().map(|m| m.as_slice().to_vec()).collect(),
+            train_eval_messages: message_slices(&self.train_eval_messages),
+            validation_eval_messages: message_slices(&self.validation_eval_messages),
             best_model: self.best_model.as_ref().map(StructuredModel::to_bytes).transpose()?,
         };
-        let bytes = postcard::to_stdvec(&body).map_err(|e| LearnError::bad_file(path, e.to_string()))?;
-        write_atomic(path, &wrap_binary(CHECKPOINT_MAGIC, &bytes))
+        // Streamed to the file: the messages (the bulk) are not copied.
+        write_binary_atomic(path, CHECKPOINT_MAGIC, |w| {
+            postcard::to_io(&body, w).map(drop).map_err(std::io::Error::other)
+        })
     }
 
     /// Restores a checkpoint written by [`Trainer::save_checkpoint`] for the
@@ -1005,16 +1100,18 @@ impl<'a> Trainer<'a> {
                 }
             });
         }
-        let mut states = Vec::with_capacity(self.train.len());
+        let mut messages = Vec::with_capacity(self.train.len());
         for (k, lambda) in cp.messages.into_iter().enumerate() {
             let graph = &self.train.examples[k].graph;
-            let messages = Messages::from_vec(graph, lambda)
-                .map_err(|e| LearnError::bad_file(path, format!("messages of example {k}: {e}")))?;
-            states.push(ExampleState { messages, theta: vec![0.0; graph.total_configs()] });
+            messages.push(
+                Messages::from_vec(graph, lambda)
+                    .map_err(|e| LearnError::bad_file(path, format!("messages of example {k}: {e}")))?,
+            );
         }
+        // Empty: not evaluated yet (allocated at the first evaluation).
         let restore = |data: &Dataset, saved: Vec<Vec<f64>>, what: &str| -> Result<Vec<Messages>, LearnError> {
             if saved.is_empty() {
-                return Ok(zero_messages(data));
+                return Ok(Vec::new());
             }
             if saved.len() != data.len() {
                 return Err(LearnError::bad_file(
@@ -1049,21 +1146,18 @@ impl<'a> Trainer<'a> {
         self.completed = cp.completed;
         self.history = cp.history;
         self.elapsed_before = cp.elapsed_seconds;
-        self.states = states;
+        self.messages = messages;
         // θ is a function of the models: recompute it exactly as the fits did.
         self.refresh_all_types()
     }
 }
 
-fn pooled_rows(trainer: &Trainer<'_>, t: usize, k: usize, c: usize) -> std::ops::Range<usize> {
-    let rows = &trainer.pooled[t].rows;
-    rows[k] * c..rows[k + 1] * c
-}
-
 /// Magic bytes of checkpoint files (last byte: format version).
 pub const CHECKPOINT_MAGIC: &[u8; 8] = b"SLCHKPT\x03";
 
-#[derive(Debug, Serialize, Deserialize)]
+/// A checkpoint as read back ([`CheckpointRef`] is what is written: the same
+/// fields in the same order, borrowed, so postcard encodes both alike).
+#[derive(Debug, Deserialize)]
 struct CheckpointBody {
     seed: u64,
     examples: usize,
@@ -1081,16 +1175,35 @@ struct CheckpointBody {
     best_model: Option<Vec<u8>>,
 }
 
-/// Pools the regions of type `t` of every example (features, true configurations).
+fn message_slices(messages: &[Messages]) -> Vec<&[f64]> {
+    messages.iter().map(Messages::as_slice).collect()
+}
+
+/// [`CheckpointBody`] borrowed from the trainer, for writing.
+#[derive(Serialize)]
+struct CheckpointRef<'a> {
+    seed: u64,
+    examples: usize,
+    factor_types: Vec<&'a str>,
+    completed: usize,
+    models: Vec<Option<(String, Vec<u8>)>>,
+    messages: Vec<&'a [f64]>,
+    history: &'a [Record],
+    elapsed_seconds: f64,
+    train_eval_messages: Vec<&'a [f64]>,
+    validation_eval_messages: Vec<&'a [f64]>,
+    best_model: Option<Vec<u8>>,
+}
+
+/// Pools the regions of type `t` of every example (true configurations; `θ` is
+/// set by the first refresh).
 fn pool(data: &Dataset, t: usize) -> Result<Pooled, LearnError> {
-    let mut features = Vec::new();
     let mut labels = Vec::new();
     let mut rows = vec![0];
     let mut regions = Vec::with_capacity(data.len());
     for (k, ex) in data.examples.iter().enumerate() {
         let truth = data.labels(k)?;
         let regs: Vec<usize> = data.regions_of_type(k, t).collect();
-        features.extend_from_slice(&ex.features[t].values);
         labels.extend(regs.iter().map(|&r| ex.graph.config_of(r, truth)));
         rows.push(labels.len());
         regions.push(regs);
@@ -1101,7 +1214,8 @@ fn pool(data: &Dataset, t: usize) -> Result<Pooled, LearnError> {
             data.factor_types[t].name
         )));
     }
-    Ok(Pooled { features, labels, rows, regions })
+    let theta = vec![0.0; labels.len() * data.factor_types[t].classes];
+    Ok(Pooled { labels, rows, regions, theta })
 }
 
 /// Seed of the oracle call at step `step` of learning iteration `iteration`
