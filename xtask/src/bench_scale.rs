@@ -154,7 +154,7 @@ fn heap() -> String {
 
 /// User + system CPU seconds of this process (Linux `/proc/self/stat`, 10 ms
 /// ticks), NaN elsewhere.
-fn cpu_seconds() -> f64 {
+pub(crate) fn cpu_seconds() -> f64 {
     let ticks = || -> Option<u64> {
         let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
         let fields: Vec<&str> = stat.rsplit(')').next()?.split_whitespace().collect();

@@ -8,6 +8,7 @@ mod fuzz;
 mod hazan_urtasun;
 mod hu_unary;
 mod images;
+mod oracle_fit;
 mod punyakanok;
 mod runner;
 
@@ -136,6 +137,24 @@ enum Command {
         #[arg(long)]
         trace_heap: bool,
     },
+    /// Cold fits of one built-in oracle on a problem stored as raw arrays
+    /// (for comparisons with other libraries: `scripts/compare_peers.py`).
+    OracleFit {
+        /// Folder with `shape.txt`, `x.f64`, `labels.u32` and optionally `bias.f64`.
+        dir: PathBuf,
+        /// The oracle as JSON, e.g. `{"kind": "boosting", "rounds": 200}`.
+        #[arg(long)]
+        oracle: String,
+        /// Fits to time; the median is reported.
+        #[arg(long, default_value_t = 1)]
+        repeat: usize,
+        /// Seed of each fit.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Threads (default: all cores, or `RAYON_NUM_THREADS`).
+        #[arg(long)]
+        threads: Option<usize>,
+    },
     /// Fuzzes every file loader with structure-aware mutations of valid files
     /// (docs/ROBUSTNESS.md); saves failing inputs and a summary.
     Fuzz(fuzz::FuzzArgs),
@@ -212,6 +231,13 @@ fn run() -> Result<()> {
             warm_iterations: optional("warm-iterations", &warm_iterations)?,
             trace_heap,
         }),
+        Command::OracleFit { dir, oracle, repeat, seed, threads } => {
+            let opts = oracle_fit::Options { dir, oracle, repeat, seed };
+            match threads {
+                Some(n) => rayon::ThreadPoolBuilder::new().num_threads(n).build()?.install(|| oracle_fit::run(&opts)),
+                None => oracle_fit::run(&opts),
+            }
+        }
         Command::Fuzz(a) => fuzz::fuzz(&a),
         Command::FuzzWorker(a) => fuzz::worker(&a),
         Command::Reproduce {

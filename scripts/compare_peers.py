@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+"""Compare the oracles with their peer libraries on the same rows: time and objective.
+
+Dev tool, not run in CI. Needs `pip install numpy scikit-learn lightgbm threadpoolctl`
+and a release build of xtask (`cargo build --release -p xtask`).
+
+For each problem shape the script writes the rows once (the raw-array format of
+`cargo xtask oracle-fit`: shape.txt, x.f64, labels.u32, bias.f64), runs the peer on
+them, and runs our oracle on the same files through `xtask oracle-fit`, one thread
+each (`--threads`), the problem loaded before either clock starts. The loss of both
+is the oracle's `L = Σ_k [log Σ_y exp(s_k(y) + b_k(y)) − s_k(y_k) − b_k(y_k)]` on all
+rows, computed here from the peer's scores and reported by xtask for ours.
+
+* linear — scikit-learn `LogisticRegression(solver="lbfgs", penalty=None,
+  fit_intercept=False)` (the features carry the constant 1, like ours) against
+  `{"kind": "linear"}` cold fits. scikit-learn has no per-row offsets, so these
+  problems have b = 0. "At equal objective": ours with the smallest L-BFGS budget
+  (1, 2, 3, 5, 8, 12, 20, 30, 50, 80, 120, 200 iterations) whose loss is ≤ the peer's.
+* mlp — `MLPClassifier(hidden_layer_sizes=(100,), activation="tanh", solver="sgd",
+  batch_size=100, momentum=0.9, nesterovs_momentum=False, alpha=0, max_iter=1)`,
+  one epoch, against `{"kind": "mlp", "epochs": 1, "biases": true}` (same step size
+  0.25, same sizes); b = 0. Also our arithmetic rate in GFLOP/s, counting
+  6·(d·H + H·C) flops per row and epoch (forward, and a backward pass of twice its
+  cost), against NumPy's one-thread dense GEMM (1024³, the machine's GEMM bound).
+* boosting — LightGBM `multiclass` with the chapter's settings as in
+  `scripts/compare_lightgbm.py` (learning rate 0.25, 10,000-row bagging per round,
+  min_data_in_leaf 1 % of that, bias as `init_score`) against `{"kind": "boosting"}`
+  with the same number of rounds; and, "at equal objective", the rounds ours needs
+  to reach LightGBM's loss (ladder 1, 2, 5, 10, 20, 50, 100, 200, 400, 800).
+
+Prints a Markdown table per class (and writes it to --out if given).
+
+    python3 scripts/compare_peers.py [--xtask target/release/xtask] [--threads 1]
+        [--only linear,mlp,boosting] [--scale 1.0] [--out FILE.md] [--work DIR]
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+_spec = importlib.util.spec_from_file_location("compare_lightgbm", os.path.join(HERE, "compare_lightgbm.py"))
+_lgbm = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_lgbm)
+denoising_like, loss = _lgbm.denoising_like, _lgbm.loss
+
+
+def scene_like(rows, dim, classes, seed):
+    """Stanford-unary-like rows: class means in dim − 1 Gaussian features plus a constant 1."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, classes, rows)
+    means = rng.normal(0.0, 1.0, (classes, dim - 1))
+    x = means[labels] + rng.normal(0.0, 2.0, (rows, dim - 1))
+    return np.column_stack([x, np.ones(rows)]), labels
+
+
+def shapes(scale):
+    """(name, x, labels, bias) of every problem: zero bias for the scikit-learn classes."""
+    n = lambda rows: max(1000, int(rows * scale))
+    out = []
+    for rows, classes, seed in ((160_000, 2, 11), (320_000, 4, 12)):
+        x, labels, _ = denoising_like(n(rows), classes, 0.0, seed)
+        out.append((f"{n(rows)}x2x{classes}", x, labels, None))
+    x, labels = scene_like(n(400_000), 42, 8, 3)
+    out.append((f"{n(400_000)}x42x8", x, labels, None))
+    return out
+
+
+def dump(directory, x, labels, bias, classes):
+    os.makedirs(directory, exist_ok=True)
+    x.astype("<f8").tofile(os.path.join(directory, "x.f64"))
+    labels.astype("<u4").tofile(os.path.join(directory, "labels.u32"))
+    path = os.path.join(directory, "bias.f64")
+    if bias is not None:
+        bias.astype("<f8").tofile(path)
+    elif os.path.exists(path):
+        os.remove(path)
+    with open(os.path.join(directory, "shape.txt"), "w") as f:
+        f.write(f"{x.shape[0]} {x.shape[1]} {classes}\n")
+
+
+def ours(args, directory, spec):
+    cmd = [args.xtask, "oracle-fit", directory, "--oracle", json.dumps(spec), "--threads", str(args.threads)]
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed:\n{result.stderr}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def timed(f):
+    wall, cpu = time.perf_counter(), time.process_time()
+    value = f()
+    return value, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def compare_linear(args, name, directory, x, labels, classes):
+    from sklearn.linear_model import LogisticRegression
+
+    model = LogisticRegression(solver="lbfgs", penalty=None, fit_intercept=False, max_iter=1000)
+    _, wall, cpu = timed(lambda: model.fit(x, labels))
+    peer = loss(x @ model.coef_.T if classes > 2 else np.column_stack([np.zeros(len(x)), x @ model.coef_[0]]),
+                np.zeros((len(x), classes)), labels)
+    mine = ours(args, directory, {"kind": "linear"})
+    equal = None
+    for budget in (1, 2, 3, 5, 8, 12, 20, 30, 50, 80, 120, 200):
+        r = ours(args, directory, {"kind": "linear", "lbfgs": {"max_iterations": budget}})
+        if r["loss"] <= peer:
+            equal = (budget, r)
+            break
+    row = {
+        "shape": name,
+        "peer_s": wall, "peer_cpu_s": cpu, "peer_loss_per_row": peer / len(x), "peer_iterations": int(np.max(model.n_iter_)),
+        "ours_s": mine["seconds"], "ours_loss_per_row": mine["loss_per_row"],
+        "ours_equal_budget": equal[0] if equal else None, "ours_equal_s": equal[1]["seconds"] if equal else None,
+    }
+    row["speedup_converged"] = row["peer_s"] / row["ours_s"]
+    row["speedup_equal"] = row["peer_s"] / row["ours_equal_s"] if equal else None
+    return row
+
+
+def gemm_gflops():
+    a = np.random.default_rng(0).normal(size=(1024, 1024))
+    a @ a
+    _, wall, _ = timed(lambda: [a @ a for _ in range(5)])
+    return 5 * 2 * 1024**3 / wall / 1e9
+
+
+def compare_mlp(args, name, directory, x, labels, classes):
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.neural_network import MLPClassifier
+
+    hidden = 100
+    model = MLPClassifier(hidden_layer_sizes=(hidden,), activation="tanh", solver="sgd", batch_size=100,
+                          learning_rate_init=0.25, momentum=0.9, nesterovs_momentum=False, alpha=0.0, max_iter=1,
+                          shuffle=True, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        _, wall, cpu = timed(lambda: model.fit(x, labels))
+    p = np.clip(model.predict_proba(x), 1e-300, 1.0)
+    peer = float(-np.log(p[np.arange(len(x)), labels]).sum())
+    mine = ours(args, directory, {"kind": "mlp", "epochs": 1, "biases": True})
+    flops = 6.0 * len(x) * (x.shape[1] * hidden + hidden * classes)
+    return {
+        "shape": name,
+        "peer_s": wall, "peer_cpu_s": cpu, "peer_loss_per_row": peer / len(x),
+        "ours_s": mine["seconds"], "ours_loss_per_row": mine["loss_per_row"],
+        "speedup": wall / mine["seconds"], "ours_gflops": flops / mine["seconds"] / 1e9,
+        "peer_gflops": flops / wall / 1e9,
+    }
+
+
+def compare_boosting(args, name, directory, x, labels, classes, rounds):
+    import lightgbm as lgb
+
+    rows = len(x)
+    bias = np.fromfile(os.path.join(directory, "bias.f64"), dtype="<f8").reshape(rows, classes)
+    params = {
+        "objective": "multiclass", "num_class": classes, "learning_rate": 0.25,
+        "bagging_fraction": min(1.0, 10_000 / rows), "bagging_freq": 1, "bagging_seed": 0,
+        "min_data_in_leaf": max(1, round(0.01 * min(10_000, rows))), "num_threads": args.threads,
+        "verbosity": -1, "deterministic": True,
+    }
+    data = lgb.Dataset(x, label=labels, init_score=bias, free_raw_data=False)
+    data.construct()
+    booster, wall, cpu = timed(lambda: lgb.train(params, data, num_boost_round=rounds))
+    peer = loss(booster.predict(x, raw_score=True).reshape(rows, classes), bias, labels)
+    mine = ours(args, directory, {"kind": "boosting", "rounds": rounds})
+    equal = None
+    for r in (1, 2, 5, 10, 20, 50, 100, 200, 400, 800):
+        res = mine if r == rounds else ours(args, directory, {"kind": "boosting", "rounds": r})
+        if res["loss"] <= peer:
+            equal = (r, res)
+            break
+    return {
+        "shape": name, "rounds": rounds,
+        "peer_s": wall, "peer_cpu_s": cpu, "peer_loss_per_row": peer / rows,
+        "ours_s": mine["seconds"], "ours_loss_per_row": mine["loss_per_row"],
+        "ours_equal_rounds": equal[0] if equal else None, "ours_equal_s": equal[1]["seconds"] if equal else None,
+        "speedup_equal_rounds": wall / mine["seconds"],
+        "speedup_equal": wall / equal[1]["seconds"] if equal else None,
+    }
+
+
+def table(rows):
+    if not rows:
+        return ""
+    keys = list(rows[0].keys())
+    fmt = lambda v: "—" if v is None else (f"{v:.4g}" if isinstance(v, float) else str(v))
+    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    lines += ["| " + " | ".join(fmt(r[k]) for k in keys) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--xtask", default=os.path.join(HERE, "..", "target", "release", "xtask"))
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--only", default="linear,mlp,boosting")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply every row count (e.g. 0.1 for a quick look)")
+    ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--out")
+    ap.add_argument("--work", help="folder for the dumped problems (default: a temporary one)")
+    args = ap.parse_args()
+    from threadpoolctl import threadpool_limits
+
+    import sklearn
+    import lightgbm
+
+    only = set(args.only.split(","))
+    work = args.work or tempfile.mkdtemp(prefix="compare-peers-")
+    report = [f"numpy {np.__version__}, scikit-learn {sklearn.__version__}, lightgbm {lightgbm.__version__}; "
+              f"{args.threads} thread(s) on every side; times are wall-clock seconds of one fit"]
+    results = {"linear": [], "mlp": [], "boosting": []}
+    with threadpool_limits(limits=args.threads):
+        if "mlp" in only:
+            report.append(f"NumPy one-thread dense GEMM (1024³): {gemm_gflops():.1f} GFLOP/s")
+        for name, x, labels, _ in shapes(args.scale):
+            classes = int(labels.max()) + 1
+            directory = os.path.join(work, name)
+            dump(directory, x, labels, None, classes)
+            if "linear" in only:
+                results["linear"].append(compare_linear(args, name, directory, x, labels, classes))
+                print(table(results["linear"][-1:]), flush=True)
+            if "mlp" in only:
+                results["mlp"].append(compare_mlp(args, name, directory, x, labels, classes))
+                print(table(results["mlp"][-1:]), flush=True)
+            if "boosting" in only:
+                seed = {2: 11, 4: 12}.get(classes, 3)
+                if x.shape[1] == 2:
+                    x, labels, bias = denoising_like(len(x), classes, 0.0, seed)
+                else:
+                    bias = np.random.default_rng(seed).uniform(-2.0, 2.0, (len(x), classes))
+                bdir = directory + "-biased"
+                dump(bdir, x, labels, bias, classes)
+                results["boosting"].append(compare_boosting(args, name, bdir, x, labels, classes, args.rounds))
+                print(table(results["boosting"][-1:]), flush=True)
+    for kind, rows in results.items():
+        if rows:
+            report.append(f"\n### {kind}\n\n{table(rows)}")
+    text = "\n".join(report) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
