@@ -41,6 +41,10 @@ pub trait Model: Send + Sync + Debug + 'static {
     /// Writes `g(φ_k, y)` for every row `k` of `features` into `out`
     /// (row-major `rows × classes`). Errors if `features.dim() != self.dim()`
     /// or `out` has the wrong length.
+    ///
+    /// A row's scores must depend on that row alone, to the bit, wherever it
+    /// sits in the call: the trainer scores its rows in groups of examples
+    /// and relies on getting the numbers a single call would give.
     fn score(&self, features: Features<'_>, out: &mut [f64]) -> Result<(), OracleError>;
 
     /// The model's parameters as bytes (postcard), read back by the loader
