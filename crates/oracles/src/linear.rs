@@ -361,7 +361,7 @@ impl<'a, 'p, P: Fn(usize) -> &'a [f64] + Sync> LinearObjective<'a, 'p, P> {
                 let scores = &mut rest[..c];
                 let mut sum = 0.0;
                 for k in rows {
-                    linear_scores_t(wt, phi(k), scores);
+                    block_scores(wt, phi(k), scores);
                     sum += row_loss(scores, problem.bias_row(k), problem.labels()[k], problem.weight(k), None);
                 }
                 sum
@@ -411,9 +411,10 @@ const SOFTMAX_BLOCK: usize = 16;
 /// `d × C`), for scores `Wᵀ φ(k)` (`wt` feature-major). Rows go in blocks of
 /// [`SOFTMAX_BLOCK`]: scores, shifted exponents, one vectorised `exp` pass, sums,
 /// one vectorised `ln` pass, then each row's loss and gradient. Every value is
-/// computed with exactly the operations of [`row_loss_and_gradient`] (and rows
-/// with non-finite scores by it), in the same order, so the result is bit for bit
-/// the row-by-row one; on x86-64 with AVX2 the same code runs four lanes wide
+/// computed with exactly the operations of the row-by-row kernel this replaced
+/// (kept as the reference in the tests; rows with non-finite scores go through
+/// [`row_loss`]), in the same order, so the result is bit for bit the
+/// row-by-row one; on x86-64 with AVX2 the same code runs four lanes wide
 /// (no fused multiply-adds, so no bit changes). `scratch` holds
 /// `2 · SOFTMAX_BLOCK · C` values.
 fn chunk_loss_and_gradient<'a, P: Fn(usize) -> &'a [f64]>(
@@ -524,9 +525,9 @@ fn chunk_generic<'a, P: Fn(usize) -> &'a [f64]>(
 /// Accumulator lanes of [`block_scores`] and [`block_gradient`] (held in registers).
 const LANES: usize = 8;
 
-/// `scores = Wᵀ x` like [`linear_scores_t`] (each score summed over the features
-/// in order, from 0), with [`LANES`] classes at a time accumulated in registers
-/// rather than in memory.
+/// `scores = Wᵀ x` for feature-major `wt` (`d × C`), each score summed over the
+/// features in order from 0 like [`linear_scores`], with [`LANES`] classes at a
+/// time accumulated in registers rather than in memory.
 #[inline(always)]
 fn block_scores(wt: &[f64], x: &[f64], scores: &mut [f64]) {
     let c = scores.len();
@@ -582,18 +583,6 @@ fn block_gradient(xs: &[&[f64]], grads: &[f64], gt: &mut [f64]) {
     }
 }
 
-/// `scores = Wᵀ x` for feature-major `wt` (`d × C`), summed over the features in
-/// order like [`linear_scores`].
-#[inline(always)]
-fn linear_scores_t(wt: &[f64], x: &[f64], scores: &mut [f64]) {
-    let c = scores.len();
-    scores.fill(0.0);
-    for (&xj, wj) in x.iter().zip(wt.chunks_exact(c)) {
-        for (s, &v) in scores.iter_mut().zip(wj) {
-            *s += v * xj;
-        }
-    }
-}
 
 /// `scores = W x` for row-major `W` (`scores.len() × d`). Each score is summed over
 /// the features in order, as [`LinearObjective::loss`] does (scoring and fitting
