@@ -583,7 +583,6 @@ fn block_gradient(xs: &[&[f64]], grads: &[f64], gt: &mut [f64]) {
     }
 }
 
-
 /// `scores = W x` for row-major `W` (`scores.len() × d`). Each score is summed over
 /// the features in order, as [`LinearObjective::loss`] does (scoring and fitting
 /// must agree bit for bit); the classes are interleaved so that their sums are
