@@ -1,4 +1,4 @@
-//! `cargo xtask oracle-fit DIR --oracle SPEC`: cold fits of one built-in
+//! `cargo xtask oracle-fit DIR --oracle JSON`: cold fits of one built-in
 //! oracle on a biased logistic-regression problem stored as raw arrays, for
 //! side-by-side comparisons with other libraries (`scripts/compare_peers.py`
 //! writes the problems, runs the peers on the same rows, and calls this).

@@ -50,7 +50,7 @@ pub fn arm(limit: usize) {
 /// Stops counting and returns what the armed stretch used.
 pub fn disarm() -> Usage {
     ARMED.store(false, Relaxed);
-    Usage { peak: PEAK.load(Relaxed).max(0) as usize, refused: REFUSED.load(Relaxed) }
+    usage()
 }
 
 /// What the armed stretch used so far (it keeps counting).

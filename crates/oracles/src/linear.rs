@@ -489,15 +489,15 @@ fn chunk_generic<'a, P: Fn(usize) -> &'a [f64]>(
         for x in e.iter_mut() {
             *x = exp_nonpos::<Plain>(*x);
         }
-        let mut lz = [1.0; SOFTMAX_BLOCK];
-        for (l, ei) in lz.iter_mut().zip(e.chunks_exact(c)) {
-            let mut z = 0.0;
+        let mut z = [1.0; SOFTMAX_BLOCK];
+        for (zi, ei) in z.iter_mut().zip(e.chunks_exact(c)) {
+            let mut sum = 0.0;
             for &g in ei {
-                z += g;
+                sum += g;
             }
-            *l = z;
+            *zi = sum;
         }
-        let z = lz;
+        let mut lz = z;
         for l in lz[..nb].iter_mut() {
             *l = ln_pos::<Plain>(*l);
         }
@@ -506,7 +506,7 @@ fn chunk_generic<'a, P: Fn(usize) -> &'a [f64]>(
             let (label, weight) = (problem.labels()[k], problem.weight(k));
             sum += if bad[i] {
                 // Non-finite scores: propagate NaN/∞ through the C library as before.
-                crate::problem::row_loss(si, bi, label, weight, Some(ei))
+                row_loss(si, bi, label, weight, Some(ei))
             } else {
                 let scale = weight / z[i];
                 for g in ei.iter_mut() {

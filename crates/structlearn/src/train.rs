@@ -646,10 +646,7 @@ impl<'a> Trainer<'a> {
                 }
                 let rows = pooled.rows[first]..pooled.rows[end];
                 if !rows.is_empty() {
-                    features.clear();
-                    for ex in &self.train.examples[first..end] {
-                        features.extend_from_slice(&ex.features[t].values);
-                    }
+                    self.pool_features(t, first..end, &mut features);
                     let f = Features::new(&features, rows.len(), ft.dim).map_err(|e| oracle_err(ft, e))?;
                     m.score(f, &mut theta[rows.start * c..rows.end * c]).map_err(|e| oracle_err(ft, e))?;
                 }
@@ -758,6 +755,16 @@ impl<'a> Trainer<'a> {
         Ok(outcome)
     }
 
+    /// The features of type `t` of `examples`, one row per region in pooled
+    /// row order, into `out` (replacing its contents): the trainer keeps no
+    /// pooled copy between fits.
+    fn pool_features(&self, t: usize, examples: std::ops::Range<usize>, out: &mut Vec<f64>) {
+        out.clear();
+        for ex in &self.train.examples[examples] {
+            out.extend_from_slice(&ex.features[t].values);
+        }
+    }
+
     /// Writes the biases `b^k_α(y) = (Δ_α(y) + message offsets) / ε_t` of type
     /// `t` into `bias` and fits the pooled problem, warm-started.
     fn fit_into(&self, t: usize, seed: u64, bias: &mut [f64]) -> Result<oracles::MonotoneFit, LearnError> {
@@ -784,9 +791,7 @@ impl<'a> Trainer<'a> {
             });
         });
         let mut values = Vec::with_capacity(n * ft.dim);
-        for ex in &self.train.examples {
-            values.extend_from_slice(&ex.features[t].values);
-        }
+        self.pool_features(t, 0..self.train.len(), &mut values);
         let features = Features::new(&values, n, ft.dim).map_err(|e| oracle_err(ft, e))?;
         let problem = Problem::new(features, &pooled.labels, bias, c, None).map_err(|e| oracle_err(ft, e))?;
         fit_monotone(self.oracles[t].as_ref(), &problem, self.models[t].as_deref(), FitContext { seed })
