@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::star::{self, Bufs};
 use crate::{InferenceError, Messages};
-use fastmath::{Plain, exp_nonpos, ln_pos};
+use fastmath::{Arith, Plain, exp_nonpos, ln_pos};
 
 /// How the star update at a child region is computed (all give the same result
 /// up to rounding; see [`crate::star`]).
@@ -349,6 +349,19 @@ impl<'a> InferenceProblem<'a> {
     }
 
     fn build_factored(&self) -> Factored {
+        #[cfg(target_arch = "x86_64")]
+        if simd::available() {
+            // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+            return unsafe { simd::build_factored(self) };
+        }
+        self.build_factored_with()
+    }
+
+    /// [`Self::build_factored`]'s work, `#[inline(always)]` so that the AVX2
+    /// build vectorises it four wide. Plain arithmetic in both builds, so the
+    /// blocks are the same bit for bit on every CPU.
+    #[inline(always)]
+    fn build_factored_with(&self) -> Factored {
         let factored = || self.children.iter().filter(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8));
         let len = factored()
             .flat_map(|c| self.edges[c.first..c.end].iter().map(move |ep| ep.block + c.len * (ep.sibling_len + 1)))
@@ -359,15 +372,26 @@ impl<'a> InferenceProblem<'a> {
             for ep in &self.edges[cp.first..cp.end] {
                 let (ly, lo) = (cp.len, ep.sibling_len);
                 let (row_max, e) = blocks[ep.block..ep.block + ly * (lo + 1)].split_at_mut(ly);
-                let t = |y: usize, b: usize| self.theta[ep.parent_offset + y * ep.stride + b * ep.sibling_stride];
-                for (y, m) in row_max.iter_mut().enumerate() {
-                    let max = (0..lo).map(|b| t(y, b)).fold(f64::NEG_INFINITY, f64::max);
-                    // An impossible row: all of its E are 0, so the star recomputes it exactly (−∞).
-                    *m = if max == f64::NEG_INFINITY { 0.0 } else { max };
-                }
+                // E, sibling-major, first holds θ(y, b) itself.
+                let theta = &self.theta[ep.parent_offset..ep.parent_offset + ep.parent_len];
                 for (b, col) in e.chunks_exact_mut(ly).enumerate() {
                     for (y, ev) in col.iter_mut().enumerate() {
-                        *ev = exp_nonpos::<Plain>((t(y, b) - row_max[y]) * ep.inv_eps);
+                        *ev = theta[y * ep.stride + b * ep.sibling_stride];
+                    }
+                }
+                row_max.fill(f64::NEG_INFINITY);
+                for col in e.chunks_exact(ly) {
+                    for (m, &v) in row_max.iter_mut().zip(col) {
+                        *m = if v > *m { v } else { *m };
+                    }
+                }
+                // An impossible row: all of its E are 0, so the star recomputes it exactly (−∞).
+                for m in row_max.iter_mut() {
+                    *m = if *m == f64::NEG_INFINITY { 0.0 } else { *m };
+                }
+                for col in e.chunks_exact_mut(ly) {
+                    for (ev, &m) in col.iter_mut().zip(row_max.iter()) {
+                        *ev = exp_nonpos::<Plain>((*ev - m) * ep.inv_eps);
                     }
                 }
             }
@@ -433,7 +457,7 @@ impl<'a> InferenceProblem<'a> {
         assert_eq!(messages.len(), self.graph.total_message_len(), "messages do not fit the graph");
         ws.grow(self.sizes);
         let (tt, mut bufs) = ws.split(self.sizes.total_configs);
-        self.refresh_all(messages.as_slice(), tt);
+        self.refresh_for_sweeps(messages.as_slice(), tt);
         dispatch_sweep(self, messages.as_mut_slice(), tt, &mut bufs, order, 1);
     }
 
@@ -467,7 +491,7 @@ impl<'a> InferenceProblem<'a> {
         let mut iterations = 0;
         {
             let (tt, mut bufs) = ws.split(total);
-            self.refresh_all(lambda, tt);
+            self.refresh_for_sweeps(lambda, tt);
             if opts.tolerance.is_none() {
                 dispatch_sweep(self, lambda, tt, &mut bufs, order, opts.iterations);
                 iterations = opts.iterations;
@@ -480,10 +504,14 @@ impl<'a> InferenceProblem<'a> {
                 iterations += 1;
                 // The last iteration needs no check: the report below recomputes the violation.
                 if iterations.is_multiple_of(TOLERANCE_CHECK_EVERY) {
-                    if self.leaves_stale_parents() {
-                        self.refresh_all(lambda, &mut ws.tt[..total]);
+                    let stale = self.leaves_stale_parents();
+                    if stale {
+                        // The children's θ̃ afresh, as a full refresh would leave it
+                        // (the sweeps go on from it, so this keeps their numbers).
+                        self.refresh_children(lambda, &mut ws.tt[..total]);
                     }
-                    if self.violation_of(&ws.tt[..total], &mut ws.beliefs[..total], &mut ws.sums) >= tol {
+                    let scratch = (&mut ws.e[..], &mut ws.sums[..]);
+                    if dispatch_check(self, lambda, &ws.tt[..total], stale, &mut ws.beliefs[..total], scratch) >= tol {
                         continue;
                     }
                     // Confirm on a fresh θ̃ (the incremental one carries rounding) so
@@ -589,12 +617,43 @@ impl<'a> InferenceProblem<'a> {
         star::add_messages(self, lambda, tt);
     }
 
+    /// `tt = θ̃` where the sweeps read it: everywhere, or, when they leave
+    /// parents stale anyway, at the stars' children only.
+    fn refresh_for_sweeps(&self, lambda: &[f64], tt: &mut [f64]) {
+        if self.leaves_stale_parents() {
+            self.refresh_children(lambda, tt);
+        } else {
+            self.refresh_all(lambda, tt);
+        }
+    }
+
+    /// For every star's child `ν` without children of its own (all of them
+    /// when [`Self::leaves_stale_parents`]): `tt[ν] = θ̃_ν`, bit for bit what
+    /// [`Self::refresh_all`] writes there.
+    fn refresh_children(&self, lambda: &[f64], tt: &mut [f64]) {
+        for (r, cp) in self.children.iter().enumerate() {
+            if cp.first == cp.end || !self.graph.child_edges(r).is_empty() {
+                continue;
+            }
+            let child = &mut tt[cp.offset..cp.offset + cp.len];
+            child.copy_from_slice(&self.theta[cp.offset..cp.offset + cp.len]);
+            for ep in &self.edges[cp.first..cp.end] {
+                for (c, &m) in child.iter_mut().zip(&lambda[ep.message_offset..ep.message_offset + cp.len]) {
+                    *c -= m;
+                }
+            }
+        }
+    }
+
     /// `tt[config_range(r)] = θ̃_r` from `θ` and the messages.
     fn refresh_region(&self, lambda: &[f64], r: usize, tt: &mut [f64]) {
+        self.region_reparameterized(lambda, r, &mut tt[self.graph.config_range(r)]);
+    }
+
+    /// `t = θ̃_r` (one entry per configuration of `r`) from `θ` and the messages.
+    fn region_reparameterized(&self, lambda: &[f64], r: usize, t: &mut [f64]) {
         let g = self.graph;
-        let range = g.config_range(r);
-        let t = &mut tt[range.clone()];
-        t.copy_from_slice(&self.theta[range]);
+        t.copy_from_slice(&self.theta[g.config_range(r)]);
         for &e in g.child_edges(r) {
             let msg = &lambda[g.message_range(e)];
             for (v, &y) in t.iter_mut().zip(g.edge_map(e)) {
@@ -642,6 +701,73 @@ impl<'a> InferenceProblem<'a> {
         dual
     }
 
+    /// The largest marginalisation violation at `λ`, for the periodic checks
+    /// of [`Self::run`]: the same quantity as [`Self::violation_of`] up to
+    /// rounding, in one pass over the parent regions that writes only the
+    /// children's beliefs (into `beliefs`). `tt` holds `θ̃` of every region,
+    /// or, when `stale`, of every region that is a star's child; the parents'
+    /// `θ̃` is then recomputed on the fly from `θ` and `λ`. `scratch` is two
+    /// buffers of the largest region's size.
+    #[inline(always)]
+    fn check_violation<A: Arith>(
+        &self,
+        lambda: &[f64],
+        tt: &[f64],
+        stale: bool,
+        beliefs: &mut [f64],
+        scratch: (&mut [f64], &mut [f64]),
+    ) -> f64 {
+        let g = self.graph;
+        let (t, marg) = scratch;
+        for cp in self.children.iter().filter(|cp| cp.first < cp.end) {
+            let range = cp.offset..cp.offset + cp.len;
+            normalised_exp::<A>(&tt[range.clone()], 1.0 / cp.eps, &mut beliefs[range]);
+        }
+        let mut worst = 0.0f64;
+        for r in 0..g.num_regions() {
+            let kids = g.child_edges(r);
+            if kids.is_empty() {
+                continue;
+            }
+            let range = g.config_range(r);
+            let t = &mut t[..range.len()];
+            if stale {
+                // θ̃_r = θ_r + Σ_children λ − Σ_parents λ, as refresh_region, strided where it can.
+                t.copy_from_slice(&self.theta[range]);
+                for &e in kids {
+                    let msg = &lambda[g.message_range(e)];
+                    match singleton_stride(g, e) {
+                        Some(stride) => star::apply_strided(t, stride, msg),
+                        None => t.iter_mut().zip(g.edge_map(e)).for_each(|(v, &y)| *v += msg[y as usize]),
+                    }
+                }
+                for &e in g.parent_edges(r) {
+                    t.iter_mut().zip(&lambda[g.message_range(e)]).for_each(|(v, &m)| *v -= m);
+                }
+            } else {
+                t.copy_from_slice(&tt[range]);
+            }
+            let inv_z = 1.0 / exp_in_place::<A>(t, 1.0 / self.region_eps[r]);
+            for &e in kids {
+                let child = &beliefs[g.config_range(g.edge_child(e))];
+                let m = &mut marg[..child.len()];
+                match singleton_stride(g, e) {
+                    Some(stride) => star::sum_strided(t, stride, m),
+                    None => {
+                        m.fill(0.0);
+                        for (&v, &y) in t.iter().zip(g.edge_map(e)) {
+                            m[y as usize] += v;
+                        }
+                    }
+                }
+                for (&a, &b) in m.iter().zip(child) {
+                    worst = worst.max((a * inv_z - b).abs());
+                }
+            }
+        }
+        worst
+    }
+
     /// Largest marginalisation violation given `θ̃`; `beliefs` (total configs)
     /// and `marg` (largest region) are scratch.
     fn violation_of(&self, tt: &[f64], beliefs: &mut [f64], marg: &mut [f64]) -> f64 {
@@ -661,6 +787,37 @@ impl<'a> InferenceProblem<'a> {
             }
         }
         (worst, dual)
+    }
+}
+
+/// For an edge `α → ν` with `ν` a single variable: its stride in `α`'s
+/// configuration index (the product of the cardinalities after it), so that
+/// the fibre of `y` is `{h·stride·|Y| + y·stride + r : r < stride}`.
+fn singleton_stride(g: &RegionGraph, e: usize) -> Option<usize> {
+    let [v] = g.region_variables(g.edge_child(e)) else { return None };
+    let vars = g.region_variables(g.edge_parent(e));
+    let i = vars.iter().position(|w| w == v)?;
+    Some(vars[i + 1..].iter().map(|&w| g.cardinality(w)).product())
+}
+
+/// `t ← exp((t − max t)·inv_eps)` in place; returns the sum (≥ 1 when some
+/// entry is finite).
+#[inline(always)]
+fn exp_in_place<A: Arith>(t: &mut [f64], inv_eps: f64) -> f64 {
+    let m = star::max_of(t);
+    for v in t.iter_mut() {
+        *v = exp_nonpos::<A>((*v - m) * inv_eps);
+    }
+    star::sum_of(t)
+}
+
+/// `out = softmax(t·inv_eps)`, `out.len() == t.len()`.
+#[inline(always)]
+fn normalised_exp<A: Arith>(t: &[f64], inv_eps: f64, out: &mut [f64]) {
+    out.copy_from_slice(t);
+    let inv_z = 1.0 / exp_in_place::<A>(out, inv_eps);
+    for v in out.iter_mut() {
+        *v *= inv_z;
     }
 }
 
@@ -688,13 +845,7 @@ fn plans(graph: &RegionGraph, region_eps: &[f64]) -> (Vec<ChildPlan>, Vec<EdgePl
         };
         for &e in graph.parent_edges(r) {
             let parent = graph.edge_parent(e);
-            let stride_of = |v: usize| {
-                let pv = graph.region_variables(parent);
-                pv.iter()
-                    .position(|&w| w == v)
-                    .map_or(0, |i| pv[i + 1..].iter().map(|&w| graph.cardinality(w)).product())
-            };
-            let stride = singleton.map_or(0, stride_of);
+            let stride = singleton_stride(graph, e).unwrap_or(0);
             let eps = region_eps[parent];
             let mut plan = EdgePlan {
                 edge: e,
@@ -714,7 +865,7 @@ fn plans(graph: &RegionGraph, region_eps: &[f64]) -> (Vec<ChildPlan>, Vec<EdgePl
                 let sibling = graph.edge_child(sibling_edge);
                 plan.sibling_offset = graph.message_range(sibling_edge).start;
                 plan.sibling_len = graph.num_configs(sibling);
-                plan.sibling_stride = stride_of(graph.region_variables(sibling)[0]);
+                plan.sibling_stride = singleton_stride(graph, sibling_edge).expect("factored pair");
                 plan.block = block;
                 block += len * (plan.sibling_len + 1);
             }
@@ -823,6 +974,23 @@ pub(crate) fn dispatch_sweep(
     star::sweep::<Plain>(p, lambda, tt, bufs, order, iterations);
 }
 
+/// [`InferenceProblem::check_violation`] with the best kernel this CPU has.
+fn dispatch_check(
+    p: &InferenceProblem<'_>,
+    lambda: &[f64],
+    tt: &[f64],
+    stale: bool,
+    beliefs: &mut [f64],
+    scratch: (&mut [f64], &mut [f64]),
+) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if simd::available() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+        return unsafe { simd::check_violation(p, lambda, tt, stale, beliefs, scratch) };
+    }
+    p.check_violation::<Plain>(lambda, tt, stale, beliefs, scratch)
+}
+
 fn dispatch_single(p: &InferenceProblem<'_>, lambda: &mut [f64], tt: &mut [f64], bufs: &mut Bufs<'_>, child: usize) {
     #[cfg(target_arch = "x86_64")]
     if simd::available() {
@@ -839,6 +1007,27 @@ mod simd {
     use super::{Bufs, InferenceProblem};
     use crate::star;
     use fastmath::Fused;
+
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn build_factored(p: &InferenceProblem<'_>) -> super::Factored {
+        p.build_factored_with()
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn check_violation(
+        p: &InferenceProblem<'_>,
+        lambda: &[f64],
+        tt: &[f64],
+        stale: bool,
+        beliefs: &mut [f64],
+        scratch: (&mut [f64], &mut [f64]),
+    ) -> f64 {
+        p.check_violation::<Fused>(lambda, tt, stale, beliefs, scratch)
+    }
 
     pub(super) fn available() -> bool {
         std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
@@ -880,6 +1069,73 @@ mod tests {
 
     /// The portable build of the sweep (separate multiply and add) and the one
     /// chosen at run time (AVX2 + FMA where available) differ by rounding only.
+    /// The periodic check's violation (one pass, parents' `θ̃` on the fly when
+    /// stale) equals the reported one up to rounding: binary, factored
+    /// (8-label, stale parents) and general graphs, with `−∞` potentials.
+    #[test]
+    fn check_violation_equals_max_violation() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let s = |v: &[usize], t: &str| Scope { variables: v.to_vec(), factor_type: t.into() };
+        let graphs = [
+            factor_graph::grid(6, 7, 2).unwrap(),
+            factor_graph::grid(5, 4, 8).unwrap(),
+            factor_graph::grid(3, 4, 3).unwrap(),
+            factors_with_singletons(vec![2, 3, 4, 2], &[s(&[0, 1, 2], "t"), s(&[3, 1], "p"), s(&[2, 3], "p")]).unwrap(),
+        ];
+        for g in &graphs {
+            for hard in [false, true] {
+                let mut theta: Vec<f64> = (0..g.total_configs())
+                    .map(|_| {
+                        if hard && rng.random::<f64>() < 0.1 {
+                            f64::NEG_INFINITY
+                        } else {
+                            rng.random::<f64>() * 4.0 - 2.0
+                        }
+                    })
+                    .collect();
+                for r in 0..g.num_regions() {
+                    theta[g.config_range(r).start] = 0.0;
+                }
+                let p = InferenceProblem::uniform(g, &theta, 0.2).unwrap();
+                let (mut m, mut ws) = (Messages::zeros(g), Workspace::new(g));
+                let order = g.default_update_order();
+                for sweeps in 0..4 {
+                    let expected = p.max_violation(&m);
+                    let total = g.total_configs();
+                    let stale = p.leaves_stale_parents();
+                    let mut tt = vec![0.0; total];
+                    p.refresh_all(m.as_slice(), &mut tt);
+                    let mut beliefs = vec![0.0; total];
+                    let scratch = (&mut ws.e[..], &mut ws.sums[..]);
+                    let got = dispatch_check(&p, m.as_slice(), &tt, stale, &mut beliefs, scratch);
+                    assert!((got - expected).abs() <= 1e-14, "after {sweeps} sweeps: {got} vs {expected}");
+                    // The children's θ̃ as a full refresh writes it, bit for bit.
+                    let mut children_only = vec![f64::NAN; total];
+                    p.refresh_children(m.as_slice(), &mut children_only);
+                    for (r, cp) in p.children.iter().enumerate() {
+                        if cp.first < cp.end && g.child_edges(r).is_empty() {
+                            let range = cp.offset..cp.offset + cp.len;
+                            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                            assert_eq!(bits(&children_only[range.clone()]), bits(&tt[range]));
+                        }
+                    }
+                    if stale {
+                        // Parents' θ̃ really recomputed: garbage there must not matter.
+                        for cp in p.children.iter().filter(|c| c.first < c.end) {
+                            for ep in &p.edges[cp.first..cp.end] {
+                                tt[ep.parent_offset..ep.parent_offset + ep.parent_len].fill(f64::NAN);
+                            }
+                        }
+                        let scratch = (&mut ws.e[..], &mut ws.sums[..]);
+                        let again = dispatch_check(&p, m.as_slice(), &tt, stale, &mut beliefs, scratch);
+                        assert_eq!(again.to_bits(), got.to_bits());
+                    }
+                    p.iterate(&mut m, &order, &mut ws);
+                }
+            }
+        }
+    }
+
     #[test]
     fn portable_and_dispatched_kernels_agree() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);

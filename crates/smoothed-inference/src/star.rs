@@ -542,6 +542,21 @@ fn marginal_strided<A: Arith>(
     for (ev, &tp) in e.iter_mut().zip(t) {
         *ev = exp_nonpos::<A>((tp - m) * inv_eps);
     }
+    sum_strided(e, stride, sums);
+    for (y, (lv, &s)) in l.iter_mut().zip(sums.iter()).enumerate() {
+        *lv = if s >= TINY_SUM {
+            A::madd(eps, ln_pos::<A>(s), m)
+        } else {
+            fibre_exact::<A>(t, stride, ly, y, eps, inv_eps)
+        };
+    }
+}
+
+/// `sums(y) = Σ` of `e` over the fibre of `y` (see [`marginal_strided`]),
+/// `sums.len() = |Y|`: the marginal onto a singleton child of stride `stride`.
+#[inline(always)]
+pub(crate) fn sum_strided(e: &[f64], stride: usize, sums: &mut [f64]) {
+    let ly = sums.len();
     sums.fill(0.0);
     if stride == 1 {
         for block in e.chunks_exact(ly) {
@@ -555,13 +570,6 @@ fn marginal_strided<A: Arith>(
                 *s += sum_of(run);
             }
         }
-    }
-    for (y, (lv, &s)) in l.iter_mut().zip(sums.iter()).enumerate() {
-        *lv = if s >= TINY_SUM {
-            A::madd(eps, ln_pos::<A>(s), m)
-        } else {
-            fibre_exact::<A>(t, stride, ly, y, eps, inv_eps)
-        };
     }
 }
 
@@ -587,7 +595,7 @@ fn apply_general(t: &mut [f64], map: &[u32], d: &[f64]) {
 
 /// [`apply_general`] for a singleton child of stride `stride` (see [`marginal_strided`]).
 #[inline(always)]
-fn apply_strided(t: &mut [f64], stride: usize, d: &[f64]) {
+pub(crate) fn apply_strided(t: &mut [f64], stride: usize, d: &[f64]) {
     let ly = d.len();
     if stride == 1 {
         for block in t.chunks_exact_mut(ly) {
@@ -613,7 +621,7 @@ fn add_assign(a: &mut [f64], b: &[f64]) {
 
 /// Maximum with four independent lanes (vectorisable; `f64::max` folds are not).
 #[inline(always)]
-fn max_of(t: &[f64]) -> f64 {
+pub(crate) fn max_of(t: &[f64]) -> f64 {
     let mut lanes = [NEG_INF; 4];
     let chunks = t.chunks_exact(4);
     let rest = chunks.remainder();
@@ -627,7 +635,7 @@ fn max_of(t: &[f64]) -> f64 {
 
 /// Sum with four independent lanes (vectorisable).
 #[inline(always)]
-fn sum_of(run: &[f64]) -> f64 {
+pub(crate) fn sum_of(run: &[f64]) -> f64 {
     let mut lanes = [0.0; 4];
     let chunks = run.chunks_exact(4);
     let rest = chunks.remainder();
