@@ -280,7 +280,7 @@ fn step_oracle(name: &str, spec: &Value) -> Result<Box<dyn oracles::Oracle>, Lea
 /// Builds the learner `kind` for `train` with one oracle specification per
 /// factor type and the shared settings `config` (for the perceptrons:
 /// `learning_iterations` is the largest number of epochs, `evaluate`,
-/// `evaluate_train` and `predict` apply; `epsilon` scales nothing).
+/// `evaluate_train`, `evaluate_train_every` and `predict` apply; `epsilon` scales nothing).
 ///
 /// For `hazan-urtasun` one learning iteration is one round: `config.message_passing_iterations`
 /// message-passing iterations, then one gradient step per learnable type. For

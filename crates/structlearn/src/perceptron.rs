@@ -145,6 +145,9 @@ impl<'a> Perceptron<'a> {
         if config.learning_iterations == 0 {
             return Err(LearnError::Config("learning_iterations (epochs) must be at least 1".into()));
         }
+        if config.evaluate_train_every == 0 {
+            return Err(LearnError::Config("evaluate_train_every must be at least 1".into()));
+        }
         if config.early_stopping.is_some() {
             return Err(LearnError::Config(
                 "the perceptron learners stop after an epoch without mistakes; remove `early_stopping`".into(),
@@ -366,8 +369,9 @@ impl<'a> Learner<'a> for Perceptron<'a> {
             self.converged = mistakes == 0;
             let step_seconds = t0.elapsed().as_secs_f64();
             let evaluate = !matches!(self.config.evaluate, Evaluate::Never);
-            let train_error =
-                if evaluate && self.config.evaluate_train { Some(self.error_rate(self.train)?) } else { None };
+            let with_train =
+                self.config.evaluates_train_at(self.completed) || (self.converged && self.config.evaluate_train);
+            let train_error = if evaluate && with_train { Some(self.error_rate(self.train)?) } else { None };
             let validation_error = match (evaluate, self.validation) {
                 (true, Some(v)) => Some(self.error_rate(v)?),
                 _ => None,

@@ -162,6 +162,11 @@ pub struct TrainConfig {
     pub evaluate: Evaluate,
     /// Whether evaluation includes the training set (it costs one prediction per example).
     pub evaluate_train: bool,
+    /// With `evaluate_train`, the training error is computed only after every
+    /// this many learning iterations (≥ 1) and after the last one; other
+    /// evaluations report the validation error alone. On large training sets
+    /// the training error costs as much as a message-passing step.
+    pub evaluate_train_every: usize,
     /// Whether each evaluation starts message passing from the previous
     /// evaluation's messages of the same example (see
     /// [`StructuredModel::predict_example_from`]) instead of from zero. The
@@ -190,6 +195,7 @@ impl Default for TrainConfig {
             predict: PredictOptions::default(),
             evaluate: Evaluate::EveryIteration,
             evaluate_train: true,
+            evaluate_train_every: 1,
             warm_start_evaluation: true,
             checkpoint: None,
             early_stopping: None,
@@ -198,6 +204,21 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
+    /// Whether an evaluation after learning iteration `iteration` (1-based)
+    /// of `total` includes the training error: `evaluate_train`, and the
+    /// iteration is a multiple of `evaluate_train_every` or the last.
+    ///
+    /// ```
+    /// use structlearn::TrainConfig;
+    /// let config = TrainConfig { learning_iterations: 10, evaluate_train_every: 4, ..TrainConfig::default() };
+    /// let at: Vec<usize> = (1..=10).filter(|&i| config.evaluates_train_at(i)).collect();
+    /// assert_eq!(at, [4, 8, 10]);
+    /// ```
+    pub fn evaluates_train_at(&self, iteration: usize) -> bool {
+        self.evaluate_train
+            && (iteration.is_multiple_of(self.evaluate_train_every.max(1)) || iteration >= self.learning_iterations)
+    }
+
     /// The schedule to run for a data set's factor types.
     pub fn steps(&self, data: &Dataset) -> Vec<Step> {
         self.schedule.clone().unwrap_or_else(|| {
@@ -454,6 +475,9 @@ impl<'a> Trainer<'a> {
             .collect::<Result<Vec<_>, _>>()?;
         if config.learning_iterations == 0 {
             return Err(LearnError::Config("learning_iterations must be at least 1".into()));
+        }
+        if config.evaluate_train_every == 0 {
+            return Err(LearnError::Config("evaluate_train_every must be at least 1".into()));
         }
         if let Some(c) = &config.checkpoint
             && c.every == 0
@@ -828,7 +852,7 @@ impl<'a> Trainer<'a> {
         Ok((violation, results.iter().map(|r| r.1).collect::<NeumaierSum>().value() + self.penalty()?))
     }
 
-    fn evaluate(&mut self) -> Result<(Option<f64>, Option<f64>), LearnError> {
+    fn evaluate(&mut self, with_train: bool) -> Result<(Option<f64>, Option<f64>), LearnError> {
         let model = self.model()?;
         let opts = self.config.predict;
         let warm = self.config.warm_start_evaluation;
@@ -840,8 +864,7 @@ impl<'a> Trainer<'a> {
             }
             model.error_rate_from(data, &opts, messages)
         };
-        let train =
-            if self.config.evaluate_train { Some(rate(self.train, &mut self.train_eval_messages)?) } else { None };
+        let train = if with_train { Some(rate(self.train, &mut self.train_eval_messages)?) } else { None };
         let validation = match self.validation {
             Some(v) => {
                 Some(rate(v, &mut self.validation_eval_messages).map_err(|e| LearnError::Validation(Box::new(e)))?)
@@ -941,7 +964,7 @@ impl<'a> Trainer<'a> {
                     Evaluate::Never => false,
                 };
                 if evaluate {
-                    let (tr, va) = self.evaluate()?;
+                    let (tr, va) = self.evaluate(self.config.evaluates_train_at(iteration))?;
                     record.train_error = tr;
                     record.validation_error = va;
                 }

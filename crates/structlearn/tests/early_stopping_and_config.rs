@@ -113,3 +113,45 @@ fn unknown_configuration_keys_are_errors_at_every_level() {
         assert!(err.contains("unknown field"), "{bad}: {err}");
     }
 }
+
+/// `evaluate_train_every = k`: the training error after every k-th iteration
+/// and the last, the validation error after every one, and the training
+/// errors that are computed equal those of a run that computes them all
+/// (evaluation changes nothing that learning reads). 0 is refused.
+#[test]
+fn training_error_every_k_iterations() {
+    let data = common::denoising(3, 8, 8, 5);
+    let run = |every: usize| {
+        let mut c = config(5, 1);
+        c.early_stopping = None;
+        c.evaluate_train = true;
+        c.evaluate_train_every = every;
+        c.warm_start_evaluation = false;
+        Trainer::new(&data, linear(), c).unwrap().with_validation(&data).train().unwrap()
+    };
+    let errors = |o: &structlearn::TrainOutcome| -> Vec<(usize, Option<f64>, Option<f64>)> {
+        o.history
+            .iter()
+            .filter(|r| r.validation_error.is_some())
+            .map(|r| (r.iteration, r.train_error, r.validation_error))
+            .collect()
+    };
+    let all = errors(&run(1));
+    let some = errors(&run(2));
+    assert_eq!(all.len(), 5);
+    assert_eq!(some.iter().map(|e| e.0).collect::<Vec<_>>(), [1, 2, 3, 4, 5]);
+    for ((i, tr_all, va_all), (_, tr, va)) in all.iter().zip(&some) {
+        assert_eq!(va, va_all, "validation error of iteration {i}");
+        if i % 2 == 0 || *i == 5 {
+            assert_eq!(tr, tr_all, "training error of iteration {i}");
+        } else {
+            assert_eq!(*tr, None, "iteration {i} has a training error");
+        }
+    }
+    let mut bad = config(5, 1);
+    bad.evaluate_train_every = 0;
+    match Trainer::new(&data, linear(), bad) {
+        Err(err) => assert!(err.to_string().contains("evaluate_train_every"), "{err}"),
+        Ok(_) => panic!("evaluate_train_every = 0 was accepted"),
+    }
+}
