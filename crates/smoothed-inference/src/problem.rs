@@ -161,10 +161,14 @@ pub struct RunOptions {
     pub iterations: usize,
     /// Stop as soon as the largest marginalisation violation
     /// `max |μ_{αβ} − μ_β|` falls below this. It is checked after every
-    /// [`TOLERANCE_CHECK_EVERY`]-th iteration (a check costs about half an
-    /// iteration; the report checks the final messages), so a run may go up to
+    /// [`TOLERANCE_CHECK_EVERY`]-th iteration before the last (a check costs
+    /// about one iteration on multi-label grids, less on binary ones; the
+    /// report checks the final messages), so a run may go up to
     /// `TOLERANCE_CHECK_EVERY − 1` iterations past the point where the
-    /// violation first dropped below the tolerance.
+    /// violation first dropped below the tolerance. Once two checks show the
+    /// violation falling so slowly that, even at twice that geometric rate, it
+    /// would not reach the tolerance before the last iteration, the run skips
+    /// the remaining checks and does all its iterations.
     pub tolerance: Option<f64>,
     /// Forward order of child regions; `None` is `graph.default_update_order()`
     /// (raster order on grids).
@@ -224,6 +228,13 @@ pub struct Workspace {
     beliefs: Vec<f64>,
     /// Length of the beliefs the last [`InferenceProblem::run`] left in `beliefs`.
     last_beliefs: usize,
+    /// Per region `[m_r, z_r]` of the last run's report (see [`Workspace::log_partitions`]).
+    parts: Vec<[f64; 2]>,
+    /// Regions in `parts`.
+    last_parts: usize,
+    /// Length of `tt` that holds the last report's `θ̃` (0 once a sweep outside
+    /// [`InferenceProblem::run`] has changed it).
+    last_tt: usize,
 }
 
 impl Workspace {
@@ -252,6 +263,24 @@ impl Workspace {
     /// ```
     pub fn beliefs(&self) -> &[f64] {
         &self.beliefs[..self.last_beliefs]
+    }
+
+    /// After [`InferenceProblem::run`] or [`InferenceProblem::log_partitions`]:
+    /// per region `r`, `[m_r, z_r]` with `m_r = max_y θ̃_r(y)` and
+    /// `z_r = Σ_y exp((θ̃_r(y) − m_r)/ε_r) ≥ 1` at the final messages, so that
+    /// `m_r + ε_r ln z_r` is the region's term of the dual `A(λ, θ)` (ch. Eq.
+    /// 1.15), split so that differences such as `A(λ, θ) − θ(y)` can be summed
+    /// without cancellation; empty before. `θ̃` itself is
+    /// [`Workspace::reparameterized`].
+    pub fn log_partitions(&self) -> &[[f64; 2]] {
+        &self.parts[..self.last_parts]
+    }
+
+    /// After [`InferenceProblem::run`] or [`InferenceProblem::log_partitions`]:
+    /// the reparameterised potentials `θ̃` at the final messages, flat per
+    /// configuration (what [`InferenceProblem::reparameterized`] writes).
+    pub fn reparameterized(&self) -> &[f64] {
+        &self.tt[..self.last_tt]
     }
 
     fn grow(&mut self, s: Sizes) {
@@ -435,6 +464,7 @@ impl<'a> InferenceProblem<'a> {
         }
         self.check_len(messages)?;
         ws.grow(self.sizes);
+        ws.last_tt = 0;
         let (tt, mut bufs) = ws.split(self.sizes.total_configs);
         let lambda = messages.as_mut_slice();
         self.refresh_region(lambda, child, tt);
@@ -456,6 +486,7 @@ impl<'a> InferenceProblem<'a> {
     pub fn iterate(&self, messages: &mut Messages, order: &[usize], ws: &mut Workspace) {
         assert_eq!(messages.len(), self.graph.total_message_len(), "messages do not fit the graph");
         ws.grow(self.sizes);
+        ws.last_tt = 0;
         let (tt, mut bufs) = ws.split(self.sizes.total_configs);
         self.refresh_for_sweeps(messages.as_slice(), tt);
         dispatch_sweep(self, messages.as_mut_slice(), tt, &mut bufs, order, 1);
@@ -498,12 +529,13 @@ impl<'a> InferenceProblem<'a> {
             }
         }
         if let Some(tol) = opts.tolerance {
+            let mut last_check: Option<(usize, f64)> = None;
             while iterations < opts.iterations {
                 let (tt, mut bufs) = ws.split(total);
                 dispatch_sweep(self, lambda, tt, &mut bufs, order, 1);
                 iterations += 1;
                 // The last iteration needs no check: the report below recomputes the violation.
-                if iterations.is_multiple_of(TOLERANCE_CHECK_EVERY) {
+                if iterations.is_multiple_of(TOLERANCE_CHECK_EVERY) && iterations < opts.iterations {
                     let stale = self.leaves_stale_parents();
                     if stale {
                         // The children's θ̃ afresh, as a full refresh would leave it
@@ -511,7 +543,15 @@ impl<'a> InferenceProblem<'a> {
                         self.refresh_children(lambda, &mut ws.tt[..total]);
                     }
                     let scratch = (&mut ws.e[..], &mut ws.sums[..]);
-                    if dispatch_check(self, lambda, &ws.tt[..total], stale, &mut ws.beliefs[..total], scratch) >= tol {
+                    let v = dispatch_check(self, lambda, &ws.tt[..total], stale, &mut ws.beliefs[..total], scratch);
+                    if v >= tol {
+                        if out_of_reach(last_check, (iterations, v), tol, opts.iterations) {
+                            // No check before the last iteration can succeed: sweep on without them.
+                            let (tt, mut bufs) = ws.split(total);
+                            dispatch_sweep(self, lambda, tt, &mut bufs, order, opts.iterations - iterations);
+                            iterations = opts.iterations;
+                        }
+                        last_check = Some((iterations, v));
                         continue;
                     }
                     // Confirm on a fresh θ̃ (the incremental one carries rounding) so
@@ -526,10 +566,46 @@ impl<'a> InferenceProblem<'a> {
         // Report from a fresh θ̃, free of the rounding the incremental updates accumulate.
         let tt = &mut ws.tt[..total];
         self.refresh_all(lambda, tt);
-        let (max_violation, dual_value) = self.violation_and_dual_of(tt, &mut ws.beliefs[..total], &mut ws.sums);
+        let regions = self.graph.num_regions();
+        ws.parts.resize(ws.parts.len().max(regions), [0.0; 2]);
+        let parts = &mut ws.parts[..regions];
+        let (max_violation, dual_value) = self.violation_and_dual_of(tt, &mut ws.beliefs[..total], &mut ws.sums, parts);
         ws.last_beliefs = total;
+        ws.last_parts = regions;
+        ws.last_tt = total;
         let converged = opts.tolerance.is_some_and(|tol| max_violation < tol);
         Ok(RunReport { iterations, dual_value, max_violation, converged })
+    }
+
+    /// What the report of [`Self::run`] leaves in the workspace, at `messages`
+    /// and without message passing: `θ̃` ([`Workspace::reparameterized`]), the
+    /// log-partition parts ([`Workspace::log_partitions`]) and the beliefs
+    /// ([`Workspace::beliefs`]), bit for bit. Returns the dual value `A(λ, θ)`.
+    ///
+    /// ```
+    /// use smoothed_inference::{InferenceProblem, Messages, Workspace};
+    /// let g = factor_graph::grid(2, 3, 2).unwrap();
+    /// let theta: Vec<f64> = (0..g.total_configs()).map(|i| (i % 4) as f64 * 0.5).collect();
+    /// let p = InferenceProblem::uniform(&g, &theta, 0.5).unwrap();
+    /// let (m, mut ws) = (Messages::zeros(&g), Workspace::new(&g));
+    /// let dual = p.log_partitions(&m, &mut ws).unwrap();
+    /// let sum: f64 = ws.log_partitions().iter().map(|[m, z]| m + 0.5 * z.ln()).sum();
+    /// assert!((dual - sum).abs() < 1e-12 * dual.abs());
+    /// ```
+    pub fn log_partitions(&self, messages: &Messages, ws: &mut Workspace) -> Result<f64, InferenceError> {
+        messages.check(self.graph)?;
+        ws.grow(self.sizes);
+        let total = self.sizes.total_configs;
+        let regions = self.graph.num_regions();
+        ws.beliefs.resize(ws.beliefs.len().max(total), 0.0);
+        ws.parts.resize(ws.parts.len().max(regions), [0.0; 2]);
+        let tt = &mut ws.tt[..total];
+        self.refresh_all(messages.as_slice(), tt);
+        let dual = self.beliefs_of(tt, &mut ws.beliefs[..total], &mut ws.parts[..regions]);
+        ws.last_beliefs = total;
+        ws.last_parts = regions;
+        ws.last_tt = total;
+        Ok(dual)
     }
 
     /// The dual objective `A(λ, θ) = Σ_α ε_α log Σ_{y_α} exp(θ̃_α(y_α)/ε_α)`
@@ -564,7 +640,7 @@ impl<'a> InferenceProblem<'a> {
         let mut tt = vec![0.0; self.sizes.total_configs];
         self.reparameterized(messages, &mut tt);
         assert_eq!(out.len(), tt.len(), "output must have one entry per configuration");
-        self.beliefs_of(&tt, out);
+        self.beliefs_of(&tt, out, &mut []);
     }
 
     /// The largest marginalisation violation `max |μ_{αβ}(y_β) − μ_β(y_β)|` over
@@ -682,20 +758,22 @@ impl<'a> InferenceProblem<'a> {
     /// Writes the beliefs of `θ̃` into `out` and returns the dual value
     /// `Σ_α (m_α + ε_α log z_α)`, bit for bit what [`Self::dual_of`] computes
     /// (the same exponentials summed in the same order), from the same pass.
-    fn beliefs_of(&self, tt: &[f64], out: &mut [f64]) -> f64 {
+    /// With a non-empty `parts`, also `parts[r] = [m_r, z_r]` (the maximum of
+    /// `θ̃_r` and `Σ exp((θ̃_r − m_r)/ε_r)`).
+    fn beliefs_of(&self, tt: &[f64], out: &mut [f64], parts: &mut [[f64; 2]]) -> f64 {
         #[cfg(target_arch = "x86_64")]
         if simd::available() {
             // SAFETY: the CPU supports AVX2 and FMA (checked just above).
-            return unsafe { simd::beliefs_of(self, tt, out) };
+            return unsafe { simd::beliefs_of(self, tt, out, parts) };
         }
-        self.beliefs_with(tt, out)
+        self.beliefs_with(tt, out, parts)
     }
 
     /// [`Self::beliefs_of`]'s work, `#[inline(always)]` so that the AVX2 build
     /// vectorises it four wide; Plain arithmetic and the same order of every
     /// sum in both builds, so the numbers are the same bit for bit.
     #[inline(always)]
-    fn beliefs_with(&self, tt: &[f64], out: &mut [f64]) -> f64 {
+    fn beliefs_with(&self, tt: &[f64], out: &mut [f64], parts: &mut [[f64; 2]]) -> f64 {
         let mut dual = 0.0;
         for r in 0..self.graph.num_regions() {
             let range = self.graph.config_range(r);
@@ -709,6 +787,9 @@ impl<'a> InferenceProblem<'a> {
             let z: f64 = mu.iter().sum();
             for u in mu.iter_mut() {
                 *u /= z;
+            }
+            if let Some(part) = parts.get_mut(r) {
+                *part = [m, z];
             }
             dual += m + eps * ln_pos::<Plain>(z);
         }
@@ -785,12 +866,20 @@ impl<'a> InferenceProblem<'a> {
     /// Largest marginalisation violation given `θ̃`; `beliefs` (total configs)
     /// and `marg` (largest region) are scratch.
     fn violation_of(&self, tt: &[f64], beliefs: &mut [f64], marg: &mut [f64]) -> f64 {
-        self.violation_and_dual_of(tt, beliefs, marg).0
+        self.violation_and_dual_of(tt, beliefs, marg, &mut []).0
     }
 
     /// [`Self::violation_of`] and the dual value (from the same exponentials).
-    fn violation_and_dual_of(&self, tt: &[f64], beliefs: &mut [f64], marg: &mut [f64]) -> (f64, f64) {
-        let dual = self.beliefs_of(tt, beliefs);
+    /// With a non-empty `parts`, also the log-partition parts of
+    /// [`Self::beliefs_of`].
+    fn violation_and_dual_of(
+        &self,
+        tt: &[f64],
+        beliefs: &mut [f64],
+        marg: &mut [f64],
+        parts: &mut [[f64; 2]],
+    ) -> (f64, f64) {
+        let dual = self.beliefs_of(tt, beliefs, parts);
         let mut worst = 0.0f64;
         for e in 0..self.graph.num_edges() {
             let child = &beliefs[self.graph.config_range(self.graph.edge_child(e))];
@@ -817,6 +906,21 @@ fn singleton_stride(g: &RegionGraph, e: usize) -> Option<usize> {
     let vars = g.region_variables(g.edge_parent(e));
     let i = vars.iter().position(|w| w == v)?;
     Some(vars[i + 1..].iter().map(|&w| g.cardinality(w)).product())
+}
+
+/// Whether the violation cannot fall below `tol` by the last iteration, judged
+/// from two checks `(iteration, violation)`: only if it is falling, and too
+/// slowly even at twice its observed geometric rate. Message passing
+/// converges linearly (the violation shrinks by a roughly constant factor per
+/// iteration), so the remaining checks of such a run would all fail.
+fn out_of_reach(previous: Option<(usize, f64)>, (k, v): (usize, f64), tol: f64, max_iterations: usize) -> bool {
+    let Some((j, vj)) = previous else { return false };
+    if !(v < vj && v > 0.0 && tol > 0.0) {
+        return false;
+    }
+    // Iterations to get from v to tol at the observed rate (v/vj per k − j iterations).
+    let needed = (k - j) as f64 * (tol / v).ln() / (v / vj).ln();
+    k as f64 + 0.5 * needed >= max_iterations as f64
 }
 
 /// `t ← exp((t − max t)·inv_eps)` in place; returns the sum (≥ 1 when some
@@ -1054,8 +1158,13 @@ mod simd {
     /// # Safety
     /// The CPU must support AVX2 and FMA.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn beliefs_of(p: &InferenceProblem<'_>, tt: &[f64], out: &mut [f64]) -> f64 {
-        p.beliefs_with(tt, out)
+    pub(super) unsafe fn beliefs_of(
+        p: &InferenceProblem<'_>,
+        tt: &[f64],
+        out: &mut [f64],
+        parts: &mut [[f64; 2]],
+    ) -> f64 {
+        p.beliefs_with(tt, out, parts)
     }
 
     /// # Safety
@@ -1210,11 +1319,11 @@ mod tests {
             let mut tt = vec![0.0; total];
             p.refresh_all(m.as_slice(), &mut tt);
             let (mut fast, mut portable) = (vec![0.0; total], vec![0.0; total]);
-            let dual = p.beliefs_of(&tt, &mut fast);
-            let dual_portable = p.beliefs_with(&tt, &mut portable);
+            let dual = p.beliefs_of(&tt, &mut fast, &mut []);
+            let dual_portable = p.beliefs_with(&tt, &mut portable, &mut []);
             assert_eq!(dual.to_bits(), dual_portable.to_bits());
             assert_eq!(bits(&fast), bits(&portable));
-            let (violation, _) = p.violation_and_dual_of(&tt, &mut fast, &mut vec![0.0; total]);
+            let (violation, _) = p.violation_and_dual_of(&tt, &mut fast, &mut vec![0.0; total], &mut []);
             let mut worst = 0.0f64;
             let mut marg = vec![0.0; total];
             for e in 0..g.num_edges() {
@@ -1227,6 +1336,27 @@ mod tests {
             }
             assert_eq!(violation.to_bits(), worst.to_bits());
         }
+    }
+
+    /// The check schedule: skipped only when two checks show a falling
+    /// violation that cannot reach the tolerance in time even twice as fast.
+    #[test]
+    fn checks_are_skipped_only_when_out_of_reach() {
+        // 1e-2 → 5e-3 over 5 iterations: 1e-6 needs ≈ 61 more; at twice the rate ≈ 31.
+        assert!(out_of_reach(Some((5, 1e-2)), (10, 5e-3), 1e-6, 25));
+        assert!(!out_of_reach(Some((5, 1e-2)), (10, 5e-3), 1e-6, 200));
+        // Fast enough: 1e-2 → 1e-4 in 5 iterations, 1e-6 ≈ 5 more.
+        assert!(!out_of_reach(Some((5, 1e-2)), (10, 1e-4), 1e-6, 25));
+        // One check, or a violation that is not falling: keep checking.
+        assert!(!out_of_reach(None, (5, 1e-2), 1e-6, 25));
+        assert!(!out_of_reach(Some((5, 1e-3)), (10, 2e-3), 1e-6, 25));
+        // A run that converges still stops early and reports it (binary grid, weak coupling).
+        let g = factor_graph::grid(8, 8, 2).unwrap();
+        let theta: Vec<f64> = (0..g.total_configs()).map(|i| (i % 7) as f64 * 0.05).collect();
+        let p = InferenceProblem::uniform(&g, &theta, 1.0).unwrap();
+        let (mut m, mut ws) = (Messages::zeros(&g), Workspace::new(&g));
+        let r = p.run(&mut m, &RunOptions { iterations: 500, tolerance: Some(1e-9), order: None }, &mut ws).unwrap();
+        assert!(r.converged && r.iterations < 500 && r.iterations.is_multiple_of(TOLERANCE_CHECK_EVERY), "{r:?}");
     }
 
     #[test]

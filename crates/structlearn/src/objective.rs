@@ -29,8 +29,8 @@
 //! round on the shapes data (14–38 ms per image there), about 2 % of
 //! Algorithm 1's 25-iteration message-passing steps.
 
-use fastmath::{Plain, exp_nonpos, ln_pos};
-use smoothed_inference::{InferenceProblem, Messages};
+use fastmath::{Plain, ln_pos};
+use smoothed_inference::{InferenceProblem, Messages, Workspace};
 
 /// Neumaier's compensated sum (Kahan–Babuška): the rounding error of every
 /// addition is carried in a second accumulator, so the result is as accurate
@@ -78,8 +78,12 @@ impl FromIterator<f64> for NeumaierSum {
 
 /// `A(λ, θ) − θ(y)` of one example as a sum of non-negative per-region terms
 /// (module docs), for messages `messages` and the labelling `truth` (one label
-/// per variable; it must have finite potential in every region). `tt` is
-/// scratch space for the reparameterised potentials (resized as needed).
+/// per variable; it must have finite potential in every region). `ws` is the
+/// scratch of the pass ([`InferenceProblem::log_partitions`]); the result is
+/// [`loss_from_workspace`] after it.
+///
+/// # Panics
+/// If `messages` do not fit the problem's graph.
 ///
 /// ```
 /// use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace};
@@ -94,29 +98,34 @@ impl FromIterator<f64> for NeumaierSum {
 ///     })
 ///     .collect();
 /// let p = InferenceProblem::uniform(&g, &theta, 0.01).unwrap();
-/// let mut m = Messages::zeros(&g);
-/// p.run(&mut m, &RunOptions { iterations: 5, tolerance: None, order: None }, &mut Workspace::new(&g)).unwrap();
-/// let r = loss_at(&p, &m, &truth, &mut Vec::new());
+/// let (mut m, mut ws) = (Messages::zeros(&g), Workspace::new(&g));
+/// p.run(&mut m, &RunOptions { iterations: 5, tolerance: None, order: None }, &mut ws).unwrap();
+/// let r = loss_at(&p, &m, &truth, &mut ws);
 /// assert!(r >= 0.0 && r < 1e-9);
 /// ```
-pub fn loss_at(problem: &InferenceProblem<'_>, messages: &Messages, truth: &[usize], tt: &mut Vec<f64>) -> f64 {
+pub fn loss_at(problem: &InferenceProblem<'_>, messages: &Messages, truth: &[usize], ws: &mut Workspace) -> f64 {
+    problem.log_partitions(messages, ws).expect("messages fit the graph");
+    loss_from_workspace(problem, ws, truth)
+}
+
+/// [`loss_at`] from what the last [`InferenceProblem::run`] (or
+/// [`InferenceProblem::log_partitions`]) of `problem` left in `ws`, without
+/// another pass: per region `(m_r − θ̃_r(y)) + ε_r ln z_r`, both parts ≥ 0
+/// (`m_r` is the largest `θ̃_r`, `z_r ≥ 1`; see [`Workspace::log_partitions`]).
+///
+/// # Panics
+/// If `ws` holds no report of a problem with this graph.
+pub fn loss_from_workspace(problem: &InferenceProblem<'_>, ws: &Workspace, truth: &[usize]) -> f64 {
     let graph = problem.graph();
-    tt.resize(graph.total_configs(), 0.0);
-    problem.reparameterized(messages, tt);
+    let (tt, parts) = (ws.reparameterized(), ws.log_partitions());
+    assert!(
+        tt.len() == graph.total_configs() && parts.len() == graph.num_regions(),
+        "the workspace holds no report of this graph"
+    );
     let mut total = NeumaierSum::new();
-    for r in 0..graph.num_regions() {
-        let t = &mut tt[graph.config_range(r)];
-        let own = t[graph.config_of(r, truth)];
-        let eps = problem.region_epsilon(r);
-        // shift = max_y θ̃(y) − θ̃(y*) ≥ 0; the maximising y contributes exp(0) = 1,
-        // so s ≥ 1 and both parts of the term are ≥ 0.
-        let shift = t.iter().fold(0.0f64, |m, &v| m.max(v - own));
-        // Exponentials in place (a vectorised loop), then their sum in order.
-        for v in t.iter_mut() {
-            *v = exp_nonpos::<Plain>((*v - own - shift) / eps);
-        }
-        let s: f64 = t.iter().sum();
-        total.add(shift + eps * ln_pos::<Plain>(s));
+    for (r, &[m, z]) in parts.iter().enumerate() {
+        let own = tt[graph.config_range(r).start + graph.config_of(r, truth)];
+        total.add((m - own) + problem.region_epsilon(r) * ln_pos::<Plain>(z));
     }
     total.value()
 }
@@ -124,7 +133,7 @@ pub fn loss_at(problem: &InferenceProblem<'_>, messages: &Messages, truth: &[usi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use smoothed_inference::{RunOptions, Workspace};
+    use smoothed_inference::RunOptions;
 
     /// Away from cancellation the per-region form equals `A(λ, θ) − θ(y)`.
     #[test]
@@ -140,8 +149,25 @@ mod tests {
             let score: f64 =
                 (0..g.num_regions()).map(|r| theta[g.config_range(r).start + g.config_of(r, &truth)]).sum();
             let direct = p.dual_value(&m) - score;
-            let ours = loss_at(&p, &m, &truth, &mut Vec::new());
+            let ours = loss_at(&p, &m, &truth, &mut Workspace::new(&g));
             assert!((ours - direct).abs() <= 1e-10 * direct.abs(), "ε = {eps}: {ours} vs {direct}");
+        }
+    }
+
+    /// The loss read off a run's report is bit for bit the loss of a separate
+    /// pass at the run's final messages (so the objective recorded after a
+    /// message-passing step is the one `Trainer::objective` computes).
+    #[test]
+    fn loss_from_the_report_equals_a_separate_pass() {
+        for (g, eps) in [(factor_graph::grid(4, 5, 2).unwrap(), 0.1), (factor_graph::grid(3, 4, 8).unwrap(), 0.3)] {
+            let theta: Vec<f64> = (0..g.total_configs()).map(|i| ((i * 37 % 11) as f64 - 5.0) * 0.3).collect();
+            let truth: Vec<usize> = (0..g.num_variables()).map(|i| i % g.cardinality(i)).collect();
+            let p = InferenceProblem::uniform(&g, &theta, eps).unwrap();
+            let (mut m, mut ws) = (Messages::zeros(&g), Workspace::new(&g));
+            p.run(&mut m, &RunOptions { iterations: 6, tolerance: Some(1e-8), order: None }, &mut ws).unwrap();
+            let from_report = loss_from_workspace(&p, &ws, &truth);
+            let separate = loss_at(&p, &m, &truth, &mut Workspace::new(&g));
+            assert_eq!(from_report.to_bits(), separate.to_bits());
         }
     }
 }

@@ -43,7 +43,7 @@ use crate::discrepancy::{Discrepancy, Hamming};
 use crate::early_stopping::{BestValidation, EarlyStopping, Verdict};
 use crate::files::{unwrap_binary, write_binary_atomic};
 use crate::model::{graph_epsilon, oracle_err, zero_messages};
-use crate::objective::{NeumaierSum, loss_at};
+use crate::objective::{NeumaierSum, loss_at, loss_from_workspace};
 use crate::observer::{Observer, Record, TrainEvent};
 use crate::{Dataset, LearnError, PredictOptions, StructuredModel};
 
@@ -339,7 +339,7 @@ fn with_theta<R>(data: &Dataset, pooled: &[Pooled], k: usize, f: impl FnOnce(&[f
 
 /// [`loss_at`] with a per-thread scratch buffer.
 fn example_loss(problem: &InferenceProblem<'_>, messages: &Messages, truth: &[usize]) -> f64 {
-    with_buffer(&SCRATCH, |scratch| loss_at(problem, messages, truth, scratch))
+    with_thread_workspace(|ws| loss_at(problem, messages, truth, ws))
 }
 
 /// What [`Trainer::train`] returns.
@@ -842,9 +842,13 @@ impl<'a> Trainer<'a> {
                     let problem = InferenceProblem::new(graph, theta, &eps[k])
                         .map_err(|source| LearnError::Inference { example: k, source })?;
                     let opts = RunOptions { iterations, tolerance, order: None };
-                    let report = with_thread_workspace(|ws| problem.run(messages, &opts, ws))
-                        .map_err(|source| LearnError::Inference { example: k, source })?;
-                    Ok((report.max_violation, example_loss(&problem, messages, train.labels(k)?)))
+                    let truth = train.labels(k)?;
+                    // The loss from the run's own report: the same numbers as example_loss.
+                    let (report, loss) = with_thread_workspace(|ws| {
+                        problem.run(messages, &opts, ws).map(|r| (r, loss_from_workspace(&problem, ws, truth)))
+                    })
+                    .map_err(|source| LearnError::Inference { example: k, source })?;
+                    Ok((report.max_violation, loss))
                 })
             })
             .collect::<Result<_, LearnError>>()?;
