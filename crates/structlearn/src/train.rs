@@ -205,8 +205,8 @@ impl Default for TrainConfig {
 
 impl TrainConfig {
     /// Whether an evaluation after learning iteration `iteration` (1-based)
-    /// of `total` includes the training error: `evaluate_train`, and the
-    /// iteration is a multiple of `evaluate_train_every` or the last.
+    /// includes the training error: `evaluate_train`, and the iteration is a
+    /// multiple of `evaluate_train_every` or the last (`learning_iterations`).
     ///
     /// ```
     /// use structlearn::TrainConfig;
@@ -337,7 +337,7 @@ fn with_theta<R>(data: &Dataset, pooled: &[Pooled], k: usize, f: impl FnOnce(&[f
     })
 }
 
-/// [`loss_at`] with a per-thread scratch buffer.
+/// [`loss_at`] in the thread's inference workspace.
 fn example_loss(problem: &InferenceProblem<'_>, messages: &Messages, truth: &[usize]) -> f64 {
     with_thread_workspace(|ws| loss_at(problem, messages, truth, ws))
 }
