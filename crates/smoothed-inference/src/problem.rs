@@ -403,9 +403,15 @@ impl<'a> InferenceProblem<'a> {
                 let (row_max, e) = blocks[ep.block..ep.block + ly * (lo + 1)].split_at_mut(ly);
                 // E, sibling-major, first holds θ(y, b) itself.
                 let theta = &self.theta[ep.parent_offset..ep.parent_offset + ep.parent_len];
-                for (b, col) in e.chunks_exact_mut(ly).enumerate() {
-                    for (y, ev) in col.iter_mut().enumerate() {
-                        *ev = theta[y * ep.stride + b * ep.sibling_stride];
+                if ep.stride == 1 {
+                    // The child is the pair's second variable: θ is already sibling-major.
+                    e.copy_from_slice(theta);
+                } else {
+                    // The child is the first variable: transpose θ's rows into columns.
+                    for (y, row) in theta.chunks_exact(lo).enumerate() {
+                        for (col, &v) in e.chunks_exact_mut(ly).zip(row) {
+                            col[y] = v;
+                        }
                     }
                 }
                 row_max.fill(f64::NEG_INFINITY);
