@@ -162,8 +162,8 @@ pub struct RunOptions {
     /// Stop as soon as the largest marginalisation violation
     /// `max |μ_{αβ} − μ_β|` falls below this. It is checked after every
     /// [`TOLERANCE_CHECK_EVERY`]-th iteration before the last (a check costs
-    /// about one iteration on multi-label grids, less on binary ones; the
-    /// report checks the final messages), so a run may go up to
+    /// somewhat less than one iteration on an 8-label grid; the report checks
+    /// the final messages), so a run may go up to
     /// `TOLERANCE_CHECK_EVERY − 1` iterations past the point where the
     /// violation first dropped below the tolerance. Once two checks show the
     /// violation falling so slowly that, even at twice that geometric rate, it
