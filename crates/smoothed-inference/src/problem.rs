@@ -733,13 +733,17 @@ impl<'a> InferenceProblem<'a> {
     }
 
     /// `t = θ̃_r` (one entry per configuration of `r`) from `θ` and the messages.
+    /// `#[inline(always)]`: the check builds it into its AVX2 pass.
+    #[inline(always)]
     fn region_reparameterized(&self, lambda: &[f64], r: usize, t: &mut [f64]) {
         let g = self.graph;
         t.copy_from_slice(&self.theta[g.config_range(r)]);
         for &e in g.child_edges(r) {
             let msg = &lambda[g.message_range(e)];
-            for (v, &y) in t.iter_mut().zip(g.edge_map(e)) {
-                *v += msg[y as usize];
+            // Strided where the child is one variable: the same additions, no index map.
+            match singleton_stride(g, e) {
+                Some(stride) => star::apply_strided(t, stride, msg),
+                None => t.iter_mut().zip(g.edge_map(e)).for_each(|(v, &y)| *v += msg[y as usize]),
             }
         }
         for &e in g.parent_edges(r) {
@@ -833,18 +837,7 @@ impl<'a> InferenceProblem<'a> {
             let range = g.config_range(r);
             let t = &mut t[..range.len()];
             if stale {
-                // θ̃_r = θ_r + Σ_children λ − Σ_parents λ, as refresh_region, strided where it can.
-                t.copy_from_slice(&self.theta[range]);
-                for &e in kids {
-                    let msg = &lambda[g.message_range(e)];
-                    match singleton_stride(g, e) {
-                        Some(stride) => star::apply_strided(t, stride, msg),
-                        None => t.iter_mut().zip(g.edge_map(e)).for_each(|(v, &y)| *v += msg[y as usize]),
-                    }
-                }
-                for &e in g.parent_edges(r) {
-                    t.iter_mut().zip(&lambda[g.message_range(e)]).for_each(|(v, &m)| *v -= m);
-                }
+                self.region_reparameterized(lambda, r, t);
             } else {
                 t.copy_from_slice(&tt[range]);
             }
@@ -854,12 +847,7 @@ impl<'a> InferenceProblem<'a> {
                 let m = &mut marg[..child.len()];
                 match singleton_stride(g, e) {
                     Some(stride) => star::sum_strided(t, stride, m),
-                    None => {
-                        m.fill(0.0);
-                        for (&v, &y) in t.iter().zip(g.edge_map(e)) {
-                            m[y as usize] += v;
-                        }
-                    }
+                    None => marginalise_region(g.edge_map(e), t, m),
                 }
                 for (&a, &b) in m.iter().zip(child) {
                     worst = worst.max((a * inv_z - b).abs());
@@ -892,7 +880,7 @@ impl<'a> InferenceProblem<'a> {
             let m = &mut marg[..child.len()];
             match singleton_stride(self.graph, e) {
                 Some(stride) => {
-                    sum_strided_in_order(&beliefs[self.graph.config_range(self.graph.edge_parent(e))], stride, m)
+                    star::sum_strided_in_order(&beliefs[self.graph.config_range(self.graph.edge_parent(e))], stride, m)
                 }
                 None => marginalise(self.graph, e, beliefs, m),
             }
@@ -950,35 +938,15 @@ fn normalised_exp<A: Arith>(t: &[f64], inv_eps: f64, out: &mut [f64]) {
     }
 }
 
-/// [`marginalise`] onto a singleton child of stride `stride` (see
-/// [`singleton_stride`]): each `sums(y)` adds the fibre of `y` in
-/// configuration order, as [`marginalise`] does, so the sums are the same bit
-/// for bit — without the index map.
-fn sum_strided_in_order(values: &[f64], stride: usize, sums: &mut [f64]) {
-    let ly = sums.len();
-    sums.fill(0.0);
-    if stride == 1 {
-        for block in values.chunks_exact(ly) {
-            for (s, &v) in sums.iter_mut().zip(block) {
-                *s += v;
-            }
-        }
-    } else {
-        for block in values.chunks_exact(stride * ly) {
-            for (s, run) in sums.iter_mut().zip(block.chunks_exact(stride)) {
-                for &v in run {
-                    *s += v;
-                }
-            }
-        }
-    }
-}
-
 /// `out(y_β) = Σ_{y_α → y_β} values_α(y_α)` for edge `e = α → β`.
 fn marginalise(graph: &RegionGraph, e: usize, values: &[f64], out: &mut [f64]) {
+    marginalise_region(graph.edge_map(e), &values[graph.config_range(graph.edge_parent(e))], out);
+}
+
+/// `out(y_β) = Σ_{y_α: map[y_α] = y_β} parent(y_α)`, `parent` one region's values.
+fn marginalise_region(map: &[u32], parent: &[f64], out: &mut [f64]) {
     out.fill(0.0);
-    let parent = &values[graph.config_range(graph.edge_parent(e))];
-    for (&v, &y) in parent.iter().zip(graph.edge_map(e)) {
+    for (&v, &y) in parent.iter().zip(map) {
         out[y as usize] += v;
     }
 }
@@ -1232,35 +1200,40 @@ mod tests {
     use factor_graph::{Scope, factors_with_singletons};
     use rand::{RngExt, SeedableRng};
 
-    /// The portable build of the sweep (separate multiply and add) and the one
-    /// chosen at run time (AVX2 + FMA where available) differ by rounding only.
+    /// Singletons of four variables (2–4 values), a third-order factor and two
+    /// pairs: a region graph that is neither a grid nor binary.
+    fn general_graph() -> RegionGraph {
+        let s = |v: &[usize], t: &str| Scope { variables: v.to_vec(), factor_type: t.into() };
+        factors_with_singletons(vec![2, 3, 4, 2], &[s(&[0, 1, 2], "t"), s(&[3, 1], "p"), s(&[2, 3], "p")]).unwrap()
+    }
+
+    /// Potentials uniform in [−2, 2], each `−∞` with probability `hard`; every
+    /// region's first configuration is 0, so the all-zero labelling is feasible.
+    fn random_theta(g: &RegionGraph, rng: &mut rand_chacha::ChaCha8Rng, hard: f64) -> Vec<f64> {
+        let mut theta: Vec<f64> = (0..g.total_configs())
+            .map(|_| if rng.random::<f64>() < hard { f64::NEG_INFINITY } else { rng.random::<f64>() * 4.0 - 2.0 })
+            .collect();
+        for r in 0..g.num_regions() {
+            theta[g.config_range(r).start] = 0.0;
+        }
+        theta
+    }
+
     /// The periodic check's violation (one pass, parents' `θ̃` on the fly when
     /// stale) equals the reported one up to rounding: binary, factored
     /// (8-label, stale parents) and general graphs, with `−∞` potentials.
     #[test]
     fn check_violation_equals_max_violation() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
-        let s = |v: &[usize], t: &str| Scope { variables: v.to_vec(), factor_type: t.into() };
         let graphs = [
             factor_graph::grid(6, 7, 2).unwrap(),
             factor_graph::grid(5, 4, 8).unwrap(),
             factor_graph::grid(3, 4, 3).unwrap(),
-            factors_with_singletons(vec![2, 3, 4, 2], &[s(&[0, 1, 2], "t"), s(&[3, 1], "p"), s(&[2, 3], "p")]).unwrap(),
+            general_graph(),
         ];
         for g in &graphs {
-            for hard in [false, true] {
-                let mut theta: Vec<f64> = (0..g.total_configs())
-                    .map(|_| {
-                        if hard && rng.random::<f64>() < 0.1 {
-                            f64::NEG_INFINITY
-                        } else {
-                            rng.random::<f64>() * 4.0 - 2.0
-                        }
-                    })
-                    .collect();
-                for r in 0..g.num_regions() {
-                    theta[g.config_range(r).start] = 0.0;
-                }
+            for hard in [0.0, 0.1] {
+                let theta = random_theta(g, &mut rng, hard);
                 let p = InferenceProblem::uniform(g, &theta, 0.2).unwrap();
                 let (mut m, mut ws) = (Messages::zeros(g), Workspace::new(g));
                 let order = g.default_update_order();
@@ -1307,18 +1280,11 @@ mod tests {
     #[test]
     fn report_is_the_portable_computation_bit_for_bit() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(9);
-        let s = |v: &[usize], t: &str| Scope { variables: v.to_vec(), factor_type: t.into() };
-        let graphs = [
-            factor_graph::grid(6, 7, 2).unwrap(),
-            factor_graph::grid(5, 4, 8).unwrap(),
-            factors_with_singletons(vec![2, 3, 4, 2], &[s(&[0, 1, 2], "t"), s(&[3, 1], "p"), s(&[2, 3], "p")]).unwrap(),
-        ];
+        let graphs = [factor_graph::grid(6, 7, 2).unwrap(), factor_graph::grid(5, 4, 8).unwrap(), general_graph()];
         let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         for g in &graphs {
-            let theta: Vec<f64> = (0..g.total_configs())
-                .map(|i| if i % 13 == 3 { f64::NEG_INFINITY } else { rng.random::<f64>() * 6.0 - 3.0 })
-                .collect();
-            let Ok(p) = InferenceProblem::uniform(g, &theta, 0.05) else { continue };
+            let theta = random_theta(g, &mut rng, 0.1);
+            let p = InferenceProblem::uniform(g, &theta, 0.05).unwrap();
             let (mut m, mut ws) = (Messages::zeros(g), Workspace::new(g));
             p.iterate(&mut m, &g.default_update_order(), &mut ws);
             let total = g.total_configs();
@@ -1365,23 +1331,14 @@ mod tests {
         assert!(r.converged && r.iterations < 500 && r.iterations.is_multiple_of(TOLERANCE_CHECK_EVERY), "{r:?}");
     }
 
+    /// The portable build of the sweep (separate multiply and add) and the one
+    /// chosen at run time (AVX2 + FMA where available) differ by rounding only.
     #[test]
     fn portable_and_dispatched_kernels_agree() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
-        let s = |v: &[usize], t: &str| Scope { variables: v.to_vec(), factor_type: t.into() };
-        let graphs = [
-            factor_graph::grid(5, 6, 2).unwrap(),
-            factor_graph::grid(4, 3, 5).unwrap(),
-            factors_with_singletons(vec![2, 3, 4, 2], &[s(&[0, 1, 2], "t"), s(&[3, 1], "p"), s(&[2, 3], "p")]).unwrap(),
-        ];
+        let graphs = [factor_graph::grid(5, 6, 2).unwrap(), factor_graph::grid(4, 3, 5).unwrap(), general_graph()];
         for g in &graphs {
-            let mut theta: Vec<f64> = (0..g.total_configs())
-                .map(|_| if rng.random::<f64>() < 0.1 { f64::NEG_INFINITY } else { rng.random::<f64>() * 4.0 - 2.0 })
-                .collect();
-            // Keep the all-zero labelling feasible.
-            for r in 0..g.num_regions() {
-                theta[g.config_range(r).start] = 0.0;
-            }
+            let theta = random_theta(g, &mut rng, 0.1);
             let p = InferenceProblem::uniform(g, &theta, 0.05).unwrap();
             let order = g.default_update_order();
             let mut ws = Workspace::new(g);

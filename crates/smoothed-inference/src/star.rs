@@ -554,8 +554,23 @@ fn marginal_strided<A: Arith>(
 
 /// `sums(y) = Σ` of `e` over the fibre of `y` (see [`marginal_strided`]),
 /// `sums.len() = |Y|`: the marginal onto a singleton child of stride `stride`.
+/// Runs of a fibre are summed four lanes wide.
 #[inline(always)]
 pub(crate) fn sum_strided(e: &[f64], stride: usize, sums: &mut [f64]) {
+    sum_strided_by(e, stride, sums, |s, run| s + sum_of(run));
+}
+
+/// [`sum_strided`] with each fibre added in configuration order, so the sums
+/// are bit for bit those of an index-map marginalisation.
+#[inline(always)]
+pub(crate) fn sum_strided_in_order(e: &[f64], stride: usize, sums: &mut [f64]) {
+    sum_strided_by(e, stride, sums, |s, run| run.iter().fold(s, |a, &v| a + v));
+}
+
+/// The loop of [`sum_strided`]: `add_run(s, run)` adds one run of `stride`
+/// consecutive configurations of a fibre to its sum `s`.
+#[inline(always)]
+fn sum_strided_by(e: &[f64], stride: usize, sums: &mut [f64], add_run: impl Fn(f64, &[f64]) -> f64) {
     let ly = sums.len();
     sums.fill(0.0);
     if stride == 1 {
@@ -567,7 +582,7 @@ pub(crate) fn sum_strided(e: &[f64], stride: usize, sums: &mut [f64]) {
     } else {
         for block in e.chunks_exact(stride * ly) {
             for (s, run) in sums.iter_mut().zip(block.chunks_exact(stride)) {
-                *s += sum_of(run);
+                *s = add_run(*s, run);
             }
         }
     }
