@@ -10,6 +10,12 @@
 //!   and serialises itself to bytes; a [`ModelRegistry`] maps a kind name back to
 //!   a loader, so function classes defined in other crates load from model files
 //!   without editing this crate.
+//! * Two optional speed-ups, both bit-for-bit equal to the plain path: an
+//!   oracle may return the losses it computed anyway
+//!   ([`Oracle::fit_with_losses`]), and one whose fit tracks the training
+//!   scores may continue from scores the caller kept
+//!   ([`Oracle::maintains_scores`], [`Oracle::fit_scored`],
+//!   [`fit_monotone_scored`]), so a call's cost does not grow with the model.
 
 use std::any::Any;
 use std::cmp::Ordering;
@@ -210,6 +216,46 @@ pub trait Oracle: Send + Sync + Debug {
     ) -> Result<(Box<dyn Model>, FitLosses), OracleError> {
         Ok((self.fit(problem, warm, ctx)?, FitLosses::default()))
     }
+
+    /// Whether [`Oracle::fit_scored`] uses the scores it is given (instead of
+    /// scoring the warm start itself) and keeps them current cheaply. A learner
+    /// keeps a score buffer between fits only for oracles that say so; the
+    /// default is `false`.
+    fn maintains_scores(&self) -> bool {
+        false
+    }
+
+    /// [`Oracle::fit_with_losses`] given `scores`, the warm start's scores on
+    /// the problem's rows (`rows × classes`, bit for bit what [`Model::score`]
+    /// writes; zeros without a warm start). On success `scores` holds the
+    /// returned model's scores, bit for bit what its [`Model::score`] writes.
+    /// The default fits and then scores the new model; an oracle whose fit
+    /// already tracks the training scores (boosting adds one tree at a time)
+    /// overrides it and says so in [`Oracle::maintains_scores`]. On error
+    /// `scores` is unspecified.
+    ///
+    /// ```
+    /// use oracles::{Features, FitContext, Model, Oracle, Problem};
+    /// let x = [0.0, 1.0, 2.0, 3.0];
+    /// let p = Problem::new(Features::new(&x, 4, 1).unwrap(), &[0, 0, 1, 1], &[0.0; 8], 2, None).unwrap();
+    /// let oracle = oracles::boosting::BoostingOracle { rounds: 2, ..Default::default() };
+    /// let mut scores = vec![0.0; 8]; // no warm start: zeros
+    /// let (model, _) = oracle.fit_scored(&p, None, FitContext { seed: 0 }, &mut scores).unwrap();
+    /// let mut direct = vec![0.0; 8];
+    /// model.score(p.features(), &mut direct).unwrap();
+    /// assert_eq!(scores, direct);
+    /// ```
+    fn fit_scored(
+        &self,
+        problem: &Problem<'_>,
+        warm: Option<&dyn Model>,
+        ctx: FitContext,
+        scores: &mut [f64],
+    ) -> Result<(Box<dyn Model>, FitLosses), OracleError> {
+        let (model, losses) = self.fit_with_losses(problem, warm, ctx)?;
+        model.score(problem.features(), scores)?;
+        Ok((model, losses))
+    }
 }
 
 /// Losses an oracle knows after a fit. Each, when given, must equal bit for bit
@@ -372,16 +418,65 @@ pub fn fit_monotone(
     warm: Option<&dyn Model>,
     ctx: FitContext,
 ) -> Result<MonotoneFit, OracleError> {
+    monotone(oracle, problem, warm, ctx, None)
+}
+
+/// [`fit_monotone`] keeping `scores` current, as [`Oracle::fit_scored`]: given
+/// the warm start's scores on the problem's rows (zeros without one), it
+/// leaves the kept model's scores there, bit for bit what [`Model::score`]
+/// writes (the warm start's again when the fit is rejected).
+///
+/// ```
+/// use oracles::{Features, FitContext, Model, Problem, fit_monotone_scored};
+/// let x = [0.0, 1.0, 2.0, 3.0];
+/// let p = Problem::new(Features::new(&x, 4, 1).unwrap(), &[0, 0, 1, 1], &[0.0; 8], 2, None).unwrap();
+/// let oracle = oracles::boosting::BoostingOracle { rounds: 2, ..Default::default() };
+/// let mut scores = vec![0.0; 8];
+/// let first = fit_monotone_scored(&oracle, &p, None, FitContext { seed: 0 }, &mut scores).unwrap();
+/// let second = fit_monotone_scored(&oracle, &p, Some(first.model.as_ref()), FitContext { seed: 1 }, &mut scores).unwrap();
+/// let mut direct = vec![0.0; 8];
+/// second.model.score(p.features(), &mut direct).unwrap();
+/// assert_eq!(scores, direct);
+/// ```
+pub fn fit_monotone_scored(
+    oracle: &dyn Oracle,
+    problem: &Problem<'_>,
+    warm: Option<&dyn Model>,
+    ctx: FitContext,
+    scores: &mut [f64],
+) -> Result<MonotoneFit, OracleError> {
+    check_score_buffer(problem.features(), problem.classes(), scores)?;
+    monotone(oracle, problem, warm, ctx, Some(scores))
+}
+
+/// [`fit_monotone`] and [`fit_monotone_scored`].
+fn monotone(
+    oracle: &dyn Oracle,
+    problem: &Problem<'_>,
+    warm: Option<&dyn Model>,
+    ctx: FitContext,
+    scores: Option<&mut [f64]>,
+) -> Result<MonotoneFit, OracleError> {
     oracle.validate()?;
-    let (model, known) = oracle.fit_with_losses(problem, warm, ctx)?;
+    let (model, known, scores) = match scores {
+        Some(s) => {
+            let (model, known) = oracle.fit_scored(problem, warm, ctx, s)?;
+            (model, known, Some(s))
+        }
+        None => {
+            let (model, known) = oracle.fit_with_losses(problem, warm, ctx)?;
+            (model, known, None)
+        }
+    };
     let (previous_loss, previous_penalty) = match (warm, known.warm_loss) {
         (Some(w), Some(l)) => (Some(l), Some(oracle.penalty(w)?)),
         (Some(w), None) => (Some(model_loss(w, problem)?), Some(oracle.penalty(w)?)),
         (None, _) => (None, None),
     };
-    let loss = match known.loss {
-        Some(l) => l,
-        None => model_loss(model.as_ref(), problem)?,
+    let loss = match (known.loss, &scores) {
+        (Some(l), _) => l,
+        (None, Some(s)) => crate::logistic_loss(problem, s, None),
+        (None, None) => model_loss(model.as_ref(), problem)?,
     };
     let penalty = oracle.penalty(model.as_ref())?;
     match (warm, previous_loss, previous_penalty) {
@@ -389,6 +484,9 @@ pub fn fit_monotone(
         (Some(w), Some(prev), Some(prev_pen))
             if !matches!((loss + penalty).partial_cmp(&(prev + prev_pen)), Some(Ordering::Less | Ordering::Equal)) =>
         {
+            if let Some(s) = scores {
+                w.score(problem.features(), s)?;
+            }
             Ok(MonotoneFit {
                 model: w.clone_model(),
                 loss: prev,

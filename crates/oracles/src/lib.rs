@@ -25,7 +25,7 @@ pub mod zero;
 
 pub use contract::{
     FitContext, FitLosses, Model, ModelLoader, ModelRegistry, MonotoneFit, Oracle, check_model_shape,
-    check_score_buffer, decode, downcast_model, downcast_warm, encode, fit_monotone, model_loss,
+    check_score_buffer, decode, downcast_model, downcast_warm, encode, fit_monotone, fit_monotone_scored, model_loss,
 };
 pub use error::OracleError;
 pub use problem::{Features, Problem, log_sum_exp, logistic_loss, row_loss};

@@ -34,7 +34,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use oracles::{Features, FitContext, Model, ModelRegistry, Oracle, Problem, fit_monotone};
+use oracles::{Features, FitContext, Model, ModelRegistry, Oracle, Problem, fit_monotone, fit_monotone_scored};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use smoothed_inference::{InferenceProblem, Messages, RunOptions, message_offsets, with_thread_workspace};
@@ -423,6 +423,12 @@ pub struct Trainer<'a> {
     /// `λ^k` per training example.
     messages: Vec<Messages>,
     models: Vec<Option<Box<dyn Model>>>,
+    /// `g_t`'s scores on type `t`'s pooled rows (laid out like
+    /// [`Pooled::theta`]), kept between fits only for oracles that maintain
+    /// them ([`Oracle::maintains_scores`]): their fits continue from these
+    /// instead of scoring the whole model, and `θ` is refreshed from them.
+    /// `None` until the first fit (and after a failed one or a resume).
+    scores: Vec<Option<Vec<f64>>>,
     completed: usize,
     history: Vec<Record>,
     elapsed_before: f64,
@@ -531,6 +537,7 @@ impl<'a> Trainer<'a> {
             stop: None,
             pooled,
             messages: Vec::new(),
+            scores: (0..train.factor_types.len()).map(|_| None).collect(),
             models,
             completed: 0,
             history: Vec::new(),
@@ -649,16 +656,16 @@ impl<'a> Trainer<'a> {
         result
     }
 
-    /// [`Trainer::refresh_type`] into `theta` (laid out like [`Pooled::theta`]):
-    /// the model scores straight into it, in groups of whole examples of at most
-    /// [`SCORE_GROUP_ROWS`] rows (a model scores each row on its own, so the
-    /// grouping does not change a bit), then `θ = ε g + Δ` per example.
-    fn refresh_into(&self, t: usize, theta: &mut Vec<f64>) -> Result<(), LearnError> {
+    /// `g_t`'s scores on type `t`'s pooled rows into `out` (replacing its
+    /// contents; zeros before the first fit): the model scores straight into
+    /// it, in groups of whole examples of at most [`SCORE_GROUP_ROWS`] rows (a
+    /// model scores each row on its own, so the grouping does not change a bit).
+    fn score_into(&self, t: usize, out: &mut Vec<f64>) -> Result<(), LearnError> {
         let ft = &self.train.factor_types[t];
         let c = ft.classes;
         let pooled = &self.pooled[t];
-        theta.clear();
-        theta.resize(pooled.labels.len() * c, 0.0);
+        out.clear();
+        out.resize(pooled.labels.len() * c, 0.0);
         if let Some(m) = &self.models[t] {
             let n = self.train.len();
             let mut features = Vec::new();
@@ -672,10 +679,26 @@ impl<'a> Trainer<'a> {
                 if !rows.is_empty() {
                     self.pool_features(t, first..end, &mut features);
                     let f = Features::new(&features, rows.len(), ft.dim).map_err(|e| oracle_err(ft, e))?;
-                    m.score(f, &mut theta[rows.start * c..rows.end * c]).map_err(|e| oracle_err(ft, e))?;
+                    m.score(f, &mut out[rows.start * c..rows.end * c]).map_err(|e| oracle_err(ft, e))?;
                 }
                 first = end;
             }
+        }
+        Ok(())
+    }
+
+    /// [`Trainer::refresh_type`] into `theta` (laid out like [`Pooled::theta`]):
+    /// `g_t`'s scores (from [`Trainer::scores`] when kept, else
+    /// [`Trainer::score_into`]), then `θ = ε g + Δ` per example.
+    fn refresh_into(&self, t: usize, theta: &mut Vec<f64>) -> Result<(), LearnError> {
+        let c = self.train.factor_types[t].classes;
+        let pooled = &self.pooled[t];
+        match &self.scores[t] {
+            Some(g) => {
+                theta.clear();
+                theta.extend_from_slice(g);
+            }
+            None => self.score_into(t, theta)?,
         }
         let eps = self.epsilon[t];
         pooled.example_chunks(c, theta).into_par_iter().enumerate().for_each(|(k, chunk)| {
@@ -766,7 +789,25 @@ impl<'a> Trainer<'a> {
         // The biases go into type t's θ buffer, which the refresh below
         // overwrites again — also after a failed fit, from the model kept.
         let mut buffer = std::mem::take(&mut self.pooled[t].theta);
-        let fit = self.fit_into(t, seed, &mut buffer);
+        let fit = if self.oracles[t].maintains_scores() {
+            let scores = match self.scores[t].take() {
+                Some(g) => Ok(g),
+                None => {
+                    let mut g = Vec::new();
+                    self.score_into(t, &mut g).map(|()| g)
+                }
+            };
+            scores.and_then(|mut g| {
+                let fit = self.fit_into(t, seed, &mut buffer, Some(&mut g));
+                // After a failed fit the scores are unspecified: θ is scored from the model kept.
+                if fit.is_ok() {
+                    self.scores[t] = Some(g);
+                }
+                fit
+            })
+        } else {
+            self.fit_into(t, seed, &mut buffer, None)
+        };
         let fit = fit.map(|fit| {
             let outcome = (fit.loss, fit.rejected, fit.previous_objective().map(|p| fit.objective() - p));
             self.models[t] = Some(fit.model);
@@ -790,8 +831,16 @@ impl<'a> Trainer<'a> {
     }
 
     /// Writes the biases `b^k_α(y) = (Δ_α(y) + message offsets) / ε_t` of type
-    /// `t` into `bias` and fits the pooled problem, warm-started.
-    fn fit_into(&self, t: usize, seed: u64, bias: &mut [f64]) -> Result<oracles::MonotoneFit, LearnError> {
+    /// `t` into `bias` and fits the pooled problem, warm-started; with `scores`
+    /// (the warm start's scores), the fit continues from them and leaves the
+    /// kept model's there ([`oracles::fit_monotone_scored`]).
+    fn fit_into(
+        &self,
+        t: usize,
+        seed: u64,
+        bias: &mut [f64],
+        scores: Option<&mut Vec<f64>>,
+    ) -> Result<oracles::MonotoneFit, LearnError> {
         let ft = &self.train.factor_types[t];
         let c = ft.classes;
         let eps = self.epsilon[t];
@@ -818,8 +867,12 @@ impl<'a> Trainer<'a> {
         self.pool_features(t, 0..self.train.len(), &mut values);
         let features = Features::new(&values, n, ft.dim).map_err(|e| oracle_err(ft, e))?;
         let problem = Problem::new(features, &pooled.labels, bias, c, None).map_err(|e| oracle_err(ft, e))?;
-        fit_monotone(self.oracles[t].as_ref(), &problem, self.models[t].as_deref(), FitContext { seed })
-            .map_err(|e| oracle_err(ft, e))
+        let (oracle, warm, ctx) = (self.oracles[t].as_ref(), self.models[t].as_deref(), FitContext { seed });
+        match scores {
+            Some(g) => fit_monotone_scored(oracle, &problem, warm, ctx, g),
+            None => fit_monotone(oracle, &problem, warm, ctx),
+        }
+        .map_err(|e| oracle_err(ft, e))
     }
 
     /// Runs up to `iterations` message-passing iterations on every training
@@ -1175,6 +1228,7 @@ impl<'a> Trainer<'a> {
         self.best_model = best_model;
         self.validation_eval_messages = validation_eval;
         self.models = models;
+        self.scores.iter_mut().for_each(|s| *s = None);
         self.completed = cp.completed;
         self.history = cp.history;
         self.elapsed_before = cp.elapsed_seconds;

@@ -572,3 +572,55 @@ fn message_passing_tolerance_stops_early_without_changing_the_result() {
     );
     assert!(matches!(bad, Err(LearnError::Config(m)) if m.contains("message_passing_tolerance")));
 }
+
+/// An oracle that hides whether the one it wraps maintains its scores, so the
+/// trainer scores the whole model before and after every fit (as it does for
+/// any oracle that does not).
+#[derive(Debug)]
+struct Rescoring(Box<dyn Oracle>);
+
+impl Oracle for Rescoring {
+    fn kind(&self) -> &str {
+        self.0.kind()
+    }
+    fn validate(&self) -> Result<(), oracles::OracleError> {
+        self.0.validate()
+    }
+    fn fit(
+        &self,
+        problem: &Problem<'_>,
+        warm: Option<&dyn oracles::Model>,
+        ctx: FitContext,
+    ) -> Result<Box<dyn oracles::Model>, oracles::OracleError> {
+        self.0.fit(problem, warm, ctx)
+    }
+    fn penalty(&self, model: &dyn oracles::Model) -> Result<f64, oracles::OracleError> {
+        self.0.penalty(model)
+    }
+}
+
+#[test]
+fn kept_scores_give_the_run_that_scoring_the_model_gives() {
+    // Boosting keeps its training scores between fits (each fit then costs its
+    // own rounds only); the run must be the one that re-scores the whole
+    // ensemble every time, bit for bit: models, objectives, oracle losses.
+    let data = common::denoising(4, 9, 8, 21);
+    let spec = serde_json::json!({"kind": "boosting", "rounds": 3, "subsample": 100});
+    let boosting = || oracle_from_json(&spec).unwrap();
+    assert!(boosting().maintains_scores());
+    let kept = vec![("unary".to_string(), boosting()), ("pairwise".to_string(), boosting())];
+    let rescored: Vec<(String, Box<dyn Oracle>)> =
+        vec![("unary".into(), Box::new(Rescoring(boosting()))), ("pairwise".into(), Box::new(Rescoring(boosting())))];
+    let a = Trainer::new(&data, kept, quick(4)).unwrap().train().unwrap();
+    let b = Trainer::new(&data, rescored, quick(4)).unwrap().train().unwrap();
+    let numbers = |o: &structlearn::TrainOutcome| {
+        o.history
+            .iter()
+            .flat_map(|r| [r.objective, r.oracle_loss.unwrap_or(-1.0)])
+            .map(f64::to_bits)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(numbers(&a), numbers(&b));
+    assert_eq!(a.model.to_bytes().unwrap(), b.model.to_bytes().unwrap());
+    assert!(a.history.iter().any(|r| r.rejected == Some(false) && r.iteration > 1), "warm fits were kept");
+}

@@ -49,7 +49,10 @@ use serde::{Deserialize, Serialize};
 pub use model::BoostingModel;
 
 use crate::optim::LbfgsOptions;
-use crate::{FitContext, Model, Oracle, OracleError, Problem, check_model_shape, decode, downcast_warm};
+use crate::{
+    FitContext, FitLosses, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, decode,
+    downcast_warm, logistic_loss,
+};
 use bins::{BIN_SAMPLE_ROWS, BinEdges};
 use descent::Descent;
 use leaves::LeafData;
@@ -198,33 +201,75 @@ impl BoostingOracle {
         ctx: FitContext,
         observer: &mut dyn FnMut(&RoundReport<'_>),
     ) -> Result<BoostingModel, OracleError> {
-        self.boost(problem, warm, ctx, true, observer)
+        let mut scores = vec![0.0; problem.rows() * problem.classes()];
+        let model = self.start(problem, warm, &mut scores, true)?;
+        self.boost(problem, model, &mut scores, ctx, true, observer)
+    }
+
+    /// The model to continue (a copy of `warm`, or the empty ensemble), after
+    /// checking the hyper-parameters and shapes; with `score_warm`, `scores`
+    /// (`rows × classes`) is set to its scores.
+    fn start(
+        &self,
+        problem: &Problem<'_>,
+        warm: Option<&BoostingModel>,
+        scores: &mut [f64],
+        score_warm: bool,
+    ) -> Result<BoostingModel, OracleError> {
+        self.validate()?;
+        check_score_buffer(problem.features(), problem.classes(), scores)?;
+        let (d, c) = (problem.dim(), problem.classes());
+        match warm {
+            Some(w) => {
+                check_model_shape(w, d, c)?;
+                if score_warm {
+                    w.score(problem.features(), scores)?;
+                }
+                Ok(w.clone())
+            }
+            None => {
+                if score_warm {
+                    scores.fill(0.0);
+                }
+                Ok(BoostingModel::empty(d, c))
+            }
+        }
+    }
+
+    /// [`Oracle::fit_scored`] without the type erasure: `scores` holds the warm
+    /// start's scores (unless `score_warm`, which computes them first), then the
+    /// new model's; the losses are read off them.
+    fn fit_losses(
+        &self,
+        problem: &Problem<'_>,
+        warm: Option<&dyn Model>,
+        ctx: FitContext,
+        scores: &mut [f64],
+        score_warm: bool,
+    ) -> Result<(Box<dyn Model>, FitLosses), OracleError> {
+        let warm = downcast_warm::<BoostingModel>(warm, KIND)?;
+        let model = self.start(problem, warm, scores, score_warm)?;
+        let warm_loss = warm.map(|_| logistic_loss(problem, scores, None));
+        let model = self.boost(problem, model, scores, ctx, true, &mut |_| {})?;
+        let loss = Some(logistic_loss(problem, scores, None));
+        Ok((Box::new(model), FitLosses { loss, warm_loss }))
     }
 
     /// The boosting loop (module docs). `refit_leaves = false` keeps the
     /// one-step Newton leaf values instead of the L-BFGS re-fit (for comparison).
+    /// `model` is grown from `scores`, its scores on the problem's rows
+    /// ([`BoostingOracle::start`]), which are updated tree by tree.
     fn boost(
         &self,
         problem: &Problem<'_>,
-        warm: Option<&BoostingModel>,
+        mut model: BoostingModel,
+        scores: &mut [f64],
         ctx: FitContext,
         refit_leaves: bool,
         observer: &mut dyn FnMut(&RoundReport<'_>),
     ) -> Result<BoostingModel, OracleError> {
-        self.validate()?;
         let (n, d, c) = (problem.rows(), problem.dim(), problem.classes());
         let features = problem.features();
-        let mut model = match warm {
-            Some(w) => {
-                check_model_shape(w, d, c)?;
-                w.clone()
-            }
-            None => BoostingModel::empty(d, c),
-        };
-        let mut scores = vec![0.0; n * c];
-        if model.trees() > 0 {
-            model.score(features, &mut scores)?;
-        }
 
         let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed);
         let mut bin_sample = Vec::new();
@@ -255,7 +300,7 @@ impl BoostingOracle {
                     sub_bins[f * m + r] = b;
                 }
             }
-            let subsample_loss_before = data.gather(problem, &scores, &sub, &mut stats);
+            let subsample_loss_before = data.gather(problem, scores, &sub, &mut stats);
 
             builder.grow(&Sample { bins: &sub_bins, stats: &stats, rows: m }, &limits);
             let tree = &builder.tree;
@@ -289,7 +334,7 @@ impl BoostingOracle {
             );
             model.push_tree(tree, &edges, &values);
 
-            let subsample_loss_after = data.loss_at(problem, &scores, &sub);
+            let subsample_loss_after = data.loss_at(problem, scores, &sub);
             observer(&RoundReport {
                 round,
                 trees: model.trees(),
@@ -297,7 +342,7 @@ impl BoostingOracle {
                 subsample_rows: m,
                 subsample_loss_before,
                 subsample_loss_after,
-                scores: &scores,
+                scores,
             });
         }
         Ok(model)
@@ -358,8 +403,34 @@ impl Oracle for BoostingOracle {
         warm: Option<&dyn Model>,
         ctx: FitContext,
     ) -> Result<Box<dyn Model>, OracleError> {
-        let warm = downcast_warm::<BoostingModel>(warm, KIND)?;
-        Ok(Box::new(self.fit_observed(problem, warm, ctx, &mut |_| {})?))
+        Ok(self.fit_with_losses(problem, warm, ctx)?.0)
+    }
+
+    /// The losses are read off the training scores the fit tracks anyway.
+    fn fit_with_losses(
+        &self,
+        problem: &Problem<'_>,
+        warm: Option<&dyn Model>,
+        ctx: FitContext,
+    ) -> Result<(Box<dyn Model>, FitLosses), OracleError> {
+        let mut scores = vec![0.0; problem.rows() * problem.classes()];
+        self.fit_losses(problem, warm, ctx, &mut scores, true)
+    }
+
+    fn maintains_scores(&self) -> bool {
+        true
+    }
+
+    /// Continues from the given scores instead of scoring the warm ensemble:
+    /// each call then costs its own rounds only, however large the ensemble.
+    fn fit_scored(
+        &self,
+        problem: &Problem<'_>,
+        warm: Option<&dyn Model>,
+        ctx: FitContext,
+        scores: &mut [f64],
+    ) -> Result<(Box<dyn Model>, FitLosses), OracleError> {
+        self.fit_losses(problem, warm, ctx, scores, false)
     }
 }
 

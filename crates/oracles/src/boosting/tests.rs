@@ -3,7 +3,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::*;
 use crate::zero::ZeroModel;
-use crate::{Features, ModelRegistry, fit_monotone, logistic_loss, model_loss};
+use crate::{Features, ModelRegistry, fit_monotone, fit_monotone_scored, logistic_loss, model_loss};
 
 /// Rows with features `[U(0,1), 1.0, U(0,1), …]` (a constant column on purpose),
 /// labels mostly `⌊C·x₀⌋` with 20% noise, and random biases (`−∞` on some
@@ -104,8 +104,12 @@ fn lbfgs_leaf_refit_beats_newton_leaves() {
     let mut warm: Option<BoostingModel> = None;
     for call in 0..3 {
         let ctx = FitContext { seed: call };
-        let refit = one_step.boost(&p, warm.as_ref(), ctx, true, &mut |_| {}).unwrap();
-        let newton = one_step.boost(&p, warm.as_ref(), ctx, false, &mut |_| {}).unwrap();
+        let grow = |refit_leaves| {
+            let mut scores = vec![0.0; p.rows() * p.classes()];
+            let start = one_step.start(&p, warm.as_ref(), &mut scores, true).unwrap();
+            one_step.boost(&p, start, &mut scores, ctx, refit_leaves, &mut |_| {}).unwrap()
+        };
+        let (refit, newton) = (grow(true), grow(false));
         assert_eq!(refit.feature, newton.feature, "same splits");
         let (lr, ln) = (model_loss(&refit, &p).unwrap(), model_loss(&newton, &p).unwrap());
         assert!(lr < ln - 1e-3 * ln, "call {call}: re-fit {lr} vs Newton {ln}");
@@ -302,6 +306,41 @@ fn incremental_scores_equal_scoring_and_save_load_round_trips() {
         loaded.score(p.features(), &mut again).unwrap();
         assert_eq!(scores, again);
         assert_eq!(loaded.as_any().downcast_ref::<BoostingModel>(), Some(&model));
+    }
+}
+
+#[test]
+fn scored_fits_keep_the_scores_and_equal_plain_fits_bit_for_bit() {
+    // A chain of warm-started calls given the scores (never scoring the
+    // ensemble) against the same chain scoring it: same models, same losses,
+    // and the kept scores are what the model scores, on multi-feature trees and
+    // on one-feature ones (scored as a step function).
+    let mut one_feature = Data::new(1500, 2, 3, 16, true);
+    one_feature.x.chunks_mut(2).enumerate().for_each(|(k, r)| r[0] = (k % 41) as f64 * 0.25 - 2.0);
+    for data in [Data::new(1500, 4, 3, 17, true), one_feature] {
+        let p = data.problem();
+        let oracle = BoostingOracle { rounds: 3, subsample: 600, ..Default::default() };
+        assert!(oracle.maintains_scores());
+        let mut scores = vec![0.0; data.n * 3];
+        let mut plain: Option<Box<dyn Model>> = None;
+        let mut scored: Option<Box<dyn Model>> = None;
+        for call in 0..4 {
+            let ctx = FitContext { seed: call };
+            let a = fit_monotone(&oracle, &p, plain.as_deref(), ctx).unwrap();
+            let b = fit_monotone_scored(&oracle, &p, scored.as_deref(), ctx, &mut scores).unwrap();
+            let (ma, mb) = (
+                a.model.as_any().downcast_ref::<BoostingModel>().unwrap(),
+                b.model.as_any().downcast_ref::<BoostingModel>().unwrap(),
+            );
+            assert_eq!(ma, mb, "call {call}");
+            assert_eq!(a.loss.to_bits(), b.loss.to_bits());
+            assert_eq!(a.previous_loss.map(f64::to_bits), b.previous_loss.map(f64::to_bits));
+            assert_eq!(b.loss.to_bits(), model_loss(mb, &p).unwrap().to_bits());
+            let mut direct = vec![0.0; data.n * 3];
+            mb.score(p.features(), &mut direct).unwrap();
+            assert!(scores.iter().zip(&direct).all(|(s, d)| s.to_bits() == d.to_bits()), "call {call}");
+            (plain, scored) = (Some(a.model), Some(b.model));
+        }
     }
 }
 
