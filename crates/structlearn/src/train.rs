@@ -259,12 +259,8 @@ impl TrainConfig {
 /// The regions of one factor type pooled over all training examples, and
 /// their potentials.
 ///
-/// `theta` is `rows × classes`, row `rows[k] + i` being the `i`-th region of
-/// this type of example `k`. Between fits it holds `θ = ε_t g_t + Δ`; while
-/// type `t` is fitted the same buffer holds the oracle's biases (Eq. 14),
-/// which are computed from the messages alone and replaced by the new `θ`
-/// right after the fit. So the largest array of a pairwise type exists once,
-/// not three times (θ, the biases, the scores). Message passing gathers an
+/// Arrays of [`Potentials`] are `rows × classes`, row `rows[k] + i` being the
+/// `i`-th region of this type of example `k`. Message passing gathers an
 /// example's `θ` into a per-thread buffer ([`with_theta`]).
 #[derive(Debug)]
 struct Pooled {
@@ -273,7 +269,23 @@ struct Pooled {
     rows: Vec<usize>,
     /// Example `k`'s regions of this type, in row order.
     regions: Vec<Vec<usize>>,
-    theta: Vec<f64>,
+    potentials: Potentials,
+}
+
+/// How a factor type's potentials are held between fits. Either way the
+/// largest array of a pairwise type exists once between fits and twice
+/// during one (with the oracle's biases, Eq. 14), never three times.
+#[derive(Debug)]
+enum Potentials {
+    /// `θ = ε_t g_t + Δ`. While type `t` is fitted the same buffer holds the
+    /// oracle's biases, which are computed from the messages alone and
+    /// replaced by the new `θ` right after the fit.
+    Theta(Vec<f64>),
+    /// `g_t`'s scores, for oracles that keep them current
+    /// ([`Oracle::maintains_scores`]): fits continue from them instead of
+    /// scoring the whole model, and `θ = ε_t g_t + Δ` is computed as an
+    /// example's `θ` is gathered (the same expression, so the same bits).
+    Scores(Vec<f64>),
 }
 
 impl Pooled {
@@ -295,18 +307,45 @@ impl Pooled {
 const SCORE_GROUP_ROWS: usize = 1 << 16;
 
 /// Example `k`'s `θ` over its whole graph, gathered from the pooled types
-/// (regions of no type keep 0).
-fn gather_theta(data: &Dataset, pooled: &[Pooled], k: usize, out: &mut Vec<f64>) {
+/// (regions of no type keep 0); `θ = ε_t g + Δ` computed here for types that
+/// hold scores ([`Potentials::Scores`]).
+fn gather_theta(theta: ThetaSource<'_>, k: usize, out: &mut Vec<f64>) {
+    let ThetaSource { data, pooled, discrepancy, epsilon } = theta;
     let graph = &data.examples[k].graph;
     out.clear();
     out.resize(graph.total_configs(), 0.0);
     for (t, p) in pooled.iter().enumerate() {
         let c = data.factor_types[t].classes;
         let first = p.rows[k];
-        for (i, &r) in p.regions[k].iter().enumerate() {
-            out[graph.config_range(r)].copy_from_slice(&p.theta[(first + i) * c..(first + i + 1) * c]);
+        match &p.potentials {
+            Potentials::Theta(theta) => {
+                for (i, &r) in p.regions[k].iter().enumerate() {
+                    out[graph.config_range(r)].copy_from_slice(&theta[(first + i) * c..(first + i + 1) * c]);
+                }
+            }
+            Potentials::Scores(g) => {
+                let truth = data.examples[k].labels.as_deref().unwrap_or(&[]);
+                let eps = epsilon[t];
+                let mut delta = vec![0.0; c];
+                for (i, &r) in p.regions[k].iter().enumerate() {
+                    discrepancy.region(graph, r, truth, &mut delta);
+                    let g = &g[(first + i) * c..(first + i + 1) * c];
+                    for ((o, &g), &d) in out[graph.config_range(r)].iter_mut().zip(g).zip(&delta) {
+                        *o = eps * g + d;
+                    }
+                }
+            }
         }
     }
+}
+
+/// What [`gather_theta`] reads.
+#[derive(Clone, Copy)]
+struct ThetaSource<'t> {
+    data: &'t Dataset,
+    pooled: &'t [Pooled],
+    discrepancy: &'t dyn Discrepancy,
+    epsilon: &'t [f64],
 }
 
 type Buffer = std::cell::RefCell<Vec<f64>>;
@@ -330,9 +369,9 @@ fn with_buffer<R>(key: &'static std::thread::LocalKey<Buffer>, f: impl FnOnce(&m
 }
 
 /// Calls `f` with example `k`'s gathered `θ` (in a per-thread buffer).
-fn with_theta<R>(data: &Dataset, pooled: &[Pooled], k: usize, f: impl FnOnce(&[f64]) -> R) -> R {
+fn with_theta<R>(theta: ThetaSource<'_>, k: usize, f: impl FnOnce(&[f64]) -> R) -> R {
     with_buffer(&THETA, |buffer| {
-        gather_theta(data, pooled, k, buffer);
+        gather_theta(theta, k, buffer);
         f(buffer)
     })
 }
@@ -423,12 +462,6 @@ pub struct Trainer<'a> {
     /// `λ^k` per training example.
     messages: Vec<Messages>,
     models: Vec<Option<Box<dyn Model>>>,
-    /// `g_t`'s scores on type `t`'s pooled rows (laid out like
-    /// [`Pooled::theta`]), kept between fits only for oracles that maintain
-    /// them ([`Oracle::maintains_scores`]): their fits continue from these
-    /// instead of scoring the whole model, and `θ` is refreshed from them.
-    /// `None` until the first fit (and after a failed one or a resume).
-    scores: Vec<Option<Vec<f64>>>,
     completed: usize,
     history: Vec<Record>,
     elapsed_before: f64,
@@ -537,7 +570,6 @@ impl<'a> Trainer<'a> {
             stop: None,
             pooled,
             messages: Vec::new(),
-            scores: (0..train.factor_types.len()).map(|_| None).collect(),
             models,
             completed: 0,
             history: Vec::new(),
@@ -648,12 +680,28 @@ impl<'a> Trainer<'a> {
     }
 
     /// Sets `θ = ε_t g + Δ` on the regions of type `t` of every example from
-    /// its current model (`g = 0` if not fitted yet).
+    /// its current model (`g = 0` if not fitted yet) — or, for an oracle that
+    /// maintains scores, `g`'s scores ([`Potentials`]).
     fn refresh_type(&mut self, t: usize) -> Result<(), LearnError> {
-        let mut theta = std::mem::take(&mut self.pooled[t].theta);
-        let result = self.refresh_into(t, &mut theta);
-        self.pooled[t].theta = theta;
+        let potentials = std::mem::replace(&mut self.pooled[t].potentials, Potentials::Theta(Vec::new()));
+        let (Potentials::Theta(mut buffer) | Potentials::Scores(mut buffer)) = potentials;
+        let (result, potentials) = if self.oracles[t].maintains_scores() {
+            (self.score_into(t, &mut buffer), Potentials::Scores(buffer))
+        } else {
+            (self.refresh_into(t, &mut buffer), Potentials::Theta(buffer))
+        };
+        self.pooled[t].potentials = potentials;
         result
+    }
+
+    /// What [`gather_theta`] reads.
+    fn theta_source(&self) -> ThetaSource<'_> {
+        ThetaSource {
+            data: self.train,
+            pooled: &self.pooled,
+            discrepancy: self.discrepancy.as_ref(),
+            epsilon: &self.epsilon,
+        }
     }
 
     /// `g_t`'s scores on type `t`'s pooled rows into `out` (replacing its
@@ -687,19 +735,11 @@ impl<'a> Trainer<'a> {
         Ok(())
     }
 
-    /// [`Trainer::refresh_type`] into `theta` (laid out like [`Pooled::theta`]):
-    /// `g_t`'s scores (from [`Trainer::scores`] when kept, else
-    /// [`Trainer::score_into`]), then `θ = ε g + Δ` per example.
+    /// `θ = ε g + Δ` of type `t` into `theta` ([`Potentials::Theta`]).
     fn refresh_into(&self, t: usize, theta: &mut Vec<f64>) -> Result<(), LearnError> {
         let c = self.train.factor_types[t].classes;
         let pooled = &self.pooled[t];
-        match &self.scores[t] {
-            Some(g) => {
-                theta.clear();
-                theta.extend_from_slice(g);
-            }
-            None => self.score_into(t, theta)?,
-        }
+        self.score_into(t, theta)?;
         let eps = self.epsilon[t];
         pooled.example_chunks(c, theta).into_par_iter().enumerate().for_each(|(k, chunk)| {
             let graph = &self.train.examples[k].graph;
@@ -757,7 +797,7 @@ impl<'a> Trainer<'a> {
             .map(|k| {
                 let graph = &self.train.examples[k].graph;
                 let eps = graph_epsilon(self.train, k, &self.epsilon);
-                with_theta(self.train, &self.pooled, k, |theta| {
+                with_theta(self.theta_source(), k, |theta| {
                     let problem = InferenceProblem::new(graph, theta, &eps)
                         .map_err(|source| LearnError::Inference { example: k, source })?;
                     Ok(example_loss(&problem, &self.messages[k], self.train.labels(k)?))
@@ -786,38 +826,47 @@ impl<'a> Trainer<'a> {
     /// rejected, and the change of the oracle's objective `L_t + Ω_t` on the
     /// same problem (if there was a previous model).
     fn fit_step(&mut self, t: usize, seed: u64) -> Result<(f64, bool, Option<f64>), LearnError> {
-        // The biases go into type t's θ buffer, which the refresh below
-        // overwrites again — also after a failed fit, from the model kept.
-        let mut buffer = std::mem::take(&mut self.pooled[t].theta);
-        let fit = if self.oracles[t].maintains_scores() {
-            let scores = match self.scores[t].take() {
-                Some(g) => Ok(g),
-                None => {
-                    let mut g = Vec::new();
-                    self.score_into(t, &mut g).map(|()| g)
+        let potentials = std::mem::replace(&mut self.pooled[t].potentials, Potentials::Theta(Vec::new()));
+        let (fit, potentials) = match potentials {
+            // The biases go into type t's θ buffer, which the refresh below
+            // overwrites again — also after a failed fit, from the model kept.
+            Potentials::Theta(mut buffer) => {
+                let fit = self.fit_into(t, seed, &mut buffer, None);
+                let fit = self.keep(t, fit);
+                let refreshed = self.refresh_into(t, &mut buffer);
+                (fit.and_then(|f| refreshed.map(|()| f)), Potentials::Theta(buffer))
+            }
+            // The fit continues from the scores and leaves the kept model's
+            // there; after a failed fit they are unspecified, so they are
+            // scored again from the model kept.
+            Potentials::Scores(mut g) => {
+                let mut bias = vec![0.0; g.len()];
+                let fit = self.fit_into(t, seed, &mut bias, Some(&mut g));
+                drop(bias);
+                let fit = self.keep(t, fit);
+                // (The fit's error is the one to report, as on the θ path.)
+                if fit.is_err() {
+                    let _ = self.score_into(t, &mut g);
                 }
-            };
-            scores.and_then(|mut g| {
-                let fit = self.fit_into(t, seed, &mut buffer, Some(&mut g));
-                // After a failed fit the scores are unspecified: θ is scored from the model kept.
-                if fit.is_ok() {
-                    self.scores[t] = Some(g);
-                }
-                fit
-            })
-        } else {
-            self.fit_into(t, seed, &mut buffer, None)
+                (fit, Potentials::Scores(g))
+            }
         };
-        let fit = fit.map(|fit| {
+        self.pooled[t].potentials = potentials;
+        fit
+    }
+
+    /// Keeps the model of a successful fit of type `t`; returns the oracle's
+    /// loss, whether the fit was rejected, and the change of its objective.
+    fn keep(
+        &mut self,
+        t: usize,
+        fit: Result<oracles::MonotoneFit, LearnError>,
+    ) -> Result<(f64, bool, Option<f64>), LearnError> {
+        fit.map(|fit| {
             let outcome = (fit.loss, fit.rejected, fit.previous_objective().map(|p| fit.objective() - p));
             self.models[t] = Some(fit.model);
             outcome
-        });
-        let refreshed = self.refresh_into(t, &mut buffer);
-        self.pooled[t].theta = buffer;
-        let outcome = fit?;
-        refreshed?;
-        Ok(outcome)
+        })
     }
 
     /// The features of type `t` of `examples`, one row per region in pooled
@@ -839,7 +888,7 @@ impl<'a> Trainer<'a> {
         t: usize,
         seed: u64,
         bias: &mut [f64],
-        scores: Option<&mut Vec<f64>>,
+        scores: Option<&mut [f64]>,
     ) -> Result<oracles::MonotoneFit, LearnError> {
         let ft = &self.train.factor_types[t];
         let c = ft.classes;
@@ -883,7 +932,12 @@ impl<'a> Trainer<'a> {
         let train = self.train;
         let eps: Vec<Vec<f64>> = (0..train.len()).map(|k| graph_epsilon(self.train, k, &self.epsilon)).collect();
         let tolerance = self.config.message_passing_tolerance;
-        let pooled = &self.pooled;
+        let source = ThetaSource {
+            data: train,
+            pooled: &self.pooled,
+            discrepancy: self.discrepancy.as_ref(),
+            epsilon: &self.epsilon,
+        };
         let results: Vec<(f64, f64)> = self
             .messages
             .par_iter_mut()
@@ -891,7 +945,7 @@ impl<'a> Trainer<'a> {
             .with_max_len(1)
             .map(|(k, messages)| {
                 let graph = &train.examples[k].graph;
-                with_theta(train, pooled, k, |theta| {
+                with_theta(source, k, |theta| {
                     let problem = InferenceProblem::new(graph, theta, &eps[k])
                         .map_err(|source| LearnError::Inference { example: k, source })?;
                     let opts = RunOptions { iterations, tolerance, order: None };
@@ -1228,7 +1282,6 @@ impl<'a> Trainer<'a> {
         self.best_model = best_model;
         self.validation_eval_messages = validation_eval;
         self.models = models;
-        self.scores.iter_mut().for_each(|s| *s = None);
         self.completed = cp.completed;
         self.history = cp.history;
         self.elapsed_before = cp.elapsed_seconds;
@@ -1301,7 +1354,7 @@ fn pool(data: &Dataset, t: usize) -> Result<Pooled, LearnError> {
         )));
     }
     let theta = vec![0.0; labels.len() * data.factor_types[t].classes];
-    Ok(Pooled { labels, rows, regions, theta })
+    Ok(Pooled { labels, rows, regions, potentials: Potentials::Theta(theta) })
 }
 
 /// Seed of the oracle call at step `step` of learning iteration `iteration`
