@@ -59,10 +59,17 @@ impl LeafData {
         }
     }
 
-    /// Gathers the subsample rows `sub` of `problem` at the training `scores`, and
+    /// Gathers the subsample rows `sub` of `problem` at their current scores
+    /// `sub_scores` (row-major `|sub| × C`, row `r` for row `sub[r]`), and
     /// writes each row's `[w (q − e_y), w, 1]` into `stats` (see [`super::tree::Sample`]).
     /// Returns the subsample's loss.
-    pub(super) fn gather(&mut self, problem: &Problem<'_>, scores: &[f64], sub: &[usize], stats: &mut [f64]) -> f64 {
+    pub(super) fn gather(
+        &mut self,
+        problem: &Problem<'_>,
+        sub_scores: &[f64],
+        sub: &[usize],
+        stats: &mut [f64],
+    ) -> f64 {
         let c = self.classes;
         (
             self.z.par_chunks_mut(c),
@@ -71,14 +78,13 @@ impl LeafData {
             self.labels.par_iter_mut(),
             self.weights.par_iter_mut(),
             stats.par_chunks_mut(c + 2),
-            sub.par_iter(),
+            sub.par_iter().zip(sub_scores.par_chunks(c)),
         )
             .into_par_iter()
             .with_min_len(GATHER_MIN_ROWS)
-            .for_each(|(z, q, loss, label, weight, st, &k)| {
+            .for_each(|(z, q, loss, label, weight, st, (&k, s))| {
                 *label = problem.labels()[k];
                 *weight = problem.weight(k);
-                let s = &scores[k * c..(k + 1) * c];
                 z.iter_mut().zip(s).zip(problem.bias_row(k)).for_each(|((z, s), b)| *z = s + b);
                 let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                 let mut sum = 0.0;
@@ -97,12 +103,12 @@ impl LeafData {
         self.loss.iter().zip(&self.weights).map(|(l, w)| w * l).sum()
     }
 
-    /// The loss of the subsample rows `sub` at the training `scores` (as after
-    /// [`LeafData::gather`]); uses the loss buffer as scratch.
-    pub(super) fn loss_at(&mut self, problem: &Problem<'_>, scores: &[f64], sub: &[usize]) -> f64 {
+    /// The loss of the subsample rows `sub` at their scores `sub_scores` (laid
+    /// out as for [`LeafData::gather`]); uses the loss buffer as scratch.
+    pub(super) fn loss_at(&mut self, problem: &Problem<'_>, sub_scores: &[f64], sub: &[usize]) -> f64 {
         let c = self.classes;
-        self.loss.par_iter_mut().zip(sub.par_iter()).with_min_len(GATHER_MIN_ROWS).for_each(|(loss, &k)| {
-            let s = &scores[k * c..(k + 1) * c];
+        let rows = sub.par_iter().zip(sub_scores.par_chunks(c));
+        self.loss.par_iter_mut().zip(rows).with_min_len(GATHER_MIN_ROWS).for_each(|(loss, (&k, s))| {
             *loss = crate::row_loss(s, problem.bias_row(k), problem.labels()[k], problem.weight(k), None);
         });
         self.loss.iter().sum()

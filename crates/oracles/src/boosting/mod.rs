@@ -13,8 +13,12 @@
 //!    [`BoostingOracle::min_split_fraction`] of `S` left unsplit (`tree.rs`);
 //! 3. with the splits fixed, re-fit each leaf's `C`-vector by L-BFGS on the
 //!    logistic loss of its rows (`leaves.rs`);
-//! 4. shrink the tree by `ν` and add it: `g ← g + ν t`; the training scores `s`
-//!    are updated by that one tree, not recomputed.
+//! 4. shrink the tree by `ν` and add it: `g ← g + ν t`. The training scores `s`
+//!    are never recomputed: a round reads the scores of its subsample (the
+//!    scores at the start of the call plus this call's trees so far), and the
+//!    call's trees are added to every row once, at its end. A caller that keeps
+//!    the scores between calls ([`crate::Oracle::fit_scored`]) thus pays for
+//!    this call's trees only, however large the ensemble.
 //!
 //! Features are binned once per fit call into at most [`BoostingOracle::bins`]
 //! quantile bins (`bins.rs`), so a split search is a histogram scan, and the
@@ -61,8 +65,10 @@ use tree::{Sample, TreeBuilder, TreeLimits};
 /// Registry name of [`BoostingModel`].
 pub const KIND: &str = "boosting";
 
-/// Rows per parallel task when the training scores are updated by a new tree.
-const UPDATE_CHUNK_ROWS: usize = 4096;
+/// Score entries per parallel block when trees are added to the training
+/// scores (256 KiB of `f64`: the block stays in a core's L2 cache while each
+/// tree of a call is added to it).
+const UPDATE_BLOCK_VALUES: usize = 1 << 15;
 
 /// The boosting oracle's hyper-parameters (ch. §1.9.4; defaults from the chapter
 /// where it gives one).
@@ -203,7 +209,7 @@ impl BoostingOracle {
     ) -> Result<BoostingModel, OracleError> {
         let mut scores = vec![0.0; problem.rows() * problem.classes()];
         let model = self.start(problem, warm, &mut scores, true)?;
-        self.boost(problem, model, &mut scores, ctx, true, observer)
+        self.boost(problem, model, &mut scores, ctx, true, Some(observer))
     }
 
     /// The model to continue (a copy of `warm`, or the empty ensemble), after
@@ -250,7 +256,7 @@ impl BoostingOracle {
         let warm = downcast_warm::<BoostingModel>(warm, KIND)?;
         let model = self.start(problem, warm, scores, score_warm)?;
         let warm_loss = warm.map(|_| logistic_loss(problem, scores, None));
-        let model = self.boost(problem, model, scores, ctx, true, &mut |_| {})?;
+        let model = self.boost(problem, model, scores, ctx, true, None)?;
         let loss = Some(logistic_loss(problem, scores, None));
         Ok((Box::new(model), FitLosses { loss, warm_loss }))
     }
@@ -258,7 +264,15 @@ impl BoostingOracle {
     /// The boosting loop (module docs). `refit_leaves = false` keeps the
     /// one-step Newton leaf values instead of the L-BFGS re-fit (for comparison).
     /// `model` is grown from `scores`, its scores on the problem's rows
-    /// ([`BoostingOracle::start`]), which are updated tree by tree.
+    /// ([`BoostingOracle::start`]), which hold the grown model's on return.
+    ///
+    /// A round needs current scores of its subsample only: they are the scores
+    /// at the start of the call plus this call's trees so far, added in tree
+    /// order. So without an `observer` (which is shown every row's scores after
+    /// every round) the trees are added to every row once, at the end, all of
+    /// them per block of rows: one pass over the scores per call instead of
+    /// one per round, and the same additions in the same order per entry, so
+    /// the same bits.
     fn boost(
         &self,
         problem: &Problem<'_>,
@@ -266,7 +280,7 @@ impl BoostingOracle {
         scores: &mut [f64],
         ctx: FitContext,
         refit_leaves: bool,
-        observer: &mut dyn FnMut(&RoundReport<'_>),
+        mut observer: Option<&mut dyn FnMut(&RoundReport<'_>)>,
     ) -> Result<BoostingModel, OracleError> {
         let (n, d, c) = (problem.rows(), problem.dim(), problem.classes());
         let features = problem.features();
@@ -291,16 +305,27 @@ impl BoostingOracle {
         let mut stats = vec![0.0; m * (c + 2)];
         let mut data = LeafData::new(m, c);
         let mut values = Vec::new();
-        let mut descent = Descent::new();
+        // The subsample's bins row-major, its current scores, and its rows' leaves.
+        let mut sub_rows = vec![0u8; m * d];
+        let mut sub_scores = vec![0.0; m * c];
+        let mut sub_leaf = vec![0u32; m];
+        // This call's trees not yet added to `scores` (without an observer).
+        let mut pending: Vec<(Descent<u8>, Vec<f64>)> = Vec::new();
 
         for round in 0..self.rounds {
             draw_subsample(&mut rng, n, m, &mut sub);
             for (r, &k) in sub.iter().enumerate() {
-                for (f, &b) in all_bins[k * d..(k + 1) * d].iter().enumerate() {
+                let row = &all_bins[k * d..(k + 1) * d];
+                for (f, &b) in row.iter().enumerate() {
                     sub_bins[f * m + r] = b;
                 }
+                sub_rows[r * d..(r + 1) * d].copy_from_slice(row);
+                sub_scores[r * c..(r + 1) * c].copy_from_slice(&scores[k * c..(k + 1) * c]);
             }
-            let subsample_loss_before = data.gather(problem, scores, &sub, &mut stats);
+            for (descent, values) in &pending {
+                add_tree(descent, values, c, &sub_rows, d, &mut sub_scores, &mut sub_leaf);
+            }
+            let subsample_loss_before = data.gather(problem, &sub_scores, &sub, &mut stats);
 
             builder.grow(&Sample { bins: &sub_bins, stats: &stats, rows: m }, &limits);
             let tree = &builder.tree;
@@ -319,34 +344,69 @@ impl BoostingOracle {
             })?;
             values.iter_mut().for_each(|v| *v *= self.shrinkage);
 
+            let mut descent = Descent::new();
             descent.compile(&tree.feature, |n| tree.split_bin[n], &tree.left, &tree.right, leaves, u8::MAX);
-            scores.par_chunks_mut(UPDATE_CHUNK_ROWS * c).enumerate().for_each_init(
-                || vec![0u32; UPDATE_CHUNK_ROWS],
-                |leaf, (chunk, s)| {
-                    let rows = s.len() / c;
-                    let start = chunk * UPDATE_CHUNK_ROWS;
-                    descent.leaves(&all_bins[start * d..(start + rows) * d], d, &mut leaf[..rows]);
-                    for (s, &l) in s.chunks_mut(c).zip(leaf.iter()) {
-                        let l = l as usize;
-                        s.iter_mut().zip(&values[l * c..(l + 1) * c]).for_each(|(s, v)| *s += v);
-                    }
-                },
-            );
+            add_tree(&descent, &values, c, &sub_rows, d, &mut sub_scores, &mut sub_leaf);
             model.push_tree(tree, &edges, &values);
-
-            let subsample_loss_after = data.loss_at(problem, scores, &sub);
-            observer(&RoundReport {
-                round,
-                trees: model.trees(),
-                leaves,
-                subsample_rows: m,
-                subsample_loss_before,
-                subsample_loss_after,
-                scores,
-            });
+            let subsample_loss_after = data.loss_at(problem, &sub_scores, &sub);
+            pending.push((descent, values.clone()));
+            if let Some(observer) = observer.as_mut() {
+                add_trees(&pending, c, &all_bins, d, scores);
+                pending.clear();
+                observer(&RoundReport {
+                    round,
+                    trees: model.trees(),
+                    leaves,
+                    subsample_rows: m,
+                    subsample_loss_before,
+                    subsample_loss_after,
+                    scores,
+                });
+            }
         }
+        add_trees(&pending, c, &all_bins, d, scores);
         Ok(model)
     }
+}
+
+/// Adds one tree's `values` (`leaves × C`) to the scores of the binned `rows`
+/// (row-major, `width` bins per row; `scores` row-major `rows × C`); `leaf` is
+/// scratch of one entry per row.
+fn add_tree(
+    descent: &Descent<u8>,
+    values: &[f64],
+    c: usize,
+    rows: &[u8],
+    width: usize,
+    scores: &mut [f64],
+    leaf: &mut [u32],
+) {
+    descent.leaves(rows, width, leaf);
+    for (s, &l) in scores.chunks_exact_mut(c).zip(leaf.iter()) {
+        let l = l as usize;
+        s.iter_mut().zip(&values[l * c..(l + 1) * c]).for_each(|(s, v)| *s += v);
+    }
+}
+
+/// Adds `trees` (in order) to the scores (`rows × C`) of every row of `bins`
+/// (row-major, `width` per row), in parallel blocks of rows small enough that
+/// a block's scores stay in cache while every tree is added.
+fn add_trees(trees: &[(Descent<u8>, Vec<f64>)], c: usize, bins: &[u8], width: usize, scores: &mut [f64]) {
+    if trees.is_empty() || c == 0 {
+        return;
+    }
+    let block = (UPDATE_BLOCK_VALUES / c).max(1);
+    scores.par_chunks_mut(block * c).enumerate().for_each_init(
+        || vec![0u32; block],
+        |leaf, (chunk, s)| {
+            let rows = s.len() / c;
+            let start = chunk * block;
+            let bins = &bins[start * width..(start + rows) * width];
+            for (descent, values) in trees {
+                add_tree(descent, values, c, bins, width, s, &mut leaf[..rows]);
+            }
+        },
+    );
 }
 
 /// Draws `amount` distinct rows of `0..rows` into `out`, sorted (all rows, without
