@@ -273,8 +273,9 @@ struct Pooled {
 }
 
 /// How a factor type's potentials are held between fits. Either way the
-/// largest array of a pairwise type exists once between fits and twice
-/// during one (with the oracle's biases, Eq. 14), never three times.
+/// largest array of a pairwise type exists once between fits; during a fit
+/// the oracle's biases (Eq. 14) reuse `θ`'s buffer, or take a second array
+/// beside the scores (which the fit updates in place), never a third.
 #[derive(Debug)]
 enum Potentials {
     /// `θ = ε_t g_t + Δ`. While type `t` is fitted the same buffer holds the
@@ -844,7 +845,8 @@ impl<'a> Trainer<'a> {
                 let fit = self.fit_into(t, seed, &mut bias, Some(&mut g));
                 drop(bias);
                 let fit = self.keep(t, fit);
-                // (The fit's error is the one to report, as on the θ path.)
+                // (The fit's error is the one to report, as on the θ path;
+                // scoring the kept model fails only where the fit did.)
                 if fit.is_err() {
                     let _ = self.score_into(t, &mut g);
                 }

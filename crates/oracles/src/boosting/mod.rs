@@ -463,7 +463,10 @@ impl Oracle for BoostingOracle {
         warm: Option<&dyn Model>,
         ctx: FitContext,
     ) -> Result<Box<dyn Model>, OracleError> {
-        Ok(self.fit_with_losses(problem, warm, ctx)?.0)
+        let warm = downcast_warm::<BoostingModel>(warm, KIND)?;
+        let mut scores = vec![0.0; problem.rows() * problem.classes()];
+        let model = self.start(problem, warm, &mut scores, true)?;
+        Ok(Box::new(self.boost(problem, model, &mut scores, ctx, true, None)?))
     }
 
     /// The losses are read off the training scores the fit tracks anyway.
