@@ -100,9 +100,10 @@ fn a_learning_iteration_holds_the_pairwise_potentials_once() {
     // Boosting keeps the scores instead of θ between fits (θ is computed as it
     // is gathered); a fit holds the biases beside them (one array of θ's
     // size) and nothing else of that size.
-    // (Few bins: a node's histogram is bins × dim × (|Y|² + 2) values, at this
-    // small scale not negligible beside θ.)
-    let spec = serde_json::json!({"kind": "boosting", "rounds": 2, "subsample": 2000, "bins": 16});
+    // (A small subsample and few bins: the round's buffers are subsample ×
+    // (3|Y|² + …) values and a node's histogram bins × dim × (|Y|² + 2), at
+    // this small scale not negligible beside θ.)
+    let spec = serde_json::json!({"kind": "boosting", "rounds": 2, "subsample": 500, "bins": 16});
     let (extra, theta) = extra_bytes(&spec);
     assert!(
         extra < theta + theta / 2,
