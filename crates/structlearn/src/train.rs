@@ -325,18 +325,41 @@ fn gather_theta(theta: ThetaSource<'_>, k: usize, out: &mut Vec<f64>) {
                 }
             }
             Potentials::Scores(g) => {
-                let truth = data.examples[k].labels.as_deref().unwrap_or(&[]);
                 let eps = epsilon[t];
-                let mut delta = vec![0.0; c];
-                for (i, &r) in p.regions[k].iter().enumerate() {
-                    discrepancy.region(graph, r, truth, &mut delta);
+                with_region_deltas(data, discrepancy, p, k, c, |i, r, delta| {
                     let g = &g[(first + i) * c..(first + i + 1) * c];
-                    for ((o, &g), &d) in out[graph.config_range(r)].iter_mut().zip(g).zip(&delta) {
-                        *o = eps * g + d;
+                    for ((o, &g), &d) in out[graph.config_range(r)].iter_mut().zip(g).zip(delta) {
+                        *o = theta_entry(eps, g, d);
                     }
-                }
+                });
             }
         }
+    }
+}
+
+/// `θ_α(y) = ε_t g_t(y) + Δ_α(y)`: the one expression both ways of holding
+/// potentials ([`Potentials`]) evaluate, so they give the same bits.
+#[inline(always)]
+fn theta_entry(eps: f64, g: f64, delta: f64) -> f64 {
+    eps * g + delta
+}
+
+/// Calls `f(i, r, Δ_r)` for the `i`-th region `r` of example `k` in `pooled`
+/// (one factor type of `c` configurations), with its discrepancy `Δ_r`.
+fn with_region_deltas(
+    data: &Dataset,
+    discrepancy: &dyn Discrepancy,
+    pooled: &Pooled,
+    k: usize,
+    c: usize,
+    mut f: impl FnMut(usize, usize, &[f64]),
+) {
+    let graph = &data.examples[k].graph;
+    let truth = data.examples[k].labels.as_deref().unwrap_or(&[]);
+    let mut delta = vec![0.0; c];
+    for (i, &r) in pooled.regions[k].iter().enumerate() {
+        discrepancy.region(graph, r, truth, &mut delta);
+        f(i, r, &delta);
     }
 }
 
@@ -743,15 +766,11 @@ impl<'a> Trainer<'a> {
         self.score_into(t, theta)?;
         let eps = self.epsilon[t];
         pooled.example_chunks(c, theta).into_par_iter().enumerate().for_each(|(k, chunk)| {
-            let graph = &self.train.examples[k].graph;
-            let truth = self.train.examples[k].labels.as_deref().unwrap_or(&[]);
-            let mut delta = vec![0.0; c];
-            for (&r, out) in pooled.regions[k].iter().zip(chunk.chunks_exact_mut(c)) {
-                self.discrepancy.region(graph, r, truth, &mut delta);
-                for (v, d) in out.iter_mut().zip(&delta) {
-                    *v = eps * *v + d;
+            with_region_deltas(self.train, self.discrepancy.as_ref(), pooled, k, c, |i, _, delta| {
+                for (v, &d) in chunk[i * c..(i + 1) * c].iter_mut().zip(delta) {
+                    *v = theta_entry(eps, *v, d);
                 }
-            }
+            });
         });
         Ok(())
     }
