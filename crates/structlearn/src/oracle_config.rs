@@ -38,6 +38,7 @@
 //! | `boosting` | `bins` | 256 | histogram bins per feature, 2..=256 |
 //! | `boosting` | `leaf_l2` | 100 | ridge on leaf values in the re-fit |
 //! | `boosting` | `leaf_lbfgs.*` | 50 iterations, rel. decrease 1e-9 | L-BFGS of the leaf re-fit |
+//! | `boosting` | `split_gain` | `least-squares` | split criterion: `least-squares` (the chapter's) or `newton` |
 //! | `mlp` | `hidden` | 100 | hidden units |
 //! | `mlp` | `step_size` | 0.25 | momentum-SGD step size (papers: 0.25 unary, 0.05 pairwise) |
 //! | `mlp` | `momentum` | 0.9 | momentum in [0, 1) |
@@ -244,7 +245,8 @@ const MEANINGS: &[(&str, &str, &str)] = &[
     ("boosting", "max_depth", "most levels below the root (none: only the fractions limit), ≥ 1"),
     ("boosting", "max_leaves", "most leaves per tree, best splits first (none: no limit), ≥ 2"),
     ("boosting", "bins", "histogram bins per feature, in 2..=256"),
-    ("boosting", "leaf_l2", "ridge λ on each leaf's values in the re-fit, ≥ 0"),
+    ("boosting", "leaf_l2", "ridge λ on each leaf's values in the re-fit (and in the Newton gain), ≥ 0"),
+    ("boosting", "split_gain", "split criterion: least-squares (the chapter's ‖G‖²/W) or newton (Σ G²/(H + λ))"),
     ("mlp", "hidden", "hidden units"),
     ("mlp", "step_size", "momentum-SGD step size (papers: 0.25 unary, 0.05 pairwise)"),
     ("mlp", "momentum", "momentum μ in [0, 1)"),

@@ -19,6 +19,8 @@
 
 use rayon::prelude::*;
 
+use super::SplitGain;
+use super::tree::stats_width;
 use crate::optim::{LbfgsOptions, lbfgs_minimize};
 use crate::{OracleError, Problem};
 
@@ -61,23 +63,26 @@ impl LeafData {
 
     /// Gathers the subsample rows `sub` of `problem` at their current scores
     /// `sub_scores` (row-major `|sub| × C`, row `r` for row `sub[r]`), and
-    /// writes each row's `[w (q − e_y), w, 1]` into `stats` (see [`super::tree::Sample`]).
+    /// writes each row's `[w (q − e_y), w, 1]` into `stats` — with the Newton
+    /// gain `[w (q − e_y), w q (1 − q), w, 1]` (see [`super::tree::Sample`]).
     /// Returns the subsample's loss.
     pub(super) fn gather(
         &mut self,
         problem: &Problem<'_>,
         sub_scores: &[f64],
         sub: &[usize],
+        gain: SplitGain,
         stats: &mut [f64],
     ) -> f64 {
         let c = self.classes;
+        let width = stats_width(c, gain);
         (
             self.z.par_chunks_mut(c),
             self.q.par_chunks_mut(c),
             self.loss.par_iter_mut(),
             self.labels.par_iter_mut(),
             self.weights.par_iter_mut(),
-            stats.par_chunks_mut(c + 2),
+            stats.par_chunks_mut(width),
             sub.par_iter().zip(sub_scores.par_chunks(c)),
         )
             .into_par_iter()
@@ -96,8 +101,11 @@ impl LeafData {
                 *loss = max + sum.ln() - z[*label];
                 st[..c].iter_mut().zip(q.iter()).for_each(|(g, q)| *g = *weight * q);
                 st[*label] -= *weight;
-                st[c] = *weight;
-                st[c + 1] = 1.0;
+                if gain == SplitGain::Newton {
+                    st[c..2 * c].iter_mut().zip(q.iter()).for_each(|(h, q)| *h = *weight * q * (1.0 - q));
+                }
+                st[width - 2] = *weight;
+                st[width - 1] = 1.0;
             });
         // Summed in row order, so the result does not depend on the thread count.
         self.loss.iter().zip(&self.weights).map(|(l, w)| w * l).sum()

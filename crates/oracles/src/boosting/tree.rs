@@ -8,6 +8,14 @@
 //! children `L`, `R` therefore gains `‖G_L‖²/W_L + ‖G_R‖²/W_R − ‖G‖²/W`
 //! (with unit weights: `Σ_children ‖Σ g‖² / count`, the chapter's criterion).
 //!
+//! With the Newton gain ([`super::SplitGain::Newton`]) the rows also carry
+//! their diagonal Hessians `h_k(y) = w_k q_k(y)(1 − q_k(y))`; a node's best
+//! diagonal Newton step `v_y = −G_y/(H_y + λ)` lowers the second-order model
+//! of the loss (with the leaf ridge `(λ/2)‖v‖²`) by `½ Σ_y G_y²/(H_y + λ)`, so a
+//! split gains `Σ_y [G_{L,y}²/(H_{L,y} + λ) + G_{R,y}²/(H_{R,y} + λ) − G_y²/(H_y + λ)]`
+//! (the ½ dropped): XGBoost's and LightGBM's criterion, summed over the outputs
+//! of one multi-output tree.
+//!
 //! Constraints (ch.): a split must leave at least `min_child` rows in each
 //! child, and a node with fewer than `min_split` rows is not split. Nodes are
 //! split best gain first, so an optional leaf budget keeps the best splits;
@@ -15,6 +23,7 @@
 
 use rayon::prelude::*;
 
+use super::SplitGain;
 use super::bins::BinEdges;
 
 /// Below this many (row, feature) pairs a histogram is built on one thread.
@@ -24,11 +33,21 @@ const PARALLEL_HISTOGRAM_WORK: usize = 16_384;
 pub(super) struct Sample<'a> {
     /// Binned features, column-major `dim × rows`.
     pub bins: &'a [u8],
-    /// Per row `[w g̃(0), …, w g̃(C−1), w, 1]` (`C + 2` values): the weighted
-    /// gradient, the weight and a count, so one histogram update is one slice add.
+    /// Per row `[w g̃(0), …, w g̃(C−1), (h(0), …, h(C−1),) w, 1]` ([`stats_width`]
+    /// values): the weighted gradient, with the Newton gain the weighted
+    /// diagonal Hessian, the weight and a count, so one histogram update is one
+    /// slice add.
     pub stats: &'a [f64],
     /// Rows of the subsample.
     pub rows: usize,
+}
+
+/// Values per row of [`Sample::stats`] for `classes` outputs under `gain`.
+pub(super) fn stats_width(classes: usize, gain: SplitGain) -> usize {
+    match gain {
+        SplitGain::LeastSquares => classes + 2,
+        SplitGain::Newton => 2 * classes + 2,
+    }
 }
 
 /// Split constraints in rows of the subsample.
@@ -98,15 +117,21 @@ struct Pending {
 #[derive(Debug)]
 pub(super) struct TreeBuilder {
     classes: usize,
+    gain: SplitGain,
+    /// The ridge `λ` of the Newton gain.
+    l2: f64,
+    /// Values per row of the statistics ([`stats_width`]): `C` gradients,
+    /// `C` Hessians with the Newton gain, a weight and a count.
+    stride: usize,
     /// Bins of each feature.
     bins: Vec<usize>,
-    /// Values per feature block of a histogram: `max_bins × (C + 2)`.
+    /// Values per feature block of a histogram: `max_bins × stride`.
     feature_stride: usize,
     /// Features with at least two bins (the others cannot be split on).
     active: usize,
     pool: Vec<Vec<f64>>,
     pending: Vec<Pending>,
-    /// `C + 2` totals (as in [`Sample::stats`]) of each pending node.
+    /// `stride` totals (as in [`Sample::stats`]) of each pending node.
     totals: Vec<f64>,
     scratch: Vec<u32>,
     left_sum: Vec<f64>,
@@ -115,27 +140,32 @@ pub(super) struct TreeBuilder {
 }
 
 impl TreeBuilder {
-    /// A builder for `classes` outputs over features binned by `edges`.
-    pub(super) fn new(edges: &BinEdges, dim: usize, classes: usize) -> Self {
+    /// A builder for `classes` outputs over features binned by `edges`, scoring
+    /// splits by `gain` (with ridge `l2` for the Newton gain).
+    pub(super) fn new(edges: &BinEdges, dim: usize, classes: usize, gain: SplitGain, l2: f64) -> Self {
         let bins: Vec<usize> = (0..dim).map(|f| edges.bins(f)).collect();
         let active = bins.iter().filter(|&&b| b > 1).count();
+        let stride = stats_width(classes, gain);
         Self {
             classes,
-            feature_stride: edges.max_bins() * (classes + 2),
+            gain,
+            l2,
+            stride,
+            feature_stride: edges.max_bins() * stride,
             bins,
             active,
             pool: Vec::new(),
             pending: Vec::new(),
             totals: Vec::new(),
             scratch: Vec::new(),
-            left_sum: vec![0.0; classes + 2],
+            left_sum: vec![0.0; stride],
             tree: GrownTree::default(),
         }
     }
 
     /// Grows a tree on `sample` under `limits` into [`TreeBuilder::tree`].
     pub(super) fn grow(&mut self, sample: &Sample<'_>, limits: &TreeLimits) {
-        let stride = self.classes + 2;
+        let stride = self.stride;
         let tree = &mut self.tree;
         tree.feature.clear();
         tree.split_bin.clear();
@@ -186,7 +216,7 @@ impl TreeBuilder {
 
     /// Splits pending node `i` on its best split, creating its two children.
     fn split_node(&mut self, sample: &Sample<'_>, limits: &TreeLimits, i: usize) {
-        let stride = self.classes + 2;
+        let stride = self.stride;
         let (start, end, depth, slot) = {
             let p = &self.pending[i];
             (p.start, p.end, p.depth, p.slot)
@@ -313,7 +343,7 @@ impl TreeBuilder {
 
     /// Histogram of `rows`: per feature and bin, the sums of [`Sample::stats`].
     fn build_histogram(&self, sample: &Sample<'_>, rows: &[u32], hist: &mut [f64]) {
-        let stride = self.classes + 2;
+        let stride = self.stride;
         let fill = |(f, block): (usize, &mut [f64])| {
             let bins = self.bins[f];
             if bins < 2 {
@@ -338,7 +368,7 @@ impl TreeBuilder {
 
     /// `parent −= child`, over the bins in use.
     fn subtract(&self, parent: &mut [f64], child: &[f64]) {
-        let stride = self.classes + 2;
+        let stride = self.stride;
         for (f, (p, c)) in parent.chunks_mut(self.feature_stride).zip(child.chunks(self.feature_stride)).enumerate() {
             let used = self.bins[f] * stride;
             if self.bins[f] > 1 {
@@ -351,11 +381,25 @@ impl TreeBuilder {
     /// pending node `index` with histogram `hist`; `None` if no split gains.
     fn best_split(&mut self, hist: &[f64], index: usize, limits: &TreeLimits) -> Option<Split> {
         let c = self.classes;
-        let stride = c + 2;
+        let stride = self.stride;
+        let (w, n) = (stride - 2, stride - 1);
         let total = &self.totals[index * stride..(index + 1) * stride];
-        let (weight, count) = (total[c], total[c + 1]);
+        let (weight, count) = (total[w], total[n]);
         let min_child = limits.min_child as f64;
-        let parent_term = if weight > 0.0 { squared_norm(&total[..c]) / weight } else { 0.0 };
+        let (gain_kind, l2) = (self.gain, self.l2);
+        // What fitting a node gains: the decrease of the squared error (least
+        // squares) or twice that of the loss's second-order model (Newton);
+        // `stats(j)` is the node's `j`-th total.
+        let term = |stats: &dyn Fn(usize) -> f64, weight: f64| match gain_kind {
+            SplitGain::LeastSquares => (0..c).map(|y| stats(y) * stats(y)).sum::<f64>() / weight,
+            SplitGain::Newton => (0..c)
+                .map(|y| {
+                    let h = stats(c + y) + l2;
+                    if h > 0.0 { stats(y) * stats(y) / h } else { 0.0 }
+                })
+                .sum(),
+        };
+        let parent_term = if weight > 0.0 { term(&|j| total[j], weight) } else { 0.0 };
         let mut best: Option<Split> = None;
         for (f, block) in hist.chunks(self.feature_stride).enumerate() {
             let bins = self.bins[f];
@@ -366,28 +410,35 @@ impl TreeBuilder {
             for j in 0..bins - 1 {
                 let h = &block[j * stride..(j + 1) * stride];
                 // An empty bin leaves the partition of the previous threshold.
-                if h[c + 1] == 0.0 {
+                if h[n] == 0.0 {
                     continue;
                 }
                 self.left_sum.iter_mut().zip(h).for_each(|(l, h)| *l += h);
-                let left_count = self.left_sum[c + 1];
+                let left_count = self.left_sum[n];
                 if left_count < min_child {
                     continue;
                 }
                 if count - left_count < min_child {
                     break;
                 }
-                let left_weight = self.left_sum[c];
+                let left_weight = self.left_sum[w];
                 let right_weight = weight - left_weight;
                 if left_weight <= 0.0 || right_weight <= 0.0 {
                     continue;
                 }
-                let (mut left_sq, mut right_sq) = (0.0, 0.0);
-                for (t, l) in total[..c].iter().zip(&self.left_sum[..c]) {
-                    left_sq += l * l;
-                    right_sq += (t - l) * (t - l);
-                }
-                let (left_term, right_term) = (left_sq / left_weight, right_sq / right_weight);
+                let left = &self.left_sum;
+                let (left_term, right_term) = match gain_kind {
+                    // The chapter's criterion in one pass over the classes.
+                    SplitGain::LeastSquares => {
+                        let (mut left_sq, mut right_sq) = (0.0, 0.0);
+                        for (t, l) in total[..c].iter().zip(&left[..c]) {
+                            left_sq += l * l;
+                            right_sq += (t - l) * (t - l);
+                        }
+                        (left_sq / left_weight, right_sq / right_weight)
+                    }
+                    SplitGain::Newton => (term(&|j| left[j], left_weight), term(&|j| total[j] - left[j], right_weight)),
+                };
                 let gain = left_term + right_term - parent_term;
                 // Rounding leaves a gain of ±ε·terms when no split helps.
                 if gain > 1e-12 * (left_term + right_term) && best.is_none_or(|b| gain > b.gain) {
@@ -397,8 +448,4 @@ impl TreeBuilder {
         }
         best
     }
-}
-
-fn squared_norm(v: &[f64]) -> f64 {
-    v.iter().map(|x| x * x).sum()
 }
