@@ -119,6 +119,9 @@ pub struct InferenceProblem<'a> {
     pub(crate) fast_paths: bool,
     /// Whether some star is [`StarKind::Factored`].
     has_factored: bool,
+    /// Whether every star with parents is factored: then no sweep reads a
+    /// parent's `θ̃`, and only the children's needs refreshing before one.
+    only_factored: bool,
     factored: std::sync::OnceLock<Factored>,
 }
 
@@ -333,6 +336,8 @@ impl<'a> InferenceProblem<'a> {
         let region_eps: Vec<f64> = (0..graph.num_regions()).map(|r| epsilon[graph.region_type(r)]).collect();
         let (children, edges) = plans(graph, &region_eps);
         let has_factored = children.iter().any(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8));
+        let only_factored =
+            children.iter().all(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8 | StarKind::NoParents));
         Ok(Self {
             graph,
             theta,
@@ -343,6 +348,7 @@ impl<'a> InferenceProblem<'a> {
             sizes: Sizes::of(graph),
             fast_paths: true,
             has_factored,
+            only_factored,
             factored: std::sync::OnceLock::new(),
         })
     }
@@ -699,10 +705,10 @@ impl<'a> InferenceProblem<'a> {
         star::add_messages(self, lambda, tt);
     }
 
-    /// `tt = θ̃` where the sweeps read it: everywhere, or, when they leave
-    /// parents stale anyway, at the stars' children only.
+    /// `tt = θ̃` where the sweeps read it: everywhere, or, when every star is
+    /// factored (none reads its parents' `θ̃`), at the stars' children only.
     fn refresh_for_sweeps(&self, lambda: &[f64], tt: &mut [f64]) {
-        if self.leaves_stale_parents() {
+        if self.leaves_stale_parents() && self.only_factored {
             self.refresh_children(lambda, tt);
         } else {
             self.refresh_all(lambda, tt);
