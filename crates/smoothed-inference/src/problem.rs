@@ -1225,6 +1225,42 @@ mod tests {
         theta
     }
 
+    /// Which kernel each star gets: the 8-label grid its fixed factored
+    /// kernel, other multi-label grids the general factored one, binary
+    /// pixels the binary kernel (binary grids, and binary pairs under a
+    /// triple, which cannot be factored).
+    #[test]
+    fn star_kinds_follow_the_graph() {
+        let kinds = |g: &RegionGraph| {
+            let theta = vec![0.0; g.total_configs()];
+            let p = InferenceProblem::uniform(g, &theta, 1.0).unwrap();
+            let singles = (0..g.num_regions()).filter(|&r| g.region_variables(r).len() == 1);
+            singles.map(|r| p.children[r].kind).collect::<Vec<_>>()
+        };
+        let all = |g: RegionGraph, kind: StarKind| assert!(kinds(&g).iter().all(|&k| k == kind), "{kind:?}");
+        all(factor_graph::grid(4, 3, 2).unwrap(), StarKind::Binary);
+        all(factor_graph::grid(4, 3, 8).unwrap(), StarKind::Factored8);
+        all(factor_graph::grid(4, 3, 3).unwrap(), StarKind::Factored);
+        // 3-label pairs {0,1}, {1,2} under a triple, {2,3} beside them: not
+        // factored (the pairs have a parent), and so neither is 3 (its
+        // sibling 2 is not).
+        let mut b = factor_graph::RegionGraphBuilder::new(vec![3; 4]).unwrap();
+        let (unary, pair, triple) =
+            (b.add_factor_type("u").unwrap(), b.add_factor_type("p").unwrap(), b.add_factor_type("t").unwrap());
+        let s: Vec<usize> = (0..4).map(|i| b.add_region(&[i], unary).unwrap()).collect();
+        let mut pairs = Vec::new();
+        for (u, v) in [(0, 1), (1, 2), (2, 3)] {
+            let p = b.add_region(&[u, v], pair).unwrap();
+            b.add_edge(p, s[u]).unwrap();
+            b.add_edge(p, s[v]).unwrap();
+            pairs.push(p);
+        }
+        let t = b.add_region(&[0, 1, 2], triple).unwrap();
+        b.add_edge(t, pairs[0]).unwrap();
+        b.add_edge(t, pairs[1]).unwrap();
+        assert_eq!(kinds(&b.build().unwrap()), vec![StarKind::Singleton; 4]);
+    }
+
     /// The periodic check's violation (one pass, parents' `θ̃` on the fly when
     /// stale) equals the reported one up to rounding: binary, factored
     /// (8-label, stale parents) and general graphs, with `−∞` potentials.

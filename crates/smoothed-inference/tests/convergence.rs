@@ -374,7 +374,12 @@ fn factored_stars_equal_the_general_path_through_run() {
         &[s(&[0, 1]), s(&[1, 2]), s(&[2, 3]), s(&[3, 4]), s(&[4, 5]), s(&[5, 0]), s(&[1, 4])],
     )
     .unwrap();
-    let graphs = [factor_graph::grid(5, 4, 8).unwrap(), factor_graph::grid(3, 4, 3).unwrap(), mixed];
+    let graphs = [
+        factor_graph::grid(5, 4, 8).unwrap(),
+        factor_graph::grid(3, 4, 3).unwrap(),
+        factor_graph::grid(5, 6, 2).unwrap(),
+        mixed,
+    ];
     for g in &graphs {
         for (eps, scale, forbid) in [(1.0, 2.0, 0.0), (0.05, 60.0, 0.0), (0.1, 3.0, 0.3), (2.0, 0.5, 0.1)] {
             let theta = random_theta(&mut r, g, scale, forbid);
@@ -403,19 +408,30 @@ fn factored_stars_equal_the_general_path_through_run() {
     }
 }
 
-/// A graph with both kinds of stars: binary pixels whose parents are all
-/// 4-configuration pairs (the binary kernel, which reads and writes its
-/// parents' `θ̃`) beside factored ones (which leave their parents' `θ̃`
-/// stale). Every sweep must start from the right `θ̃` for both.
+/// A graph with several kinds of star: binary pixels (the binary kernel, which
+/// reads and writes its parents' `θ̃`), some of them under pairs that have a
+/// triple above them, beside a 3-label triangle (factored: its stars leave
+/// their parents' `θ̃` stale). Every sweep must start from the right `θ̃` for
+/// all of them.
 #[test]
-fn binary_and_factored_stars_in_one_graph_equal_the_general_path() {
+fn every_kind_of_star_in_one_graph_equals_the_general_path() {
     let mut r = rng(29);
-    let s = |v: &[usize]| Scope { variables: v.to_vec(), factor_type: "pair".into() };
-    let g = factors_with_singletons(
-        vec![2, 2, 2, 3, 3, 4, 2],
-        &[s(&[0, 1]), s(&[1, 2]), s(&[2, 0]), s(&[3, 4]), s(&[4, 5]), s(&[5, 3]), s(&[2, 6])],
-    )
-    .unwrap();
+    let mut b = RegionGraphBuilder::new(vec![2, 2, 2, 2, 3, 3, 3, 2, 2]).unwrap();
+    let unary = b.add_factor_type("unary").unwrap();
+    let pair = b.add_factor_type("pair").unwrap();
+    let triple = b.add_factor_type("triple").unwrap();
+    let s: Vec<usize> = (0..9).map(|i| b.add_region(&[i], unary).unwrap()).collect();
+    let mut pairs = Vec::new();
+    for (u, v) in [(0, 1), (1, 2), (2, 3), (4, 5), (5, 6), (6, 4), (7, 8)] {
+        let p = b.add_region(&[u, v], pair).unwrap();
+        b.add_edge(p, s[u]).unwrap();
+        b.add_edge(p, s[v]).unwrap();
+        pairs.push(p);
+    }
+    let t = b.add_region(&[0, 1, 2], triple).unwrap();
+    b.add_edge(t, pairs[0]).unwrap();
+    b.add_edge(t, pairs[1]).unwrap();
+    let g = b.build().unwrap();
     for tolerance in [None, Some(1e-9)] {
         for (eps, scale, forbid) in [(1.0, 2.0, 0.0), (0.1, 3.0, 0.2)] {
             let theta = random_theta(&mut r, &g, scale, forbid);
