@@ -414,7 +414,7 @@ fn factored_stars_equal_the_general_path_through_run() {
 /// their parents' `θ̃` stale). Every sweep must start from the right `θ̃` for
 /// all of them.
 #[test]
-fn every_kind_of_star_in_one_graph_equals_the_general_path() {
+fn binary_and_factored_stars_in_one_graph_equal_the_general_path() {
     let mut r = rng(29);
     let mut b = RegionGraphBuilder::new(vec![2, 2, 2, 2, 3, 3, 3, 2, 2]).unwrap();
     let unary = b.add_factor_type("unary").unwrap();
