@@ -175,6 +175,12 @@ impl Default for BoostingOracle {
     /// and the noise accumulates); with `λ = 100` it fell through 400 rounds. On
     /// one-feature problems (`[value, 1]`, the synthetic denoising types) `λ = 10`
     /// converges faster and ends 0.2–2% lower after 200 rounds.
+    ///
+    /// Inside structured learning, with few rounds per call and every call
+    /// guarded by [`crate::fit_monotone`], a small ridge learns far faster: the
+    /// denoising and Stanford presets use `λ = 1` (on a 200-image Stanford
+    /// subset, 10 learning iterations of 10 trees: training error 0.247 with
+    /// `λ = 1`, 0.336 with `λ = 100`).
     fn default() -> Self {
         Self {
             rounds: 20,
