@@ -88,6 +88,8 @@ enum Command {
         no_cache: bool,
         /// Take the finished cells of another output folder of the same preset
         /// (repeatable; e.g. cells run in parallel) instead of training them.
+        /// Presets may differ in the extra settings (`oracles.KIND`) of oracle
+        /// kinds a merged cell does not use.
         #[arg(long, value_name = "DIR")]
         merge: Vec<PathBuf>,
         /// Override a setting of the horses/stanford preset (repeatable), e.g.

@@ -432,20 +432,45 @@ fn merge_cells(
     cells: &[(String, String)],
     done: &mut Vec<CellResult>,
 ) -> Result<()> {
-    if !dir.join("run.json").is_file() {
+    let path = dir.join("run.json");
+    let Ok(text) = std::fs::read_to_string(&path) else {
         bail!("--merge {}: no run.json there (not an output folder of `reproduce`)", dir.display());
-    }
-    check_same_preset(dir, preset).with_context(|| format!("--merge {}", dir.display()))?;
+    };
+    let info: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("--merge: {} is not valid JSON", path.display()))?;
+    let theirs = info.get("preset").cloned().unwrap_or(serde_json::Value::Null);
     for r in read_previous(dir)? {
         let wanted = seeds.contains(&r.seed) && cells.contains(&(r.unary.clone(), r.pairwise.clone()));
         let have = done.iter().any(|d| d.seed == r.seed && d.unary == r.unary && d.pairwise == r.pairwise);
         if wanted && !have {
+            let (mine, other) =
+                (preset_for_cell(preset, &r.unary, &r.pairwise), preset_for_cell(&theirs, &r.unary, &r.pairwise));
+            if mine != other {
+                bail!(
+                    "--merge {}: cell {}/{} was trained with preset {other}, this run's is {mine}; merge only \
+                     cells of the same settings",
+                    dir.display(),
+                    r.unary,
+                    r.pairwise
+                );
+            }
             let bytes = std::fs::read(model_path(dir, r.seed, &r.unary, &r.pairwise))?;
             write_atomic(&model_path(out, r.seed, &r.unary, &r.pairwise), &bytes)?;
             done.push(r);
         }
     }
     Ok(())
+}
+
+/// `preset` as far as it concerns the cell `unary`/`pairwise`: without the
+/// extra hyper-parameters (`oracles`) of kinds the cell does not use, so that
+/// cells of runs whose presets differ only there may be merged.
+fn preset_for_cell(preset: &serde_json::Value, unary: &str, pairwise: &str) -> serde_json::Value {
+    let mut p = preset.clone();
+    if let Some(serde_json::Value::Object(oracles)) = p.get_mut("oracles") {
+        oracles.retain(|kind, _| kind == unary || kind == pairwise);
+    }
+    p
 }
 
 /// Cells of an earlier (interrupted) run, from `results_by_seed.csv` and `curves.csv`.
@@ -822,6 +847,43 @@ mod tests {
         assert_eq!(info["commit"], "abc");
         std::fs::write(dir.path().join("run.json"), "not json").unwrap();
         assert!(check_same_preset(dir.path(), &quick).is_err());
+    }
+
+    #[test]
+    fn merged_cells_need_the_same_settings_for_the_kinds_they_use() {
+        let dir = tempfile::tempdir().unwrap();
+        let (old, new) = (
+            serde_json::json!({ "name": "full", "oracles": {} }),
+            serde_json::json!({ "name": "full", "oracles": { "boosting": { "leaf_l2": 1.0 } } }),
+        );
+        let o = opts();
+        RunInfo { preset: &old, opts: &o, commit: Some("abc") }.write(dir.path(), &[], 0.0, true).unwrap();
+        std::fs::write(
+            dir.path().join("results_by_seed.csv"),
+            "seed,unary,pairwise,train_error,test_error,seconds\n0,linear,linear,0.2,0.3,10\n0,boosting,boosting,0.3,0.3,10\n",
+        )
+        .unwrap();
+        for cell in ["linear-linear", "boosting-boosting"] {
+            let model = dir.path().join(format!("models/seed0-{cell}.slm"));
+            std::fs::create_dir_all(model.parent().unwrap()).unwrap();
+            std::fs::write(model, b"model").unwrap();
+        }
+        let out = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(out.path().join("models")).unwrap();
+        let cell = |u: &str, p: &str| vec![(u.to_string(), p.to_string())];
+        // linear/linear does not use the boosting setting that differs: merged.
+        let mut done = Vec::new();
+        merge_cells(dir.path(), out.path(), &new, &[0], &cell("linear", "linear"), &mut done).unwrap();
+        assert_eq!(done.len(), 1);
+        assert!(model_path(out.path(), 0, "linear", "linear").is_file());
+        // boosting/boosting does: refused, naming the cell.
+        let mut done = Vec::new();
+        let err =
+            merge_cells(dir.path(), out.path(), &new, &[0], &cell("boosting", "boosting"), &mut done).unwrap_err();
+        assert!(err.to_string().contains("boosting/boosting") && done.is_empty(), "{err}");
+        // The same settings: merged.
+        merge_cells(dir.path(), out.path(), &old, &[0], &cell("boosting", "boosting"), &mut done).unwrap();
+        assert_eq!(done.len(), 1);
     }
 
     #[test]
