@@ -1225,10 +1225,10 @@ mod tests {
         theta
     }
 
-    /// Which kernel each star gets: the 8-label grid its fixed factored
-    /// kernel, other multi-label grids the general factored one, binary
-    /// pixels the binary kernel (binary grids, and binary pairs under a
-    /// triple, which cannot be factored).
+    /// Which kernel each star gets: binary grids the binary kernel, the
+    /// 8-label grid its fixed factored kernel, other multi-label grids the
+    /// general factored one, and pixels of pairs that have a parent of their
+    /// own (which cannot be factored) the singleton kernel.
     #[test]
     fn star_kinds_follow_the_graph() {
         let kinds = |g: &RegionGraph| {
