@@ -467,8 +467,14 @@ fn merge_cells(
 /// cells of runs whose presets differ only there may be merged.
 fn preset_for_cell(preset: &serde_json::Value, unary: &str, pairwise: &str) -> serde_json::Value {
     let mut p = preset.clone();
-    if let Some(serde_json::Value::Object(oracles)) = p.get_mut("oracles") {
-        oracles.retain(|kind, _| kind == unary || kind == pairwise);
+    if let Some(map) = p.as_object_mut() {
+        if let Some(serde_json::Value::Object(oracles)) = map.get_mut("oracles") {
+            oracles.retain(|kind, _| kind == unary || kind == pairwise);
+        }
+        // An empty map is not recorded at all (`Experiment::preset`).
+        if map.get("oracles").and_then(serde_json::Value::as_object).is_some_and(serde_json::Map::is_empty) {
+            map.remove("oracles");
+        }
     }
     p
 }
@@ -853,7 +859,8 @@ mod tests {
     fn merged_cells_need_the_same_settings_for_the_kinds_they_use() {
         let dir = tempfile::tempdir().unwrap();
         let (old, new) = (
-            serde_json::json!({ "name": "full", "oracles": {} }),
+            // As recorded: without the key when no oracle has extra settings.
+            serde_json::json!({ "name": "full" }),
             serde_json::json!({ "name": "full", "oracles": { "boosting": { "leaf_l2": 1.0 } } }),
         );
         let o = opts();
