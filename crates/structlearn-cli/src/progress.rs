@@ -150,6 +150,8 @@ pub struct ProgressObserver {
     first_iteration: usize,
     session_start: Instant,
     iteration_start: Instant,
+    /// Factor types whose fit was rejected in the current iteration.
+    rejected: Vec<String>,
 }
 
 impl ProgressObserver {
@@ -181,6 +183,7 @@ impl ProgressObserver {
             first_iteration: 0,
             session_start: now,
             iteration_start: now,
+            rejected: Vec::new(),
         }
     }
 
@@ -207,6 +210,10 @@ impl ProgressObserver {
         }
         if let Some(e) = r.validation_error {
             line += &format!(", validation error {e:.4}");
+        }
+        if !self.rejected.is_empty() {
+            // A rejected fit keeps the previous model: learning of that type stalled.
+            line += &format!(", fits rejected: {}", self.rejected.join(", "));
         }
         line += &format!(
             ", {} (total {}), ETA {}",
@@ -262,6 +269,9 @@ impl Observer for ProgressObserver {
                 if self.verbose {
                     self.print(self.step_line(r));
                 }
+                if r.rejected == Some(true) {
+                    self.rejected.push(format!("`{}`", r.factor_type.as_deref().unwrap_or("?")));
+                }
                 let mut msg = format!("it {} R={:.4e}", r.iteration, r.objective);
                 if let Some(e) = r.train_error {
                     msg += &format!(" train={e:.4}");
@@ -275,6 +285,7 @@ impl Observer for ProgressObserver {
                         eprintln!("{}", self.iteration_line(r));
                     }
                     self.iteration_start = Instant::now();
+                    self.rejected.clear();
                 }
             }
             TrainEvent::Checkpointed { iteration, path } if self.verbose => {
@@ -353,5 +364,41 @@ impl ItemProgress {
     /// Clears the bar (the caller prints its own summary).
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(step: usize, factor_type: Option<&str>, rejected: Option<bool>) -> Record {
+        Record {
+            iteration: 3,
+            step,
+            phase: if factor_type.is_some() { "fit" } else { "message-passing" }.into(),
+            factor_type: factor_type.map(String::from),
+            objective: 12.5,
+            oracle_loss: factor_type.map(|_| 1.0),
+            rejected,
+            max_violation: None,
+            train_error: None,
+            validation_error: None,
+            step_seconds: 0.1,
+            elapsed_seconds: 1.0,
+        }
+    }
+
+    #[test]
+    fn the_iteration_line_names_rejected_fits_of_that_iteration_only() {
+        let mut p = ProgressObserver::new("cell", Verbosity::Quiet);
+        let start = TrainEvent::Started { total_iterations: 5, steps_per_iteration: 3, completed: 0 };
+        p.observe(&start).unwrap();
+        p.observe(&TrainEvent::Step(&record(0, Some("unary"), Some(false)))).unwrap();
+        p.observe(&TrainEvent::Step(&record(1, Some("pair"), Some(true)))).unwrap();
+        let last = record(2, None, None);
+        let line = p.iteration_line(&last);
+        assert!(line.contains("fits rejected: `pair`") && !line.contains("`unary`"), "{line}");
+        p.observe(&TrainEvent::Step(&last)).unwrap();
+        assert!(!p.iteration_line(&last).contains("rejected"), "cleared after the iteration");
     }
 }
