@@ -445,7 +445,7 @@ fn merge_cells(
         if wanted && !have {
             let (mine, other) =
                 (preset_for_cell(preset, &r.unary, &r.pairwise), preset_for_cell(&theirs, &r.unary, &r.pairwise));
-            if mine != other {
+            if !same_settings(&mine, &other) {
                 bail!(
                     "--merge {}: cell {}/{} was trained with preset {other}, this run's is {mine}; merge only \
                      cells of the same settings",
@@ -460,6 +460,20 @@ fn merge_cells(
         }
     }
     Ok(())
+}
+
+/// Whether two recorded presets hold the same settings: as JSON, except that
+/// numbers compare by value (`10` written by `--set` equals the preset's `10.0`).
+fn same_settings(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_settings(x, y)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_settings(v, w)))
+        }
+        _ => a == b,
+    }
 }
 
 /// `preset` as far as it concerns the cell `unary`/`pairwise`: without the
@@ -700,7 +714,7 @@ pub fn check_same_preset(out: &Path, preset: &serde_json::Value) -> Result<()> {
     };
     let info: serde_json::Value =
         serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
-    if info.get("preset") != Some(preset) {
+    if !info.get("preset").is_some_and(|p| same_settings(p, preset)) {
         bail!(
             "--resume: {} was written with preset {}, this run's is {}; resume with the same options or use another --out",
             path.display(),
@@ -844,6 +858,8 @@ mod tests {
         let o = opts();
         RunInfo { preset: &quick, opts: &o, commit: Some("abc") }.write(dir.path(), &[], 0.0, true).unwrap();
         check_same_preset(dir.path(), &quick).unwrap();
+        // The same number written as an integer or a float is the same setting.
+        check_same_preset(dir.path(), &serde_json::json!({ "name": "quick", "learning_iterations": 5.0 })).unwrap();
         let longer = serde_json::json!({ "name": "quick", "learning_iterations": 6 });
         let err = check_same_preset(dir.path(), &longer).unwrap_err().to_string();
         assert!(err.contains("--resume") && err.contains("learning_iterations"), "{err}");
