@@ -432,13 +432,9 @@ fn merge_cells(
     cells: &[(String, String)],
     done: &mut Vec<CellResult>,
 ) -> Result<()> {
-    let path = dir.join("run.json");
-    let Ok(text) = std::fs::read_to_string(&path) else {
+    let Some(theirs) = recorded_preset(dir).with_context(|| format!("--merge {}", dir.display()))? else {
         bail!("--merge {}: no run.json there (not an output folder of `reproduce`)", dir.display());
     };
-    let info: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("--merge: {} is not valid JSON", path.display()))?;
-    let theirs = info.get("preset").cloned().unwrap_or(serde_json::Value::Null);
     for r in read_previous(dir)? {
         let wanted = seeds.contains(&r.seed) && cells.contains(&(r.unary.clone(), r.pairwise.clone()));
         let have = done.iter().any(|d| d.seed == r.seed && d.unary == r.unary && d.pairwise == r.pairwise);
@@ -708,21 +704,30 @@ fn write_per_class<D: ExperimentData>(
 /// With `--resume`, refuses to mix cells trained under another preset (data,
 /// learning iterations, prediction budget, oracle budgets) into one table.
 pub fn check_same_preset(out: &Path, preset: &serde_json::Value) -> Result<()> {
-    let path = out.join("run.json");
-    let Ok(text) = std::fs::read_to_string(&path) else {
+    let Some(recorded) = recorded_preset(out)? else {
         return Ok(());
     };
-    let info: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
-    if !info.get("preset").is_some_and(|p| same_settings(p, preset)) {
+    if !same_settings(&recorded, preset) {
         bail!(
             "--resume: {} was written with preset {}, this run's is {}; resume with the same options or use another --out",
-            path.display(),
-            info.get("preset").map_or("(none)".to_string(), |v| v.to_string()),
+            out.join("run.json").display(),
+            if recorded.is_null() { "(none)".to_string() } else { recorded.to_string() },
             preset
         );
     }
     Ok(())
+}
+
+/// The preset recorded in `dir/run.json` (`Null` if it records none), or
+/// `None` when there is no `run.json`.
+fn recorded_preset(dir: &Path) -> Result<Option<serde_json::Value>> {
+    let path = dir.join("run.json");
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(None);
+    };
+    let info: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
+    Ok(Some(info.get("preset").cloned().unwrap_or(serde_json::Value::Null)))
 }
 
 /// The paper's value of a cell (NaN for an unknown class name).

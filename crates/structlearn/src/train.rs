@@ -917,20 +917,16 @@ impl<'a> Trainer<'a> {
         let pooled = &self.pooled[t];
         let n = pooled.labels.len();
         pooled.example_chunks(c, bias).into_par_iter().enumerate().for_each(|(k, chunk)| {
-            let ex = &self.train.examples[k];
-            let graph = &ex.graph;
-            let truth = ex.labels.as_deref().unwrap_or(&[]);
+            let graph = &self.train.examples[k].graph;
             with_buffer(&SCRATCH, |offsets| {
                 offsets.resize(graph.total_configs(), 0.0);
                 message_offsets(graph, &self.messages[k], offsets);
-                let mut delta = vec![0.0; c];
-                for (&r, out) in pooled.regions[k].iter().zip(chunk.chunks_exact_mut(c)) {
-                    self.discrepancy.region(graph, r, truth, &mut delta);
+                with_region_deltas(self.train, self.discrepancy.as_ref(), pooled, k, c, |i, r, delta| {
                     let off = &offsets[graph.config_range(r)];
-                    for y in 0..c {
-                        out[y] = (delta[y] + off[y]) / eps;
+                    for ((out, &d), &o) in chunk[i * c..(i + 1) * c].iter_mut().zip(delta).zip(off) {
+                        *out = (d + o) / eps;
                     }
-                }
+                });
             });
         });
         let mut values = Vec::with_capacity(n * ft.dim);
