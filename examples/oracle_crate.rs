@@ -107,7 +107,7 @@ impl Oracle for HistogramOracle {
         for k in 0..f.rows() {
             rows_of[model.bin(f.row(k)[self.column])].push(k);
         }
-        let mut grad = vec![0.0; c];
+        let (mut grad, mut bias) = (vec![0.0; c], vec![0.0; c]);
         for (b, rows) in rows_of.iter().enumerate() {
             let scores = &mut model.table[b * c..(b + 1) * c];
             lbfgs_minimize(
@@ -115,8 +115,9 @@ impl Oracle for HistogramOracle {
                     g.fill(0.0);
                     let mut loss = 0.0;
                     for &k in rows {
-                        loss +=
-                            row_loss(s, problem.bias_row(k), problem.labels()[k], problem.weight(k), Some(&mut grad));
+                        // (Algorithm 1 may compute biases row by row: `bias` is the scratch for that.)
+                        let bk = problem.bias_row(k, &mut bias);
+                        loss += row_loss(s, bk, problem.labels()[k], problem.weight(k), Some(&mut grad));
                         g.iter_mut().zip(&grad).for_each(|(a, b)| *a += b);
                     }
                     loss

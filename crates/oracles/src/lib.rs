@@ -28,7 +28,7 @@ pub use contract::{
     check_score_buffer, decode, downcast_model, downcast_warm, encode, fit_monotone, fit_monotone_scored, model_loss,
 };
 pub use error::OracleError;
-pub use problem::{Features, Problem, log_sum_exp, logistic_loss, row_loss};
+pub use problem::{BiasRows, Features, Problem, log_sum_exp, logistic_loss, row_loss};
 
 /// Loaders of the built-in model kinds, for [`ModelRegistry::with_builtin`].
 pub(crate) fn builtin_loaders() -> Vec<(&'static str, ModelLoader)> {

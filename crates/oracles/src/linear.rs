@@ -336,7 +336,7 @@ impl<'a, 'p, P: Fn(usize) -> &'a [f64] + Sync> LinearObjective<'a, 'p, P> {
     }
 
     fn stride(classes: usize, dim: usize) -> usize {
-        1 + classes * dim + 2 * classes * SOFTMAX_BLOCK
+        1 + classes * dim + 3 * classes * SOFTMAX_BLOCK
     }
 
     /// The unpenalised loss `L(W)`; with `grad`, also `∇_W L` (row-major like `W`).
@@ -358,11 +358,11 @@ impl<'a, 'p, P: Fn(usize) -> &'a [f64] + Sync> LinearObjective<'a, 'p, P> {
                 gt.fill(0.0);
                 chunk_loss_and_gradient(problem, phi, wt, rows, gt, rest)
             } else {
-                let scores = &mut rest[..c];
+                let (scores, b) = rest[..2 * c].split_at_mut(c);
                 let mut sum = 0.0;
                 for k in rows {
                     block_scores(wt, phi(k), scores);
-                    sum += row_loss(scores, problem.bias_row(k), problem.labels()[k], problem.weight(k), None);
+                    sum += row_loss(scores, problem.bias_row(k, b), problem.labels()[k], problem.weight(k), None);
                 }
                 sum
             };
@@ -416,7 +416,7 @@ const SOFTMAX_BLOCK: usize = 16;
 /// [`row_loss`]), in the same order, so the result is bit for bit the
 /// row-by-row one; on x86-64 with AVX2 the same code runs four lanes wide
 /// (no fused multiply-adds, so no bit changes). `scratch` holds
-/// `2 · SOFTMAX_BLOCK · C` values.
+/// `3 · SOFTMAX_BLOCK · C` values (the third block for computed biases).
 fn chunk_loss_and_gradient<'a, P: Fn(usize) -> &'a [f64]>(
     problem: &Problem<'_>,
     phi: &P,
@@ -454,14 +454,15 @@ fn chunk_generic<'a, P: Fn(usize) -> &'a [f64]>(
     scratch: &mut [f64],
 ) -> f64 {
     let c = problem.classes();
-    let (scores, exps) = scratch.split_at_mut(SOFTMAX_BLOCK * c);
+    let (scores, rest) = scratch.split_at_mut(SOFTMAX_BLOCK * c);
+    let (exps, bias_scratch) = rest.split_at_mut(SOFTMAX_BLOCK * c);
     let mut sum = 0.0;
     let mut start = rows.start;
     while start < rows.end {
         let nb = (rows.end - start).min(SOFTMAX_BLOCK);
         let block = start..start + nb;
         let (s, e) = (&mut scores[..nb * c], &mut exps[..nb * c]);
-        let bias = &problem.bias()[block.start * c..block.end * c];
+        let bias = problem.bias_rows(block.clone(), bias_scratch);
         // Scores of the whole block, feature by feature: each score is still summed
         // over the features in order, but consecutive updates go to different
         // accumulators, so they do not wait on each other.

@@ -634,9 +634,10 @@ struct Block {
     g: Vec<Lanes>,
     /// `∂ℓ/∂t`, then `∂ℓ/∂(V φ + c)`.
     dt: Vec<Lanes>,
-    /// One row's scores and gradient, for [`row_loss`].
+    /// One row's scores, gradient and (computed) bias, for [`row_loss`].
     row_s: Vec<f64>,
     row_g: Vec<f64>,
+    row_b: Vec<f64>,
 }
 
 impl Block {
@@ -649,6 +650,7 @@ impl Block {
             g: vec![[0.0; BLOCK]; layout.classes],
             dt: vec![[0.0; BLOCK]; hp],
             row_s: vec![0.0; layout.classes],
+            row_b: vec![0.0; layout.classes],
             row_g: vec![0.0; layout.classes],
         }
     }
@@ -854,7 +856,8 @@ fn gradient_rows(
                     Some(&k) => {
                         b.row_scores(r);
                         let weight = problem.weight(k) * scale;
-                        row_loss(&b.row_s, problem.bias_row(k), problem.labels()[k], weight, Some(&mut b.row_g));
+                        let bias = problem.bias_row(k, &mut b.row_b);
+                        row_loss(&b.row_s, bias, problem.labels()[k], weight, Some(&mut b.row_g));
                         for (gy, &v) in b.g.iter_mut().zip(&b.row_g) {
                             gy[r] = v;
                         }
@@ -880,7 +883,8 @@ fn loss_rows(net: &Net<'_>, problem: &Problem<'_>, start: usize, end: usize, b: 
             net.forward(b);
             for k in k0..k1 {
                 b.row_scores(k - k0);
-                sum += row_loss(&b.row_s, problem.bias_row(k), problem.labels()[k], problem.weight(k), None);
+                sum +=
+                    row_loss(&b.row_s, problem.bias_row(k, &mut b.row_b), problem.labels()[k], problem.weight(k), None);
             }
         }
         sum

@@ -78,6 +78,43 @@ impl<'a> Features<'a> {
     }
 }
 
+/// Biases computed row by row instead of stored: for problems whose
+/// `rows × classes` bias array would be as large as the rest of the caller's
+/// state (Algorithm 1's pairwise types), the caller derives `b_k(·)` on demand
+/// from what it keeps anyway (the messages). See [`Problem::with_bias_rows`].
+///
+/// `write_row` must be a pure function of `k`: oracles may ask for a row any
+/// number of times, from any thread, in any order.
+///
+/// ```
+/// use oracles::{BiasRows, Features, Problem};
+/// #[derive(Debug)]
+/// struct Alternating; // b_k = (0, k mod 2)
+/// impl BiasRows for Alternating {
+///     fn write_row(&self, k: usize, out: &mut [f64]) {
+///         out[0] = 0.0;
+///         out[1] = (k % 2) as f64;
+///     }
+/// }
+/// let x = [0.0; 3];
+/// let p = Problem::with_bias_rows(Features::new(&x, 3, 1).unwrap(), &[0, 1, 1], &Alternating, 2, None).unwrap();
+/// let mut scratch = [0.0; 2];
+/// assert_eq!(p.bias_row(1, &mut scratch), &[0.0, 1.0]);
+/// ```
+pub trait BiasRows: Sync + std::fmt::Debug {
+    /// Writes `b_k(y)` for every class `y` into `out` (`classes` entries).
+    fn write_row(&self, k: usize, out: &mut [f64]);
+}
+
+/// Where a problem's biases come from.
+#[derive(Debug, Clone, Copy)]
+enum Bias<'a> {
+    /// Row-major `rows × classes`.
+    Dense(&'a [f64]),
+    /// Computed per row.
+    Rows(&'a dyn BiasRows),
+}
+
 /// One oracle problem: features, labels, bias and optional weights (see module docs).
 ///
 /// ```
@@ -87,13 +124,13 @@ impl<'a> Features<'a> {
 /// let bias = [0.0, 0.0, f64::NEG_INFINITY, 0.0];
 /// let p = Problem::new(Features::new(&x, 2, 1).unwrap(), &[0, 1], &bias, 2, Some(&[2.0, 1.0])).unwrap();
 /// assert_eq!((p.rows(), p.classes(), p.total_weight()), (2, 2, 3.0));
-/// assert_eq!(p.bias_row(1), &[f64::NEG_INFINITY, 0.0]);
+/// assert_eq!(p.bias_row(1, &mut [0.0; 2]), &[f64::NEG_INFINITY, 0.0]);
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Problem<'a> {
     features: Features<'a>,
     labels: &'a [usize],
-    bias: &'a [f64],
+    bias: Bias<'a>,
     classes: usize,
     weights: Option<&'a [f64]>,
 }
@@ -121,6 +158,49 @@ impl<'a> Problem<'a> {
         weights: Option<&'a [f64]>,
     ) -> Result<Self, OracleError> {
         let rows = features.rows();
+        Self::check_shape(rows, labels, classes, weights)?;
+        if bias.len() != rows * classes {
+            return Err(OracleError::BiasShape { got: bias.len(), rows, classes });
+        }
+        for (row, b) in bias.chunks_exact(classes).enumerate() {
+            check_bias_row(row, b, labels[row])?;
+        }
+        Ok(Self { features, labels, bias: Bias::Dense(bias), classes, weights })
+    }
+
+    /// Like [`Problem::new`], with biases computed row by row by `bias`
+    /// instead of stored. Every row is computed once here to validate it (the
+    /// same errors as [`Problem::new`]); oracles then compute rows as they
+    /// need them ([`Problem::bias_row`]), so the problem holds no
+    /// `rows × classes` array.
+    pub fn with_bias_rows(
+        features: Features<'a>,
+        labels: &'a [usize],
+        bias: &'a dyn BiasRows,
+        classes: usize,
+        weights: Option<&'a [f64]>,
+    ) -> Result<Self, OracleError> {
+        use rayon::prelude::*;
+        let rows = features.rows();
+        Self::check_shape(rows, labels, classes, weights)?;
+        // The first invalid row, whatever the thread count.
+        (0..rows.div_ceil(VALIDATE_ROWS))
+            .into_par_iter()
+            .map(|chunk| {
+                let mut b = vec![0.0; classes];
+                let start = chunk * VALIDATE_ROWS;
+                for (row, &label) in labels.iter().enumerate().skip(start).take(VALIDATE_ROWS) {
+                    bias.write_row(row, &mut b);
+                    check_bias_row(row, &b, label)?;
+                }
+                Ok(())
+            })
+            .collect::<Result<Vec<()>, OracleError>>()?;
+        Ok(Self { features, labels, bias: Bias::Rows(bias), classes, weights })
+    }
+
+    /// The checks both constructors share (everything but the bias values).
+    fn check_shape(rows: usize, labels: &[usize], classes: usize, weights: Option<&[f64]>) -> Result<(), OracleError> {
         if rows == 0 {
             return Err(OracleError::Empty);
         }
@@ -130,20 +210,8 @@ impl<'a> Problem<'a> {
         if labels.len() != rows {
             return Err(OracleError::LabelCount { got: labels.len(), rows });
         }
-        if bias.len() != rows * classes {
-            return Err(OracleError::BiasShape { got: bias.len(), rows, classes });
-        }
-        for (row, &label) in labels.iter().enumerate() {
-            if label >= classes {
-                return Err(OracleError::LabelOutOfRange { row, label, classes });
-            }
-            let b = &bias[row * classes..(row + 1) * classes];
-            if let Some(class) = b.iter().position(|v| v.is_nan() || *v == f64::INFINITY) {
-                return Err(OracleError::InvalidBias { row, class, value: b[class] });
-            }
-            if b[label] == f64::NEG_INFINITY {
-                return Err(OracleError::ImpossibleLabel { row, label });
-            }
+        if let Some(row) = labels.iter().position(|&l| l >= classes) {
+            return Err(OracleError::LabelOutOfRange { row, label: labels[row], classes });
         }
         if let Some(w) = weights {
             if w.len() != rows {
@@ -153,7 +221,7 @@ impl<'a> Problem<'a> {
                 return Err(OracleError::InvalidWeight { row, value: w[row] });
             }
         }
-        Ok(Self { features, labels, bias, classes, weights })
+        Ok(())
     }
 
     /// The feature matrix.
@@ -181,15 +249,43 @@ impl<'a> Problem<'a> {
         self.labels
     }
 
-    /// Row-major bias `b_k(y)`.
-    pub fn bias(&self) -> &'a [f64] {
-        self.bias
+    /// The row-major `rows × classes` bias array, if the problem stores one
+    /// (built by [`Problem::new`]); `None` for computed biases.
+    pub fn dense_bias(&self) -> Option<&'a [f64]> {
+        match self.bias {
+            Bias::Dense(b) => Some(b),
+            Bias::Rows(_) => None,
+        }
     }
 
-    /// Bias row `b_k(·)`.
+    /// Bias row `b_k(·)`: a slice of the stored array, or computed into
+    /// `scratch` (at least `classes` entries) for [`Problem::with_bias_rows`].
     #[inline]
-    pub fn bias_row(&self, k: usize) -> &'a [f64] {
-        &self.bias[k * self.classes..(k + 1) * self.classes]
+    pub fn bias_row<'s>(&'s self, k: usize, scratch: &'s mut [f64]) -> &'s [f64] {
+        let c = self.classes;
+        match self.bias {
+            Bias::Dense(b) => &b[k * c..(k + 1) * c],
+            Bias::Rows(rows) => {
+                rows.write_row(k, &mut scratch[..c]);
+                &scratch[..c]
+            }
+        }
+    }
+
+    /// Bias rows `rows` (row-major), like [`Problem::bias_row`]; `scratch`
+    /// needs `rows.len() × classes` entries.
+    pub fn bias_rows<'s>(&'s self, rows: std::ops::Range<usize>, scratch: &'s mut [f64]) -> &'s [f64] {
+        let c = self.classes;
+        match self.bias {
+            Bias::Dense(b) => &b[rows.start * c..rows.end * c],
+            Bias::Rows(source) => {
+                let out = &mut scratch[..rows.len() * c];
+                for (k, row) in rows.zip(out.chunks_exact_mut(c)) {
+                    source.write_row(k, row);
+                }
+                out
+            }
+        }
     }
 
     /// Weight `w_k` (1 when no weights were given).
@@ -207,6 +303,20 @@ impl<'a> Problem<'a> {
     pub fn total_weight(&self) -> f64 {
         self.weights.map_or(self.rows() as f64, |w| w.iter().sum())
     }
+}
+
+/// Rows per parallel chunk when computed biases are validated.
+const VALIDATE_ROWS: usize = 4096;
+
+/// A bias row must not hold NaN or `+∞`, nor `−∞` on the row's own label.
+fn check_bias_row(row: usize, b: &[f64], label: usize) -> Result<(), OracleError> {
+    if let Some(class) = b.iter().position(|v| v.is_nan() || *v == f64::INFINITY) {
+        return Err(OracleError::InvalidBias { row, class, value: b[class] });
+    }
+    if b[label] == f64::NEG_INFINITY {
+        return Err(OracleError::ImpossibleLabel { row, label });
+    }
+    Ok(())
 }
 
 /// `log Σ_y exp(v_y)`, stable; `−∞` when every entry is `−∞`.
@@ -313,11 +423,12 @@ pub fn logistic_loss(problem: &Problem<'_>, scores: &[f64], grad: Option<&mut [f
                 .map(|(chunk, gc)| {
                     let start = chunk * CHUNK;
                     let mut sum = 0.0;
+                    let mut b = vec![0.0; c];
                     for (i, gr) in gc.chunks_mut(c).enumerate() {
                         let k = start + i;
                         sum += row_loss(
                             &scores[k * c..(k + 1) * c],
-                            problem.bias_row(k),
+                            problem.bias_row(k, &mut b),
                             problem.labels()[k],
                             problem.weight(k),
                             Some(gr),
@@ -333,10 +444,11 @@ pub fn logistic_loss(problem: &Problem<'_>, scores: &[f64], grad: Option<&mut [f
                 .into_par_iter()
                 .map(|chunk| {
                     let mut sum = 0.0;
+                    let mut b = vec![0.0; c];
                     for k in chunk * CHUNK..((chunk + 1) * CHUNK).min(n) {
                         sum += row_loss(
                             &scores[k * c..(k + 1) * c],
-                            problem.bias_row(k),
+                            problem.bias_row(k, &mut b),
                             problem.labels()[k],
                             problem.weight(k),
                             None,

@@ -178,12 +178,13 @@ fn line(problem: &Problem<'_>, s: &[f64], d: &[f64], p: &[f64], g: &[f64], l2: f
     let c = problem.classes();
     let (mut f, mut df, mut ddf) = (0.0, 0.0, 0.0);
     let mut v = vec![0.0; c];
+    let mut b = vec![0.0; c];
     for k in 0..problem.rows() {
         let w = problem.weight(k);
         if w == 0.0 {
             continue;
         }
-        let (sk, dk, bk) = (&s[k * c..(k + 1) * c], &d[k * c..(k + 1) * c], problem.bias_row(k));
+        let (sk, dk, bk) = (&s[k * c..(k + 1) * c], &d[k * c..(k + 1) * c], problem.bias_row(k, &mut b));
         let mut m = f64::NEG_INFINITY;
         for y in 0..c {
             v[y] = sk[y] - eta * dk[y] + bk[y];

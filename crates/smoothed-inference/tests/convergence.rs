@@ -299,6 +299,49 @@ fn run_reports_and_stops_at_tolerance() {
     assert!((r2.dual_value - report.dual_value).abs() < 1e-7);
 }
 
+/// One region's offsets equal its slice of the whole graph's, bit for bit —
+/// also where a region's edges to parents and to children interleave in index
+/// order (the edges below are added so that they do, and so that a merge
+/// taking either list first would sum in a different order).
+#[test]
+fn region_message_offsets_equal_the_whole_graph_slice_bit_for_bit() {
+    let mut r = rng(29);
+    let interleaved = {
+        let mut b = RegionGraphBuilder::new(vec![2, 3, 2, 3]).unwrap();
+        let t = b.add_factor_type("t").unwrap();
+        let s: Vec<usize> = (0..4).map(|i| b.add_region(&[i], t).unwrap()).collect();
+        let p01 = b.add_region(&[0, 1], t).unwrap();
+        let p12 = b.add_region(&[1, 2], t).unwrap();
+        let top = b.add_region(&[0, 1, 2], t).unwrap();
+        let p23 = b.add_region(&[2, 3], t).unwrap();
+        b.add_edge(p01, s[0]).unwrap();
+        b.add_edge(top, p01).unwrap();
+        b.add_edge(p01, s[1]).unwrap();
+        b.add_edge(p12, s[2]).unwrap();
+        b.add_edge(top, p12).unwrap();
+        b.add_edge(p12, s[1]).unwrap();
+        b.add_edge(p23, s[3]).unwrap();
+        b.add_edge(p23, s[2]).unwrap();
+        b.build().unwrap()
+    };
+    for g in [three_level_graph(), interleaved, factor_graph::grid(3, 4, 3).unwrap()] {
+        for scale in [1.0, 1e6] {
+            let m = random_messages(&mut r, &g, scale);
+            let mut all = vec![0.0; g.total_configs()];
+            smoothed_inference::message_offsets(&g, &m, &mut all);
+            for region in 0..g.num_regions() {
+                let mut one = vec![f64::NAN; g.num_configs(region)];
+                smoothed_inference::region_message_offsets(&g, &m, region, &mut one);
+                let want = &all[g.config_range(region)];
+                assert!(
+                    one.iter().zip(want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "region {region}: {one:?} vs {want:?}"
+                );
+            }
+        }
+    }
+}
+
 /// `θ̃ = θ + message_offsets`, as `reparameterized` returns it.
 #[test]
 fn message_offsets_give_the_reparameterisation() {

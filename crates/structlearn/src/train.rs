@@ -34,10 +34,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use oracles::{Features, FitContext, Model, ModelRegistry, Oracle, Problem, fit_monotone, fit_monotone_scored};
+use oracles::{
+    BiasRows, Features, FitContext, Model, ModelRegistry, Oracle, Problem, fit_monotone, fit_monotone_scored,
+};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use smoothed_inference::{InferenceProblem, Messages, RunOptions, message_offsets, with_thread_workspace};
+use smoothed_inference::{
+    InferenceProblem, Messages, RunOptions, message_offsets, region_message_offsets, with_thread_workspace,
+};
 
 use crate::discrepancy::{Discrepancy, Hamming};
 use crate::early_stopping::{BestValidation, EarlyStopping, Verdict};
@@ -360,6 +364,57 @@ fn with_region_deltas(
     for (i, &r) in pooled.regions[k].iter().enumerate() {
         discrepancy.region(graph, r, truth, &mut delta);
         f(i, r, &delta);
+    }
+}
+
+/// The biases `b^k_α(y) = (Δ_α(y) + message offsets) / ε_t` (Eq. 14) of one
+/// factor type, from the messages: written for a whole example at a time
+/// ([`MessageBias::fill`]) or computed one pooled row at a time for the
+/// oracle ([`BiasRows`]) — the same operations in the same order either way
+/// (`region_message_offsets` sums like `message_offsets`), so the same bits.
+#[derive(Debug)]
+struct MessageBias<'t> {
+    data: &'t Dataset,
+    pooled: &'t Pooled,
+    messages: &'t [Messages],
+    discrepancy: &'t dyn Discrepancy,
+    epsilon: f64,
+}
+
+impl MessageBias<'_> {
+    /// Example `k`'s rows (`classes` entries each) into `chunk`, laid out
+    /// like its pooled rows.
+    fn fill(&self, k: usize, classes: usize, chunk: &mut [f64]) {
+        let (graph, c) = (&self.data.examples[k].graph, classes);
+        with_buffer(&SCRATCH, |offsets| {
+            offsets.resize(graph.total_configs(), 0.0);
+            message_offsets(graph, &self.messages[k], offsets);
+            with_region_deltas(self.data, self.discrepancy, self.pooled, k, c, |i, r, delta| {
+                let off = &offsets[graph.config_range(r)];
+                for ((out, &d), &o) in chunk[i * c..(i + 1) * c].iter_mut().zip(delta).zip(off) {
+                    *out = (d + o) / self.epsilon;
+                }
+            });
+        });
+    }
+}
+
+impl BiasRows for MessageBias<'_> {
+    fn write_row(&self, row: usize, out: &mut [f64]) {
+        let rows = &self.pooled.rows;
+        // The example whose rows rows[k]..rows[k + 1] hold `row`.
+        let k = rows.partition_point(|&start| start <= row) - 1;
+        let r = self.pooled.regions[k][row - rows[k]];
+        let graph = &self.data.examples[k].graph;
+        let truth = self.data.examples[k].labels.as_deref().unwrap_or(&[]);
+        with_buffer(&SCRATCH, |offsets| {
+            offsets.resize(out.len(), 0.0);
+            region_message_offsets(graph, &self.messages[k], r, offsets);
+            self.discrepancy.region(graph, r, truth, out);
+            for (out, &o) in out.iter_mut().zip(offsets.iter()) {
+                *out = (*out + o) / self.epsilon;
+            }
+        });
     }
 }
 
@@ -851,18 +906,17 @@ impl<'a> Trainer<'a> {
             // The biases go into type t's θ buffer, which the refresh below
             // overwrites again — also after a failed fit, from the model kept.
             Potentials::Theta(mut buffer) => {
-                let fit = self.fit_into(t, seed, &mut buffer, None);
+                let fit = self.fit_into(t, seed, &mut buffer, false);
                 let fit = self.keep(t, fit);
                 let refreshed = self.refresh_into(t, &mut buffer);
                 (fit.and_then(|f| refreshed.map(|()| f)), Potentials::Theta(buffer))
             }
             // The fit continues from the scores and leaves the kept model's
             // there; after a failed fit they are unspecified, so they are
-            // scored again from the model kept.
+            // scored again from the model kept. The biases are computed row by
+            // row, never stored (they would double the largest array).
             Potentials::Scores(mut g) => {
-                let mut bias = vec![0.0; g.len()];
-                let fit = self.fit_into(t, seed, &mut bias, Some(&mut g));
-                drop(bias);
+                let fit = self.fit_into(t, seed, &mut g, true);
                 let fit = self.keep(t, fit);
                 // (The fit's error is the one to report, as on the θ path;
                 // scoring the kept model fails only where the fit did.)
@@ -900,43 +954,48 @@ impl<'a> Trainer<'a> {
         }
     }
 
-    /// Writes the biases `b^k_α(y) = (Δ_α(y) + message offsets) / ε_t` of type
-    /// `t` into `bias` and fits the pooled problem, warm-started; with `scores`
-    /// (the warm start's scores), the fit continues from them and leaves the
-    /// kept model's there ([`oracles::fit_monotone_scored`]).
+    /// Fits the pooled problem of type `t` with the biases
+    /// `b^k_α(y) = (Δ_α(y) + message offsets) / ε_t` (Eq. 14), warm-started.
+    /// Without `holds_scores` the biases are written into `buffer`; with it
+    /// `buffer` holds the warm start's scores, the fit continues from them and
+    /// leaves the kept model's there ([`oracles::fit_monotone_scored`]), and the
+    /// biases are computed row by row ([`MessageBias`]: the same bits).
     fn fit_into(
         &self,
         t: usize,
         seed: u64,
-        bias: &mut [f64],
-        scores: Option<&mut [f64]>,
+        buffer: &mut [f64],
+        holds_scores: bool,
     ) -> Result<oracles::MonotoneFit, LearnError> {
         let ft = &self.train.factor_types[t];
         let c = ft.classes;
-        let eps = self.epsilon[t];
         let pooled = &self.pooled[t];
         let n = pooled.labels.len();
-        pooled.example_chunks(c, bias).into_par_iter().enumerate().for_each(|(k, chunk)| {
-            let graph = &self.train.examples[k].graph;
-            with_buffer(&SCRATCH, |offsets| {
-                offsets.resize(graph.total_configs(), 0.0);
-                message_offsets(graph, &self.messages[k], offsets);
-                with_region_deltas(self.train, self.discrepancy.as_ref(), pooled, k, c, |i, r, delta| {
-                    let off = &offsets[graph.config_range(r)];
-                    for ((out, &d), &o) in chunk[i * c..(i + 1) * c].iter_mut().zip(delta).zip(off) {
-                        *out = (d + o) / eps;
-                    }
-                });
-            });
-        });
+        let source = MessageBias {
+            data: self.train,
+            pooled,
+            messages: &self.messages,
+            discrepancy: self.discrepancy.as_ref(),
+            epsilon: self.epsilon[t],
+        };
+        if !holds_scores {
+            pooled
+                .example_chunks(c, buffer)
+                .into_par_iter()
+                .enumerate()
+                .for_each(|(k, chunk)| source.fill(k, c, chunk));
+        }
         let mut values = Vec::with_capacity(n * ft.dim);
         self.pool_features(t, 0..self.train.len(), &mut values);
         let features = Features::new(&values, n, ft.dim).map_err(|e| oracle_err(ft, e))?;
-        let problem = Problem::new(features, &pooled.labels, bias, c, None).map_err(|e| oracle_err(ft, e))?;
         let (oracle, warm, ctx) = (self.oracles[t].as_ref(), self.models[t].as_deref(), FitContext { seed });
-        match scores {
-            Some(g) => fit_monotone_scored(oracle, &problem, warm, ctx, g),
-            None => fit_monotone(oracle, &problem, warm, ctx),
+        if holds_scores {
+            let problem =
+                Problem::with_bias_rows(features, &pooled.labels, &source, c, None).map_err(|e| oracle_err(ft, e))?;
+            fit_monotone_scored(oracle, &problem, warm, ctx, buffer)
+        } else {
+            let problem = Problem::new(features, &pooled.labels, buffer, c, None).map_err(|e| oracle_err(ft, e))?;
+            fit_monotone(oracle, &problem, warm, ctx)
         }
         .map_err(|e| oracle_err(ft, e))
     }

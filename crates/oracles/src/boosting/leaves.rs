@@ -87,26 +87,29 @@ impl LeafData {
         )
             .into_par_iter()
             .with_min_len(GATHER_MIN_ROWS)
-            .for_each(|(z, q, loss, label, weight, st, (&k, s))| {
-                *label = problem.labels()[k];
-                *weight = problem.weight(k);
-                z.iter_mut().zip(s).zip(problem.bias_row(k)).for_each(|((z, s), b)| *z = s + b);
-                let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                let mut sum = 0.0;
-                for (q, z) in q.iter_mut().zip(z.iter()) {
-                    *q = (z - max).exp();
-                    sum += *q;
-                }
-                q.iter_mut().for_each(|q| *q /= sum);
-                *loss = max + sum.ln() - z[*label];
-                st[..c].iter_mut().zip(q.iter()).for_each(|(g, q)| *g = *weight * q);
-                st[*label] -= *weight;
-                if gain == SplitGain::Newton {
-                    st[c..2 * c].iter_mut().zip(q.iter()).for_each(|(h, q)| *h = *weight * q * (1.0 - q));
-                }
-                st[width - 2] = *weight;
-                st[width - 1] = 1.0;
-            });
+            .for_each_init(
+                || vec![0.0; c],
+                |b, (z, q, loss, label, weight, st, (&k, s))| {
+                    *label = problem.labels()[k];
+                    *weight = problem.weight(k);
+                    z.iter_mut().zip(s).zip(problem.bias_row(k, b)).for_each(|((z, s), b)| *z = s + b);
+                    let max = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    let mut sum = 0.0;
+                    for (q, z) in q.iter_mut().zip(z.iter()) {
+                        *q = (z - max).exp();
+                        sum += *q;
+                    }
+                    q.iter_mut().for_each(|q| *q /= sum);
+                    *loss = max + sum.ln() - z[*label];
+                    st[..c].iter_mut().zip(q.iter()).for_each(|(g, q)| *g = *weight * q);
+                    st[*label] -= *weight;
+                    if gain == SplitGain::Newton {
+                        st[c..2 * c].iter_mut().zip(q.iter()).for_each(|(h, q)| *h = *weight * q * (1.0 - q));
+                    }
+                    st[width - 2] = *weight;
+                    st[width - 1] = 1.0;
+                },
+            );
         // Summed in row order, so the result does not depend on the thread count.
         self.loss.iter().zip(&self.weights).map(|(l, w)| w * l).sum()
     }
@@ -116,9 +119,12 @@ impl LeafData {
     pub(super) fn loss_at(&mut self, problem: &Problem<'_>, sub_scores: &[f64], sub: &[usize]) -> f64 {
         let c = self.classes;
         let rows = sub.par_iter().zip(sub_scores.par_chunks(c));
-        self.loss.par_iter_mut().zip(rows).with_min_len(GATHER_MIN_ROWS).for_each(|(loss, (&k, s))| {
-            *loss = crate::row_loss(s, problem.bias_row(k), problem.labels()[k], problem.weight(k), None);
-        });
+        self.loss.par_iter_mut().zip(rows).with_min_len(GATHER_MIN_ROWS).for_each_init(
+            || vec![0.0; c],
+            |b, (loss, (&k, s))| {
+                *loss = crate::row_loss(s, problem.bias_row(k, b), problem.labels()[k], problem.weight(k), None);
+            },
+        );
         self.loss.iter().sum()
     }
 
