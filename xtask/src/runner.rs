@@ -6,8 +6,9 @@
 //!
 //! * `results.csv` (mean over seeds), `results_by_seed.csv` (one line per cell
 //!   and seed, with seconds and the process's peak RSS after the cell);
-//! * `curves.csv` (train/test error, objective and elapsed seconds per learning
-//!   iteration) and `fig2_error_curves.png`;
+//! * `curves.csv` (train/test error, objective, elapsed seconds and the factor
+//!   types whose fit was rejected, per learning iteration) and
+//!   `fig2_error_curves.png`;
 //! * `table.md`: ours beside the paper's values and the differences;
 //! * `per_class.csv` (experiments with named classes): per-class accuracy and
 //!   IoU, and mean IoU, of every cell on the test set;
@@ -164,7 +165,7 @@ pub trait Experiment {
 }
 
 /// One trained cell.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CellResult {
     /// Seed.
     pub seed: u64,
@@ -180,9 +181,88 @@ pub struct CellResult {
     pub seconds: f64,
     /// Peak resident set size of the process after the cell, MiB (0 if unknown).
     pub peak_rss_mib: f64,
-    /// `(iteration, train error, test error, objective, elapsed seconds)`.
-    pub curve: Vec<(usize, f64, f64, f64, f64)>,
+    /// One point per evaluated learning iteration.
+    pub curve: Vec<CurvePoint>,
 }
+
+/// One evaluated learning iteration of a cell: a line of `curves.csv`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CurvePoint {
+    /// Learning iteration, from 1.
+    pub iteration: usize,
+    /// Training error after the iteration.
+    pub train_error: f64,
+    /// Test error after the iteration.
+    pub test_error: f64,
+    /// Training objective `R` after the iteration.
+    pub objective: f64,
+    /// Seconds since the cell started (NaN when read from a file without them).
+    pub elapsed_seconds: f64,
+    /// Factor types whose fit in this iteration was rejected (it did not
+    /// lower the oracle's objective, so the previous model was kept), in
+    /// schedule order; `None` when read from a `curves.csv` written before
+    /// the column existed.
+    pub rejected_fits: Option<Vec<String>>,
+}
+
+impl CurvePoint {
+    /// The points of a training history: one per evaluated iteration, with
+    /// that iteration's rejected fits.
+    fn from_history(history: &[structlearn::Record]) -> Vec<Self> {
+        history
+            .iter()
+            .filter_map(|r| {
+                let rejected = history
+                    .iter()
+                    .filter(|h| h.iteration == r.iteration && h.rejected == Some(true))
+                    .filter_map(|h| h.factor_type.clone())
+                    .collect();
+                Some(Self {
+                    iteration: r.iteration,
+                    train_error: r.train_error?,
+                    test_error: r.validation_error?,
+                    objective: r.objective,
+                    elapsed_seconds: r.elapsed_seconds,
+                    rejected_fits: Some(rejected),
+                })
+            })
+            .collect()
+    }
+
+    /// The `rejected_fits` field of `curves.csv`: type names joined by `;`
+    /// (empty: none rejected), `unknown` for older runs.
+    fn rejected_field(&self) -> String {
+        self.rejected_fits.as_ref().map_or_else(|| UNKNOWN_REJECTED.to_string(), |names| names.join(";"))
+    }
+
+    /// A `curves.csv` line after its `seed,unary,pairwise` fields (7, 8 or
+    /// 9 fields in all: files of older runs lack the last one or two).
+    fn parse(fields: &[&str]) -> Option<Self> {
+        if !(7..=9).contains(&fields.len()) {
+            return None;
+        }
+        let rejected_fits = match fields.get(8) {
+            None => None,
+            Some(&f) if f == UNKNOWN_REJECTED => None,
+            Some(&f) => Some(f.split(';').filter(|n| !n.is_empty()).map(str::to_string).collect()),
+        };
+        Some(Self {
+            iteration: fields[3].parse().ok()?,
+            train_error: fields[4].parse().ok()?,
+            test_error: fields[5].parse().ok()?,
+            objective: fields[6].parse().ok()?,
+            elapsed_seconds: fields.get(7).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN),
+            rejected_fits,
+        })
+    }
+}
+
+/// `curves.csv`'s `rejected_fits` of a run that did not record them.
+const UNKNOWN_REJECTED: &str = "unknown";
+
+/// The header of `curves.csv`.
+const CURVES_HEADER: &str =
+    "seed,unary,pairwise,iteration,train_error,test_error,objective,elapsed_seconds,rejected_fits\n";
 
 /// The model file of a cell.
 pub fn model_path(out: &Path, seed: u64, unary: &str, pairwise: &str) -> PathBuf {
@@ -392,12 +472,9 @@ fn run_cell<E: Experiment>(
     let outcome = trainer.train()?;
     // Includes the time of earlier sessions when the cell was resumed.
     let seconds = outcome.history.last().map_or(0.0, |r| r.elapsed_seconds).max(start.elapsed().as_secs_f64());
-    let curve: Vec<(usize, f64, f64, f64, f64)> = outcome
-        .history
-        .iter()
-        .filter_map(|r| Some((r.iteration, r.train_error?, r.validation_error?, r.objective, r.elapsed_seconds)))
-        .collect();
-    let &(_, train_error, test_error, _, _) = curve.last().context("no evaluation recorded")?;
+    let curve = CurvePoint::from_history(&outcome.history);
+    let last = curve.last().context("no evaluation recorded")?;
+    let (train_error, test_error) = (last.train_error, last.test_error);
     outcome.model.save(&model_path(out, seed, unary, pairwise))?;
     if checkpoint.is_file() {
         std::fs::remove_file(&checkpoint)?;
@@ -510,10 +587,7 @@ fn read_previous(out: &Path) -> Result<Vec<CellResult>> {
             .skip(1)
             .filter_map(|l| {
                 let c: Vec<&str> = l.split(',').collect();
-                let elapsed = c.get(7).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN);
-                ((c.len() == 7 || c.len() == 8) && c[0] == f[0] && c[1] == f[1] && c[2] == f[2]).then(|| {
-                    Some((c[3].parse().ok()?, c[4].parse().ok()?, c[5].parse().ok()?, c[6].parse().ok()?, elapsed))
-                })?
+                (c.len() >= 3 && c[0] == f[0] && c[1] == f[1] && c[2] == f[2]).then(|| CurvePoint::parse(&c))?
             })
             .collect();
         results.push(CellResult {
@@ -554,15 +628,27 @@ fn write_outputs<E: Experiment>(
     data: &BTreeMap<u64, E::Data>,
 ) -> Result<()> {
     let mut by_seed = String::from("seed,unary,pairwise,train_error,test_error,seconds,peak_rss_mib\n");
-    let mut curves = String::from("seed,unary,pairwise,iteration,train_error,test_error,objective,elapsed_seconds\n");
+    let mut curves = String::from(CURVES_HEADER);
     for r in done {
         let _ = writeln!(
             by_seed,
             "{},{},{},{},{},{:.3},{:.1}",
             r.seed, r.unary, r.pairwise, r.train_error, r.test_error, r.seconds, r.peak_rss_mib
         );
-        for (i, tr, te, obj, el) in &r.curve {
-            let _ = writeln!(curves, "{},{},{},{i},{tr},{te},{obj},{el:.3}", r.seed, r.unary, r.pairwise);
+        for c in &r.curve {
+            let _ = writeln!(
+                curves,
+                "{},{},{},{},{},{},{},{:.3},{}",
+                r.seed,
+                r.unary,
+                r.pairwise,
+                c.iteration,
+                c.train_error,
+                c.test_error,
+                c.objective,
+                c.elapsed_seconds,
+                c.rejected_field()
+            );
         }
     }
     write_atomic(&out.join("results_by_seed.csv"), by_seed.as_bytes())?;
@@ -651,8 +737,8 @@ fn plot_curves(out: &Path, done: &[CellResult], seed: u64) -> Result<()> {
                     done.iter()
                         .find(|r| r.seed == seed && r.unary == *u && r.pairwise == *pw)
                         .map(|r| CurveData {
-                            train: r.curve.iter().map(|c| (c.0 as f64, c.1)).collect(),
-                            test: r.curve.iter().map(|c| (c.0 as f64, c.2)).collect(),
+                            train: r.curve.iter().map(|c| (c.iteration as f64, c.train_error)).collect(),
+                            test: r.curve.iter().map(|c| (c.iteration as f64, c.test_error)).collect(),
                         })
                         .unwrap_or_default()
                 })
@@ -874,6 +960,84 @@ mod tests {
         assert_eq!(info["commit"], "abc");
         std::fs::write(dir.path().join("run.json"), "not json").unwrap();
         assert!(check_same_preset(dir.path(), &quick).is_err());
+    }
+
+    #[test]
+    fn curves_name_the_rejected_fits_of_each_iteration_and_read_older_files() {
+        let record = |iteration: usize, phase: &str, factor_type: Option<&str>, rejected: Option<bool>, eval: bool| {
+            structlearn::Record {
+                iteration,
+                step: 0,
+                phase: phase.into(),
+                factor_type: factor_type.map(str::to_string),
+                objective: 10.0 - iteration as f64,
+                oracle_loss: None,
+                rejected,
+                max_violation: None,
+                train_error: eval.then_some(0.5),
+                validation_error: eval.then_some(0.6),
+                step_seconds: 1.0,
+                elapsed_seconds: iteration as f64,
+            }
+        };
+        let history = [
+            record(1, "fit", Some("unary"), Some(false), false),
+            record(1, "fit", Some("pairwise"), Some(true), false),
+            record(1, "message-passing", None, None, true),
+            record(2, "fit", Some("unary"), Some(true), false),
+            record(2, "fit", Some("pairwise"), Some(true), false),
+            record(2, "message-passing", None, None, true),
+            record(3, "fit", Some("unary"), Some(false), false),
+            record(3, "message-passing", None, None, true),
+        ];
+        let curve = CurvePoint::from_history(&history);
+        let rejected: Vec<String> = curve.iter().map(CurvePoint::rejected_field).collect();
+        assert_eq!(rejected, ["pairwise", "unary;pairwise", ""]);
+        assert_eq!(curve.iter().map(|c| c.iteration).collect::<Vec<_>>(), [1, 2, 3]);
+
+        // What write_outputs writes reads back; older files have no rejected_fits or elapsed_seconds.
+        let dir = tempfile::tempdir().unwrap();
+        let cell = CellResult {
+            seed: 0,
+            unary: "linear".into(),
+            pairwise: "linear".into(),
+            train_error: 0.5,
+            test_error: 0.6,
+            seconds: 3.0,
+            peak_rss_mib: 1.0,
+            curve: curve.clone(),
+        };
+        std::fs::create_dir_all(dir.path().join("models")).unwrap();
+        std::fs::write(model_path(dir.path(), 0, "linear", "linear"), b"model").unwrap();
+        let mut csv = String::from(CURVES_HEADER);
+        for c in &curve {
+            let _ = writeln!(
+                csv,
+                "0,linear,linear,{},{},{},{},{},{}",
+                c.iteration,
+                c.train_error,
+                c.test_error,
+                c.objective,
+                c.elapsed_seconds,
+                c.rejected_field()
+            );
+        }
+        // A cell of an older run beside it.
+        csv.push_str("0,zero,zero,1,0.8,0.9,5.5,2.000\n0,zero,zero,2,0.8,0.9,5.5\n");
+        std::fs::write(dir.path().join("curves.csv"), csv).unwrap();
+        std::fs::write(
+            dir.path().join("results_by_seed.csv"),
+            "seed,unary,pairwise,train_error,test_error,seconds,peak_rss_mib\n0,linear,linear,0.5,0.6,3,1\n0,zero,zero,0.8,0.9,4\n",
+        )
+        .unwrap();
+        std::fs::write(model_path(dir.path(), 0, "zero", "zero"), b"model").unwrap();
+        let previous = read_previous(dir.path()).unwrap();
+        assert_eq!(previous[0], cell);
+        let old = &previous[1].curve;
+        assert_eq!(old.len(), 2);
+        assert_eq!((old[0].elapsed_seconds, old[0].rejected_fits.clone()), (2.0, None));
+        assert!(old[1].elapsed_seconds.is_nan());
+        assert_eq!(old[1].rejected_field(), "unknown");
     }
 
     #[test]
