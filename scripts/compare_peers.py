@@ -33,7 +33,7 @@ rows, computed here from the peer's scores and reported by xtask for ours.
 Prints a Markdown table per class (and writes it to --out if given).
 
     python3 scripts/compare_peers.py [--xtask target/release/xtask] [--threads 1]
-        [--only linear,mlp,boosting] [--scale 1.0] [--lgbm-l2 0] [--split-gain least-squares|newton] [--out FILE.md] [--work DIR]
+        [--only linear,mlp,boosting] [--scale 1.0] [--lgbm-l2 0] [--split-gain least-squares|newton] [--trees multi-output|per-class] [--leaf-l2 L] [--out FILE.md] [--work DIR]
 """
 
 import argparse
@@ -176,7 +176,8 @@ def compare_boosting(args, name, directory, x, labels, classes, rounds):
     data.construct()
     booster, wall, cpu = timed(lambda: lgb.train(params, data, num_boost_round=rounds))
     peer = loss(booster.predict(x, raw_score=True).reshape(rows, classes), bias, labels)
-    spec = lambda r: {"kind": "boosting", "rounds": r, "split_gain": args.split_gain}
+    spec = lambda r: {"kind": "boosting", "rounds": r, "split_gain": args.split_gain, "trees": args.trees,
+                      **({"leaf_l2": args.leaf_l2} if args.leaf_l2 is not None else {})}
     mine = ours(args, directory, spec(rounds))
     equal = None
     for r in (1, 2, 5, 10, 20, 50, 100, 200, 400, 800):
@@ -185,7 +186,8 @@ def compare_boosting(args, name, directory, x, labels, classes, rounds):
             equal = (r, res)
             break
     return {
-        "shape": name, "bias": "U(-2,2)" if bias.any() else "0", "split_gain": args.split_gain, "rounds": rounds,
+        "shape": name, "bias": "U(-2,2)" if bias.any() else "0", "split_gain": args.split_gain, "trees": args.trees,
+        "leaf_l2": args.leaf_l2 if args.leaf_l2 is not None else "default", "rounds": rounds,
         "peer_s": wall, "peer_cpu_s": cpu, "peer_loss_per_row": peer / rows,
         "ours_s": mine["seconds"], "ours_loss_per_row": mine["loss_per_row"],
         "ours_equal_rounds": equal[0] if equal else None, "ours_equal_s": equal[1]["seconds"] if equal else None,
@@ -212,6 +214,9 @@ def main():
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every row count (e.g. 0.1 for a quick look)")
     ap.add_argument("--rounds", type=int, default=200)
     ap.add_argument("--lgbm-l2", type=float, default=0.0, help="LightGBM's leaf ridge lambda_l2 (its default 0)")
+    ap.add_argument("--leaf-l2", type=float, default=None, help="our boosting oracle's leaf ridge (default: the oracle's)")
+    ap.add_argument("--trees", default="multi-output", choices=["multi-output", "per-class"],
+                    help="our boosting oracle's trees per round: one multi-output tree or one per class (as LightGBM)")
     ap.add_argument("--split-gain", default="least-squares", choices=["least-squares", "newton"],
                     help="our boosting oracle's split criterion")
     ap.add_argument("--out")

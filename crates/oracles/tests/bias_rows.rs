@@ -5,7 +5,7 @@
 //! scores — boosting — from the messages instead of storing a second
 //! `rows × classes` array.)
 
-use oracles::boosting::{BoostingOracle, SplitGain};
+use oracles::boosting::{BoostingOracle, SplitGain, Trees};
 use oracles::constant::ConstantOracle;
 use oracles::linear::LinearOracle;
 use oracles::mlp::MlpOracle;
@@ -70,6 +70,7 @@ fn oracles() -> Vec<(&'static str, Box<dyn Oracle>)> {
         ("mlp", Box::new(MlpOracle { hidden: 8, epochs: 2, minibatch: 50, ..MlpOracle::default() })),
         ("boosting", Box::new(boosting)),
         ("boosting-newton", Box::new(BoostingOracle { split_gain: SplitGain::Newton, ..boosting })),
+        ("boosting-per-class", Box::new(BoostingOracle { trees: Trees::PerClass, ..boosting })),
         ("gradient-step", Box::new(GradientStepOracle { class: StepClass::Linear, l2: 0.1, max_line_search: 20 })),
     ]
 }

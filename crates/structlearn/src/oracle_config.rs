@@ -39,6 +39,7 @@
 //! | `boosting` | `leaf_l2` | 100 | ridge on leaf values in the re-fit |
 //! | `boosting` | `leaf_lbfgs.*` | 50 iterations, rel. decrease 1e-9 | L-BFGS of the leaf re-fit |
 //! | `boosting` | `split_gain` | `least-squares` | split criterion: `least-squares` (the chapter's) or `newton` |
+//! | `boosting` | `trees` | `multi-output` | per round one `multi-output` tree (the chapter's) or one tree `per-class` (the NIPS paper's, LightGBM's) |
 //! | `mlp` | `hidden` | 100 | hidden units |
 //! | `mlp` | `step_size` | 0.25 | momentum-SGD step size (papers: 0.25 unary, 0.05 pairwise) |
 //! | `mlp` | `momentum` | 0.9 | momentum in [0, 1) |
@@ -247,6 +248,7 @@ const MEANINGS: &[(&str, &str, &str)] = &[
     ("boosting", "bins", "histogram bins per feature, in 2..=256"),
     ("boosting", "leaf_l2", "ridge λ on each leaf's values in the re-fit (and in the Newton gain), ≥ 0"),
     ("boosting", "split_gain", "split criterion: least-squares (the chapter's ‖G‖²/W) or newton (Σ G²/(H + λ))"),
+    ("boosting", "trees", "per round: one multi-output tree (the chapter's) or one tree per-class (NIPS, LightGBM)"),
     ("mlp", "hidden", "hidden units"),
     ("mlp", "step_size", "momentum-SGD step size (papers: 0.25 unary, 0.05 pairwise)"),
     ("mlp", "momentum", "momentum μ in [0, 1)"),

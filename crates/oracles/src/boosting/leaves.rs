@@ -220,6 +220,44 @@ impl LeafData {
         }
     }
 
+    /// [`LeafData::refit_leaf`] for a single-output tree of `class`: only
+    /// `v_class` is fitted (the others stay 0, as in `out` on return), by
+    /// L-BFGS from the better of 0 and the class's Newton step.
+    pub(super) fn refit_leaf_class(
+        &self,
+        rows: &[u32],
+        class: usize,
+        l2: f64,
+        opts: &LbfgsOptions,
+        out: &mut [f64],
+    ) -> Result<(), OracleError> {
+        let c = self.classes;
+        let mut scratch = vec![0.0; 3 * c];
+        let (grad, rest) = scratch.split_at_mut(c);
+        let (ev, v) = rest.split_at_mut(c);
+        self.newton_leaf(rows, l2, out, ev);
+        let newton = out[class];
+        out.fill(0.0);
+        let at_zero = self.objective(rows, l2, out, grad, ev);
+        out[class] = newton;
+        let at_newton = self.objective(rows, l2, out, grad, ev);
+        let mut x = [if at_newton < at_zero { newton } else { 0.0 }];
+        v.fill(0.0);
+        lbfgs_minimize(
+            |x, g| {
+                v[class] = x[0];
+                let f = self.objective(rows, l2, v, grad, ev);
+                g[0] = grad[class];
+                f
+            },
+            &mut x,
+            opts,
+        )?;
+        out.fill(0.0);
+        out[class] = x[0];
+        Ok(())
+    }
+
     /// Re-fits the values of the leaf holding `rows` by L-BFGS (module docs),
     /// starting from the better of 0 and [`LeafData::newton_leaf`]; the result is
     /// never worse than `v = 0`.

@@ -13,8 +13,10 @@
 //!    of XGBoost and LightGBM), each child keeping at least
 //!    [`BoostingOracle::min_child_fraction`] of `S` and nodes under
 //!    [`BoostingOracle::min_split_fraction`] of `S` left unsplit (`tree.rs`);
-//! 3. with the splits fixed, re-fit each leaf's `C`-vector by L-BFGS on the
-//!    logistic loss of its rows (`leaves.rs`);
+//!    with [`Trees::PerClass`], one tree per class instead, each on its class's
+//!    `g_k(y)` (steps 1–4 per class, the classes in turn);
+//! 3. with the splits fixed, re-fit each leaf's `C`-vector (per class: its
+//!    `v_y`) by L-BFGS on the logistic loss of its rows (`leaves.rs`);
 //! 4. shrink the tree by `ν` and add it: `g ← g + ν t`. The training scores `s`
 //!    are never recomputed: a round reads the scores of its subsample (the
 //!    scores at the start of the call plus this call's trees so far), and the
@@ -62,7 +64,7 @@ use crate::{
 use bins::{BIN_SAMPLE_ROWS, BinEdges};
 use descent::Descent;
 use leaves::LeafData;
-use tree::{Sample, TreeBuilder, TreeLimits, stats_width};
+use tree::{Sample, TreeBuilder, TreeLimits, class_stats, stats_width};
 
 /// Registry name of [`BoostingModel`].
 pub const KIND: &str = "boosting";
@@ -108,6 +110,37 @@ pub enum SplitGain {
     LeastSquares,
     /// `Σ_y G_y² / (H_y + λ)` per node.
     Newton,
+}
+
+/// What a boosting round adds (step 2 of the module docs).
+///
+/// ```
+/// use oracles::boosting::{BoostingOracle, Trees};
+/// use oracles::{Features, FitContext, Problem, model_loss};
+/// let x: Vec<f64> = (0..300).map(|i| (i % 30) as f64).collect();
+/// let labels: Vec<usize> = x.iter().map(|&v| usize::from(v > 20.0) + usize::from(v > 25.0)).collect();
+/// let bias = vec![0.0; 900];
+/// let p = Problem::new(Features::new(&x, 300, 1).unwrap(), &labels, &bias, 3, None).unwrap();
+/// let oracle = BoostingOracle { rounds: 2, trees: Trees::PerClass, leaf_l2: 1.0, ..Default::default() };
+/// let model = oracle.fit_observed(&p, None, FitContext { seed: 0 }, &mut |_| {}).unwrap();
+/// assert_eq!(model.trees(), 2 * 3); // one tree per class and round
+/// assert!(model_loss(&model, &p).unwrap() < 300.0 * 3f64.ln());
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Trees {
+    /// One multi-output tree per round, fitted to the gradient vectors, a
+    /// `C`-vector per leaf (the chapter's; the default).
+    #[default]
+    MultiOutput,
+    /// One single-output tree per class and round (the NIPS paper's, and
+    /// LightGBM's and XGBoost's for multiclass problems): the tree of class `y`
+    /// is fitted to the gradients `g_k(y)` (and, with [`SplitGain::Newton`],
+    /// the Hessians `h_k(y)`) and its leaves re-fit `v_y` alone. The classes'
+    /// trees are grown one after another, each from the subsample's scores
+    /// including the trees before it, so each never raises the subsample's
+    /// loss (module docs, "What is monotone"). A round costs `C` trees.
+    PerClass,
 }
 
 /// The boosting oracle's hyper-parameters (ch. §1.9.4; defaults from the chapter
@@ -160,6 +193,10 @@ pub struct BoostingOracle {
     /// default).
     #[serde(default)]
     pub split_gain: SplitGain,
+    /// One multi-output tree per round or one tree per class ([`Trees`]; the
+    /// chapter's multi-output tree by default).
+    #[serde(default)]
+    pub trees: Trees,
 }
 
 impl Default for BoostingOracle {
@@ -201,6 +238,7 @@ impl Default for BoostingOracle {
                 relative_decrease_tolerance: 1e-9,
             },
             split_gain: SplitGain::LeastSquares,
+            trees: Trees::MultiOutput,
         }
     }
 }
@@ -213,7 +251,7 @@ pub struct RoundReport<'a> {
     pub round: usize,
     /// Trees in the ensemble after the round (warm-start trees included).
     pub trees: usize,
-    /// Leaves of the new tree.
+    /// Leaves of the round's new tree (of its `C` trees with [`Trees::PerClass`]).
     pub leaves: usize,
     /// Rows in the round's subsample.
     pub subsample_rows: usize,
@@ -352,10 +390,13 @@ impl BoostingOracle {
             max_depth: self.max_depth.unwrap_or(usize::MAX),
             max_leaves: self.max_leaves.unwrap_or(usize::MAX),
         };
-        let mut builder = TreeBuilder::new(&edges, d, c, self.split_gain, self.leaf_l2);
+        // Per class: single-output trees on one class's statistics at a time.
+        let (per_class, gain) = (self.trees == Trees::PerClass, self.split_gain);
+        let mut builder = TreeBuilder::new(&edges, d, if per_class { 1 } else { c }, gain, self.leaf_l2);
         let mut sub = Vec::with_capacity(m);
         let mut sub_bins = vec![0u8; d * m];
-        let mut stats = vec![0.0; m * stats_width(c, self.split_gain)];
+        let mut stats = vec![0.0; m * stats_width(c, gain)];
+        let mut one_class = if per_class { vec![0.0; m * stats_width(1, gain)] } else { Vec::new() };
         let mut data = LeafData::new(m, c);
         let mut values = Vec::new();
         // The subsample's bins row-major, its current scores, and its rows' leaves.
@@ -364,6 +405,8 @@ impl BoostingOracle {
         let mut sub_leaf = vec![0u32; m];
         // This call's trees not yet added to `scores` (without an observer).
         let mut pending: Vec<(Descent<u8>, Vec<f64>)> = Vec::new();
+        // The outputs each tree of a round fits: all at once, or one class per tree.
+        let targets: Vec<Option<usize>> = if per_class { (0..c).map(Some).collect() } else { vec![None] };
 
         for round in 0..self.rounds {
             draw_subsample(&mut rng, n, m, &mut sub);
@@ -378,31 +421,58 @@ impl BoostingOracle {
             for (descent, values) in &pending {
                 add_tree(descent, values, c, &sub_rows, d, &mut sub_scores, &mut sub_leaf);
             }
-            let subsample_loss_before = data.gather(problem, &sub_scores, &sub, self.split_gain, &mut stats);
+            let subsample_loss_before = data.gather(problem, &sub_scores, &sub, gain, &mut stats);
+            let mut leaves = 0;
+            for (i, &target) in targets.iter().enumerate() {
+                let sample_stats = match target {
+                    None => &stats,
+                    Some(y) => {
+                        // The trees before this one changed the subsample's scores.
+                        if i > 0 {
+                            data.gather(problem, &sub_scores, &sub, gain, &mut stats);
+                        }
+                        class_stats(&stats, c, gain, y, &mut one_class);
+                        &one_class
+                    }
+                };
+                builder.grow(&Sample { bins: &sub_bins, stats: sample_stats, rows: m }, &limits);
+                let tree = &builder.tree;
+                leaves += tree.leaf_ranges.len();
+                values.clear();
+                values.resize(tree.leaf_ranges.len() * c, 0.0);
+                values.par_chunks_mut(c).zip(tree.leaf_ranges.par_iter()).try_for_each(|(v, &(start, end))| {
+                    let rows = &tree.order[start..end];
+                    match (target, refit_leaves) {
+                        (None, true) => data.refit_leaf(rows, self.leaf_l2, &self.leaf_lbfgs, v),
+                        (Some(y), true) => data.refit_leaf_class(rows, y, self.leaf_l2, &self.leaf_lbfgs, v),
+                        (target, false) => {
+                            let mut hess = vec![0.0; c];
+                            data.newton_leaf(rows, self.leaf_l2, v, &mut hess);
+                            if let Some(y) = target {
+                                let vy = v[y];
+                                v.fill(0.0);
+                                v[y] = vy;
+                            }
+                            Ok(())
+                        }
+                    }
+                })?;
+                values.iter_mut().for_each(|v| *v *= self.shrinkage);
 
-            builder.grow(&Sample { bins: &sub_bins, stats: &stats, rows: m }, &limits);
-            let tree = &builder.tree;
-            let leaves = tree.leaf_ranges.len();
-            values.clear();
-            values.resize(leaves * c, 0.0);
-            values.par_chunks_mut(c).zip(tree.leaf_ranges.par_iter()).try_for_each(|(v, &(start, end))| {
-                let rows = &tree.order[start..end];
-                if refit_leaves {
-                    data.refit_leaf(rows, self.leaf_l2, &self.leaf_lbfgs, v)
-                } else {
-                    let mut hess = vec![0.0; c];
-                    data.newton_leaf(rows, self.leaf_l2, v, &mut hess);
-                    Ok(())
-                }
-            })?;
-            values.iter_mut().for_each(|v| *v *= self.shrinkage);
-
-            let mut descent = Descent::new();
-            descent.compile(&tree.feature, |n| tree.split_bin[n], &tree.left, &tree.right, leaves, u8::MAX);
-            add_tree(&descent, &values, c, &sub_rows, d, &mut sub_scores, &mut sub_leaf);
-            model.push_tree(tree, &edges, &values);
+                let mut descent = Descent::new();
+                descent.compile(
+                    &tree.feature,
+                    |n| tree.split_bin[n],
+                    &tree.left,
+                    &tree.right,
+                    tree.leaf_ranges.len(),
+                    u8::MAX,
+                );
+                add_tree(&descent, &values, c, &sub_rows, d, &mut sub_scores, &mut sub_leaf);
+                model.push_tree(tree, &edges, &values);
+                pending.push((descent, values.clone()));
+            }
             let subsample_loss_after = data.loss_at(problem, &sub_scores, &sub);
-            pending.push((descent, values.clone()));
             if let Some(observer) = observer.as_mut() {
                 add_trees(&pending, c, &all_bins, d, scores);
                 pending.clear();

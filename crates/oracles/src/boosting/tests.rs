@@ -585,3 +585,144 @@ fn gathered_statistics_are_the_weighted_gradients_and_hessians() {
         }
     }
 }
+
+#[test]
+fn per_class_trees_fit_one_class_each_and_keep_the_guarantees() {
+    // On the full problem: C trees per round, each with values in one class
+    // only (class y's tree at position y of its round), and the training loss
+    // falls every round; warm starts continue; with either gain.
+    let data = Data::new(1500, 4, 3, 2, true);
+    let p = data.problem();
+    for gain in [SplitGain::LeastSquares, SplitGain::Newton] {
+        let oracle = BoostingOracle { trees: Trees::PerClass, split_gain: gain, leaf_l2: 1.0, ..full(6) };
+        let l = losses(&oracle, &p, None, 3);
+        assert!(l[0] < zero_loss(&p), "{gain:?}");
+        for w in l.windows(2) {
+            assert!(w[1] <= w[0], "{gain:?}: loss rose from {} to {}", w[0], w[1]);
+        }
+        let model = oracle.fit_observed(&p, None, FitContext { seed: 3 }, &mut |_| {}).unwrap();
+        assert_eq!(model.trees(), 6 * 3);
+        for t in 0..model.trees() {
+            let values = tree_values(&model, t);
+            let class = t % 3;
+            assert!(values.chunks(3).all(|v| (0..3).all(|y| y == class || v[y] == 0.0)), "tree {t}: {values:?}");
+            assert!(values.chunks(3).any(|v| v[class] != 0.0), "tree {t} fits nothing");
+        }
+        let second = oracle.fit_observed(&p, Some(&model), FitContext { seed: 4 }, &mut |_| {}).unwrap();
+        assert_eq!(second.trees(), 36);
+        assert!(model_loss(&second, &p).unwrap() < model_loss(&model, &p).unwrap());
+    }
+    // Every tree, not only every round, lowers the loss on the full problem:
+    // each class's tree is fitted at the scores that include the trees before
+    // it. (Fitted at the round's starting scores, two classes' trees would
+    // both make the same correction: with ν = 1 the second overshoots.)
+    let two = Data::new(1500, 3, 2, 6, false);
+    let p2 = two.problem();
+    let oracle = BoostingOracle { trees: Trees::PerClass, shrinkage: 1.0, leaf_l2: 1e-3, ..full(3) };
+    let model = oracle.fit_observed(&p2, None, FitContext { seed: 1 }, &mut |_| {}).unwrap();
+    let prefix_losses: Vec<f64> =
+        (0..=model.trees()).map(|t| model_loss(&first_trees(&model, t), &p2).unwrap()).collect();
+    for (t, w) in prefix_losses.windows(2).enumerate() {
+        assert!(w[1] <= w[0] * (1.0 + 1e-12), "tree {t} raised the loss from {} to {}", w[0], w[1]);
+    }
+    // With a proper subsample, the subsample loss never rises in a round.
+    let oracle = BoostingOracle { trees: Trees::PerClass, subsample: 300, leaf_l2: 1.0, ..full(8) };
+    oracle
+        .fit_observed(&p, None, FitContext { seed: 5 }, &mut |r| {
+            assert!(r.subsample_loss_after <= r.subsample_loss_before, "round {}", r.round);
+        })
+        .unwrap();
+}
+
+#[test]
+fn a_class_tree_splits_where_that_class_gains_most() {
+    // Class 0 is x₀ > 0.75, class 1 is x₀ ≤ 0.75 and x₁ > 0.75, class 2 the
+    // rest; x₂ is noise. With one split per tree, class 0's tree must split x₀
+    // and class 1's x₁ (each on its own gradients; another class's would
+    // choose the other feature), whichever the gain.
+    let (n, d) = (1200, 3);
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let x: Vec<f64> = (0..n * d).map(|_| rng.random::<f64>()).collect();
+    let labels: Vec<usize> = (0..n)
+        .map(|k| match (x[k * d] > 0.75, x[k * d + 1] > 0.75) {
+            (true, _) => 0,
+            (false, true) => 1,
+            _ => 2,
+        })
+        .collect();
+    let bias = vec![0.0; n * 3];
+    let p = Problem::new(Features::new(&x, n, d).unwrap(), &labels, &bias, 3, None).unwrap();
+    for gain in [SplitGain::LeastSquares, SplitGain::Newton] {
+        let oracle =
+            BoostingOracle { trees: Trees::PerClass, split_gain: gain, max_depth: Some(1), leaf_l2: 1.0, ..full(1) };
+        let model = oracle.fit_observed(&p, None, FitContext { seed: 0 }, &mut |_| {}).unwrap();
+        assert_eq!(root_feature(&model, 0), Some(0), "{gain:?}: class 0 splits x0");
+        assert_eq!(root_feature(&model, 1), Some(1), "{gain:?}: class 1 splits x1");
+    }
+}
+
+#[test]
+fn class_statistics_are_one_column_of_the_gathered_ones() {
+    for gain in [SplitGain::LeastSquares, SplitGain::Newton] {
+        let (c, rows) = (3, 4);
+        let width = tree::stats_width(c, gain);
+        let stats: Vec<f64> = (0..rows * width).map(|i| i as f64).collect();
+        let narrow = tree::stats_width(1, gain);
+        for y in 0..c {
+            let mut out = vec![f64::NAN; rows * narrow];
+            tree::class_stats(&stats, c, gain, y, &mut out);
+            for r in 0..rows {
+                let row = &stats[r * width..(r + 1) * width];
+                let mut want = vec![row[y]];
+                if gain == SplitGain::Newton {
+                    want.push(row[c + y]);
+                }
+                want.extend(&row[width - 2..]);
+                assert_eq!(&out[r * narrow..(r + 1) * narrow], &want[..], "{gain:?} class {y} row {r}");
+            }
+        }
+    }
+}
+
+#[test]
+fn trees_read_from_json_and_default_to_one_multi_output_tree() {
+    let mut value = serde_json::to_value(BoostingOracle::default()).unwrap();
+    assert_eq!(value["trees"], "multi-output");
+    value.as_object_mut().unwrap().remove("trees");
+    let old: BoostingOracle = serde_json::from_value(value.clone()).unwrap();
+    assert_eq!(old, BoostingOracle::default(), "settings written before the option still read");
+    value["trees"] = "per-class".into();
+    assert_eq!(serde_json::from_value::<BoostingOracle>(value.clone()).unwrap().trees, Trees::PerClass);
+    value["trees"] = "forest".into();
+    assert!(serde_json::from_value::<BoostingOracle>(value).is_err());
+}
+
+/// Leaf values of tree `t` (`leaves × C`).
+fn tree_values(model: &BoostingModel, t: usize) -> &[f64] {
+    let c = model.classes;
+    &model.leaf_values[model.leaf_offsets[t] as usize * c..model.leaf_offsets[t + 1] as usize * c]
+}
+
+/// The feature of tree `t`'s root split (`None` for a single leaf).
+fn root_feature(model: &BoostingModel, t: usize) -> Option<u32> {
+    let (first, end) = (model.node_offsets[t] as usize, model.node_offsets[t + 1] as usize);
+    (end > first).then(|| model.feature[first])
+}
+
+/// The ensemble of `model`'s first `t` trees.
+fn first_trees(model: &BoostingModel, t: usize) -> BoostingModel {
+    let c = model.classes;
+    let (nodes, leaves) = (model.node_offsets[t] as usize, model.leaf_offsets[t] as usize);
+    BoostingModel {
+        dim: model.dim,
+        classes: c,
+        node_offsets: model.node_offsets[..=t].to_vec(),
+        leaf_offsets: model.leaf_offsets[..=t].to_vec(),
+        feature: model.feature[..nodes].to_vec(),
+        threshold: model.threshold[..nodes].to_vec(),
+        left: model.left[..nodes].to_vec(),
+        right: model.right[..nodes].to_vec(),
+        leaf_values: model.leaf_values[..leaves * c].to_vec(),
+        leaf_rows: model.leaf_rows[..leaves].to_vec(),
+    }
+}

@@ -50,6 +50,20 @@ pub(super) fn stats_width(classes: usize, gain: SplitGain) -> usize {
     }
 }
 
+/// The statistics of output `class` alone (a [`stats_width`]`(1, gain)` row per
+/// row) from all outputs' `stats` of `classes` outputs: what a single-output
+/// tree for that class grows on ([`super::Trees::PerClass`]).
+pub(super) fn class_stats(stats: &[f64], classes: usize, gain: SplitGain, class: usize, out: &mut [f64]) {
+    let (width, narrow) = (stats_width(classes, gain), stats_width(1, gain));
+    for (row, o) in stats.chunks_exact(width).zip(out.chunks_exact_mut(narrow)) {
+        o[0] = row[class];
+        if gain == SplitGain::Newton {
+            o[1] = row[classes + class];
+        }
+        o[narrow - 2..].copy_from_slice(&row[width - 2..]);
+    }
+}
+
 /// Split constraints in rows of the subsample.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct TreeLimits {
