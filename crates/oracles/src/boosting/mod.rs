@@ -360,10 +360,10 @@ impl BoostingOracle {
     /// A round needs current scores of its subsample only: they are the scores
     /// at the start of the call plus this call's trees so far, added in tree
     /// order. So without an `observer` (which is shown every row's scores after
-    /// every round) the trees are added to every row once, at the end, all of
-    /// them per block of rows: one pass over the scores per call instead of
-    /// one per round, and the same additions in the same order per entry, so
-    /// the same bits.
+    /// every round) the trees are added to every row in batches, per block of
+    /// rows — once at the end of a short call, or whenever catching the
+    /// subsample up would cost more than a pass over every row — with the same
+    /// additions in the same order per entry, so the same bits.
     fn boost(
         &self,
         problem: &Problem<'_>,
@@ -473,6 +473,15 @@ impl BoostingOracle {
                 pending.push((descent, values.clone()));
             }
             let subsample_loss_after = data.loss_at(problem, &sub_scores, &sub);
+            // Catching a round's subsample up costs |pending| × m descents,
+            // adding the pending trees to every row n × |pending| once: add
+            // them to every row once the former would exceed n per round, so a
+            // long call costs O(n + m) per tree, not O(m × trees) (the same
+            // additions in the same order per entry either way: same bits).
+            if observer.is_none() && pending.len() * m >= n {
+                add_trees(&pending, c, &all_bins, d, scores);
+                pending.clear();
+            }
             if let Some(observer) = observer.as_mut() {
                 add_trees(&pending, c, &all_bins, d, scores);
                 pending.clear();

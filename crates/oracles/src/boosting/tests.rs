@@ -317,9 +317,16 @@ fn scored_fits_keep_the_scores_and_equal_plain_fits_bit_for_bit() {
     // on one-feature ones (scored as a step function).
     let mut one_feature = Data::new(1500, 2, 3, 16, true);
     one_feature.x.chunks_mut(2).enumerate().for_each(|(k, r)| r[0] = (k % 41) as f64 * 0.25 - 2.0);
-    for data in [Data::new(1500, 4, 3, 17, true), one_feature] {
+    // (With 1500 rows and 600 per round the pending trees are added to every
+    // row once there are 3: mid-call with 5 rounds, every round per class.)
+    let per_class = BoostingOracle { rounds: 3, subsample: 600, trees: Trees::PerClass, ..Default::default() };
+    let multi_output = BoostingOracle { rounds: 5, subsample: 600, ..Default::default() };
+    for (data, oracle) in [
+        (Data::new(1500, 4, 3, 17, true), multi_output),
+        (one_feature, multi_output),
+        (Data::new(1500, 4, 3, 18, true), per_class),
+    ] {
         let p = data.problem();
-        let oracle = BoostingOracle { rounds: 3, subsample: 600, ..Default::default() };
         assert!(oracle.maintains_scores());
         let mut scores = vec![0.0; data.n * 3];
         let mut plain: Option<Box<dyn Model>> = None;
