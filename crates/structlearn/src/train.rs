@@ -39,9 +39,7 @@ use oracles::{
 };
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use smoothed_inference::{
-    InferenceProblem, Messages, RunOptions, message_offsets, region_message_offsets, with_thread_workspace,
-};
+use smoothed_inference::{InferenceProblem, Messages, RunOptions, region_message_offsets, with_thread_workspace};
 
 use crate::discrepancy::{Discrepancy, Hamming};
 use crate::early_stopping::{BestValidation, EarlyStopping, Verdict};
@@ -368,10 +366,10 @@ fn with_region_deltas(
 }
 
 /// The biases `b^k_α(y) = (Δ_α(y) + message offsets) / ε_t` (Eq. 14) of one
-/// factor type, from the messages: written for a whole example at a time
+/// factor type, from the messages, region by region
+/// (`region_message_offsets`): written for a whole example at a time
 /// ([`MessageBias::fill`]) or computed one pooled row at a time for the
-/// oracle ([`BiasRows`]) — the same operations in the same order either way
-/// (`region_message_offsets` sums like `message_offsets`), so the same bits.
+/// oracle ([`BiasRows`]).
 #[derive(Debug)]
 struct MessageBias<'t> {
     data: &'t Dataset,
@@ -385,26 +383,13 @@ impl MessageBias<'_> {
     /// Example `k`'s rows (`classes` entries each) into `chunk`, laid out
     /// like its pooled rows.
     fn fill(&self, k: usize, classes: usize, chunk: &mut [f64]) {
-        let (graph, c) = (&self.data.examples[k].graph, classes);
-        with_buffer(&SCRATCH, |offsets| {
-            offsets.resize(graph.total_configs(), 0.0);
-            message_offsets(graph, &self.messages[k], offsets);
-            with_region_deltas(self.data, self.discrepancy, self.pooled, k, c, |i, r, delta| {
-                let off = &offsets[graph.config_range(r)];
-                for ((out, &d), &o) in chunk[i * c..(i + 1) * c].iter_mut().zip(delta).zip(off) {
-                    *out = (d + o) / self.epsilon;
-                }
-            });
-        });
+        for (&r, out) in self.pooled.regions[k].iter().zip(chunk.chunks_exact_mut(classes)) {
+            self.write_region(k, r, out);
+        }
     }
-}
 
-impl BiasRows for MessageBias<'_> {
-    fn write_row(&self, row: usize, out: &mut [f64]) {
-        let rows = &self.pooled.rows;
-        // The example whose rows rows[k]..rows[k + 1] hold `row`.
-        let k = rows.partition_point(|&start| start <= row) - 1;
-        let r = self.pooled.regions[k][row - rows[k]];
+    /// The biases of region `r` of example `k`.
+    fn write_region(&self, k: usize, r: usize, out: &mut [f64]) {
         let graph = &self.data.examples[k].graph;
         let truth = self.data.examples[k].labels.as_deref().unwrap_or(&[]);
         with_buffer(&SCRATCH, |offsets| {
@@ -415,6 +400,15 @@ impl BiasRows for MessageBias<'_> {
                 *out = (*out + o) / self.epsilon;
             }
         });
+    }
+}
+
+impl BiasRows for MessageBias<'_> {
+    fn write_row(&self, row: usize, out: &mut [f64]) {
+        let rows = &self.pooled.rows;
+        // The example whose rows rows[k]..rows[k + 1] hold `row`.
+        let k = rows.partition_point(|&start| start <= row) - 1;
+        self.write_region(k, self.pooled.regions[k][row - rows[k]], out);
     }
 }
 
