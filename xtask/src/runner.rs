@@ -235,6 +235,19 @@ impl CurvePoint {
         self.rejected_fits.as_ref().map_or_else(|| UNKNOWN_REJECTED.to_string(), |names| names.join(";"))
     }
 
+    /// The point's line of `curves.csv` (with its newline) for a cell.
+    fn csv_line(&self, seed: u64, unary: &str, pairwise: &str) -> String {
+        format!(
+            "{seed},{unary},{pairwise},{},{},{},{},{:.3},{}\n",
+            self.iteration,
+            self.train_error,
+            self.test_error,
+            self.objective,
+            self.elapsed_seconds,
+            self.rejected_field()
+        )
+    }
+
     /// A `curves.csv` line after its `seed,unary,pairwise` fields (7, 8 or
     /// 9 fields in all: files of older runs lack the last one or two).
     fn parse(fields: &[&str]) -> Option<Self> {
@@ -636,19 +649,7 @@ fn write_outputs<E: Experiment>(
             r.seed, r.unary, r.pairwise, r.train_error, r.test_error, r.seconds, r.peak_rss_mib
         );
         for c in &r.curve {
-            let _ = writeln!(
-                curves,
-                "{},{},{},{},{},{},{},{:.3},{}",
-                r.seed,
-                r.unary,
-                r.pairwise,
-                c.iteration,
-                c.train_error,
-                c.test_error,
-                c.objective,
-                c.elapsed_seconds,
-                c.rejected_field()
-            );
+            curves.push_str(&c.csv_line(r.seed, &r.unary, &r.pairwise));
         }
     }
     write_atomic(&out.join("results_by_seed.csv"), by_seed.as_bytes())?;
@@ -1011,16 +1012,7 @@ mod tests {
         std::fs::write(model_path(dir.path(), 0, "linear", "linear"), b"model").unwrap();
         let mut csv = String::from(CURVES_HEADER);
         for c in &curve {
-            let _ = writeln!(
-                csv,
-                "0,linear,linear,{},{},{},{},{},{}",
-                c.iteration,
-                c.train_error,
-                c.test_error,
-                c.objective,
-                c.elapsed_seconds,
-                c.rejected_field()
-            );
+            csv.push_str(&c.csv_line(0, "linear", "linear"));
         }
         // A cell of an older run beside it.
         csv.push_str("0,zero,zero,1,0.8,0.9,5.5,2.000\n0,zero,zero,2,0.8,0.9,5.5\n");

@@ -220,13 +220,14 @@ impl LeafData {
         }
     }
 
-    /// [`LeafData::refit_leaf`] for a single-output tree of `class`: only
-    /// `v_class` is fitted (the others stay 0, as in `out` on return), by
-    /// L-BFGS from the better of 0 and the class's Newton step.
-    pub(super) fn refit_leaf_class(
+    /// Re-fits the values of the leaf holding `rows` by L-BFGS (module docs),
+    /// starting from the better of 0 and [`LeafData::newton_leaf`]; the result is
+    /// never worse than `v = 0`. With `class` (a single-output tree of that
+    /// class) only `v_class` is fitted and the others stay 0.
+    pub(super) fn refit_leaf(
         &self,
         rows: &[u32],
-        class: usize,
+        class: Option<usize>,
         l2: f64,
         opts: &LbfgsOptions,
         out: &mut [f64],
@@ -236,52 +237,40 @@ impl LeafData {
         let (grad, rest) = scratch.split_at_mut(c);
         let (ev, v) = rest.split_at_mut(c);
         self.newton_leaf(rows, l2, out, ev);
-        let newton = out[class];
-        out.fill(0.0);
-        let at_zero = self.objective(rows, l2, out, grad, ev);
-        out[class] = newton;
-        let at_newton = self.objective(rows, l2, out, grad, ev);
-        let mut x = [if at_newton < at_zero { newton } else { 0.0 }];
+        if let Some(y) = class {
+            keep_only(out, y);
+        }
         v.fill(0.0);
-        lbfgs_minimize(
-            |x, g| {
-                v[class] = x[0];
-                let f = self.objective(rows, l2, v, grad, ev);
-                g[0] = grad[class];
-                f
-            },
-            &mut x,
-            opts,
-        )?;
-        out.fill(0.0);
-        out[class] = x[0];
-        Ok(())
-    }
-
-    /// Re-fits the values of the leaf holding `rows` by L-BFGS (module docs),
-    /// starting from the better of 0 and [`LeafData::newton_leaf`]; the result is
-    /// never worse than `v = 0`.
-    pub(super) fn refit_leaf(
-        &self,
-        rows: &[u32],
-        l2: f64,
-        opts: &LbfgsOptions,
-        out: &mut [f64],
-    ) -> Result<(), OracleError> {
-        let c = self.classes;
-        let mut scratch = vec![0.0; 3 * c];
-        let (grad, rest) = scratch.split_at_mut(c);
-        let (ev, zero) = rest.split_at_mut(c);
-        self.newton_leaf(rows, l2, out, ev);
-        zero.fill(0.0);
-        let at_zero = self.objective(rows, l2, zero, grad, ev);
+        let at_zero = self.objective(rows, l2, v, grad, ev);
         let at_newton = self.objective(rows, l2, out, grad, ev);
         // Also falls back to 0 if the Newton point's objective is NaN.
         let newton_is_better = at_newton < at_zero;
         if !newton_is_better {
             out.fill(0.0);
         }
-        lbfgs_minimize(|v, g| self.objective(rows, l2, v, g, ev), out, opts)?;
+        match class {
+            None => {
+                lbfgs_minimize(|v, g| self.objective(rows, l2, v, g, ev), out, opts)?;
+            }
+            Some(y) => {
+                let mut x = [out[y]];
+                let one = |x: &[f64], g: &mut [f64]| {
+                    v[y] = x[0];
+                    let f = self.objective(rows, l2, v, grad, ev);
+                    g[0] = grad[y];
+                    f
+                };
+                lbfgs_minimize(one, &mut x, opts)?;
+                out[y] = x[0];
+            }
+        }
         Ok(())
     }
+}
+
+/// Zeroes every entry of `v` but `v[class]`.
+pub(super) fn keep_only(v: &mut [f64], class: usize) {
+    let keep = v[class];
+    v.fill(0.0);
+    v[class] = keep;
 }

@@ -442,19 +442,15 @@ impl BoostingOracle {
                 values.resize(tree.leaf_ranges.len() * c, 0.0);
                 values.par_chunks_mut(c).zip(tree.leaf_ranges.par_iter()).try_for_each(|(v, &(start, end))| {
                     let rows = &tree.order[start..end];
-                    match (target, refit_leaves) {
-                        (None, true) => data.refit_leaf(rows, self.leaf_l2, &self.leaf_lbfgs, v),
-                        (Some(y), true) => data.refit_leaf_class(rows, y, self.leaf_l2, &self.leaf_lbfgs, v),
-                        (target, false) => {
-                            let mut hess = vec![0.0; c];
-                            data.newton_leaf(rows, self.leaf_l2, v, &mut hess);
-                            if let Some(y) = target {
-                                let vy = v[y];
-                                v.fill(0.0);
-                                v[y] = vy;
-                            }
-                            Ok(())
+                    if refit_leaves {
+                        data.refit_leaf(rows, target, self.leaf_l2, &self.leaf_lbfgs, v)
+                    } else {
+                        let mut hess = vec![0.0; c];
+                        data.newton_leaf(rows, self.leaf_l2, v, &mut hess);
+                        if let Some(y) = target {
+                            leaves::keep_only(v, y);
                         }
+                        Ok(())
                     }
                 })?;
                 values.iter_mut().for_each(|v| *v *= self.shrinkage);
