@@ -200,7 +200,9 @@ impl LeafData {
     /// `v_y = −G_y / (H_yy + λ)` with `G, H` the gradient and diagonal Hessian
     /// of the leaf's loss (0 where `H_yy + λ = 0`). The classic gradient-boosting
     /// leaf value, used as the L-BFGS starting point.
-    pub(super) fn newton_leaf(&self, rows: &[u32], l2: f64, out: &mut [f64], hess: &mut [f64]) {
+    /// With `class` (a single-output tree of that class) only `v_class` is
+    /// kept; the others are 0.
+    pub(super) fn newton_leaf(&self, rows: &[u32], class: Option<usize>, l2: f64, out: &mut [f64], hess: &mut [f64]) {
         let c = self.classes;
         out.fill(0.0);
         hess.fill(0.0);
@@ -217,6 +219,11 @@ impl LeafData {
         for (v, h) in out.iter_mut().zip(hess.iter()) {
             let h = h + l2;
             *v = if h > 0.0 { -*v / h } else { 0.0 };
+        }
+        if let Some(y) = class {
+            let keep = out[y];
+            out.fill(0.0);
+            out[y] = keep;
         }
     }
 
@@ -236,10 +243,7 @@ impl LeafData {
         let mut scratch = vec![0.0; 3 * c];
         let (grad, rest) = scratch.split_at_mut(c);
         let (ev, v) = rest.split_at_mut(c);
-        self.newton_leaf(rows, l2, out, ev);
-        if let Some(y) = class {
-            keep_only(out, y);
-        }
+        self.newton_leaf(rows, class, l2, out, ev);
         v.fill(0.0);
         let at_zero = self.objective(rows, l2, v, grad, ev);
         let at_newton = self.objective(rows, l2, out, grad, ev);
@@ -266,11 +270,4 @@ impl LeafData {
         }
         Ok(())
     }
-}
-
-/// Zeroes every entry of `v` but `v[class]`.
-pub(super) fn keep_only(v: &mut [f64], class: usize) {
-    let keep = v[class];
-    v.fill(0.0);
-    v[class] = keep;
 }

@@ -446,10 +446,7 @@ impl BoostingOracle {
                         data.refit_leaf(rows, target, self.leaf_l2, &self.leaf_lbfgs, v)
                     } else {
                         let mut hess = vec![0.0; c];
-                        data.newton_leaf(rows, self.leaf_l2, v, &mut hess);
-                        if let Some(y) = target {
-                            leaves::keep_only(v, y);
-                        }
+                        data.newton_leaf(rows, target, self.leaf_l2, v, &mut hess);
                         Ok(())
                     }
                 })?;
