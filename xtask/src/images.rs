@@ -19,14 +19,14 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use datasets::features::{FeatureConfig, HOG_OFFSET, PAIR_DIM, Standardizer, UNARY_DIM};
 use datasets::photos::{
-    ImageFeatures, Pipeline, SceneData, SceneImage, Use, build_examples, cache_key, cached, compute_features,
-    fit_standardizers, random_split,
+    ImageFeatures, PairTypes, Pipeline, SceneData, SceneImage, Use, build_examples, cache_key, cached,
+    compute_features, fit_standardizers, random_split,
 };
 use datasets::{LabelPalette, horses, stanford};
 use oracles::{ModelRegistry, Oracle};
 use structlearn::files::write_atomic;
 use structlearn::oracle_config::oracle_from_json;
-use structlearn::{Dataset, LearnError, PredictOptions, StructuredModel};
+use structlearn::{Dataset, LearnError, PredictOptions, Step, StructuredModel};
 
 use crate::runner::{Budget, CellResult, Experiment, ExperimentData, Options, PaperTable, Scale, model_path};
 use structlearn_cli::plots::{self, PlotImage};
@@ -90,6 +90,11 @@ struct Preset {
     /// Unary feature groups set to zero before training (ablations): any of
     /// `rgb`, `position`, `hog`.
     drop_unary: Vec<FeatureGroup>,
+    /// One pair type for both directions (`shared`) or one per direction
+    /// (`by-direction`: `horizontal` and `vertical`, each fitted by the cell's
+    /// pairwise oracle kind).
+    #[serde(default)]
+    pair_types: PairTypes,
     learning_iterations: usize,
     predict: PredictOptions,
     boosting_rounds: usize,
@@ -181,6 +186,7 @@ fn preset(which: Which, scale: Scale) -> Preset {
         features: FeatureConfig::default(),
         standardize: true,
         drop_unary: Vec::new(),
+        pair_types: PairTypes::Shared,
         learning_iterations: 25,
         predict: PredictOptions { iterations: 10, tolerance: Some(1e-4) },
         boosting_rounds: 10,
@@ -365,10 +371,11 @@ impl Experiment for Images {
         if let Some(map) = json.as_object_mut() {
             let unchanged = |v: &serde_json::Value| {
                 v == &serde_json::json!(true)
+                    || v == &serde_json::json!("shared")
                     || v.as_array().is_some_and(Vec::is_empty)
                     || v.as_object().is_some_and(serde_json::Map::is_empty)
             };
-            for key in ["standardize", "drop_unary", "oracles"] {
+            for key in ["standardize", "drop_unary", "pair_types", "oracles"] {
                 if map.get(key).is_some_and(unchanged) {
                     map.remove(key);
                 }
@@ -417,8 +424,10 @@ impl Experiment for Images {
             [identity(UNARY_DIM), identity(PAIR_DIM)]
         };
         let classes = self.classes();
-        let train = build_examples(&train_images, &train_features, &standardizers, classes, Use::Train)?;
-        let test = build_examples(&test_images, &test_features, &standardizers, classes, Use::Evaluate)?;
+        let train =
+            build_examples(&train_images, &train_features, &standardizers, classes, Use::Train, self.p.pair_types)?;
+        let test =
+            build_examples(&test_images, &test_features, &standardizers, classes, Use::Evaluate, self.p.pair_types)?;
         Ok(ImageData { train, test, test_images, train_names, test_names, standardizers })
     }
 
@@ -437,6 +446,10 @@ impl Experiment for Images {
             spec.extend(extra.clone());
         }
         oracle_from_json(&spec)
+    }
+
+    fn schedule(&self, message_passing: usize) -> Option<Vec<Step>> {
+        self.p.pair_types.schedule(message_passing)
     }
 
     fn paper_test(&self) -> &PaperTable {
@@ -503,6 +516,7 @@ impl Experiment for Images {
             scale: self.p.scale,
             features: self.p.features.clone(),
             standardizers: data.standardizers.clone(),
+            pair_types: self.p.pair_types,
             classes: self.class_list(),
             colors: pal.colors()[..self.classes()].to_vec(),
         };
@@ -620,11 +634,13 @@ mod tests {
     #[test]
     fn unchanged_ablation_settings_stay_out_of_run_json() {
         let plain = horses(&[]).unwrap().preset();
-        for key in ["standardize", "drop_unary", "oracles"] {
+        for key in ["standardize", "drop_unary", "pair_types", "oracles"] {
             assert!(plain.get(key).is_none(), "{key} recorded at its default");
         }
-        let changed = horses(&["standardize=false", "oracles.linear.l2=0.5"]).unwrap().preset();
+        let changed =
+            horses(&["standardize=false", "oracles.linear.l2=0.5", "pair_types=by-direction"]).unwrap().preset();
         assert_eq!(changed["standardize"], false);
+        assert_eq!(changed["pair_types"], "by-direction");
         assert_eq!(changed["oracles"]["linear"]["l2"], 0.5);
     }
 }

@@ -26,12 +26,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use factor_graph::UNARY;
 use indicatif::MultiProgress;
 use oracles::Oracle;
 use structlearn::files::write_atomic;
 use structlearn::metrics::ConfusionMatrix;
 use structlearn::{
-    CheckpointConfig, Dataset, Evaluate, LearnError, PredictOptions, StructuredModel, TrainConfig, Trainer,
+    CheckpointConfig, Dataset, Evaluate, LearnError, PredictOptions, Step, StructuredModel, TrainConfig, Trainer,
 };
 use structlearn_cli::plots::{self, CurveData};
 use structlearn_cli::{ProgressMode, ProgressObserver, Verbosity, human_duration};
@@ -137,6 +138,12 @@ pub trait Experiment {
     fn data(&self, seed: u64) -> Result<Self::Data>;
     /// The oracle of class `kind` for the unary (`pairwise = false`) or pairwise factors.
     fn oracle(&self, kind: &str, pairwise: bool) -> Result<Box<dyn Oracle>, LearnError>;
+    /// The steps of a learning iteration, given the message-passing sweeps
+    /// after each fit; `None`: the trainer's default (fit each factor type in
+    /// turn, each followed by message passing).
+    fn schedule(&self, _message_passing: usize) -> Option<Vec<Step>> {
+        None
+    }
     /// The paper's test errors.
     fn paper_test(&self) -> &PaperTable;
     /// The paper's training errors, if it reports them.
@@ -459,9 +466,15 @@ fn run_cell<E: Experiment>(
     resume: bool,
 ) -> Result<CellResult> {
     let start = Instant::now();
-    let oracles =
-        vec![("unary".to_string(), exp.oracle(unary, false)?), ("pairwise".to_string(), exp.oracle(pairwise, true)?)];
+    // The unary type gets the unary oracle, every other type (pairwise, or the
+    // image data sets' horizontal and vertical pairs) one of the pairwise kind.
+    let types: Vec<String> = data.train().factor_types.iter().map(|t| t.name.clone()).collect();
+    let oracles = types
+        .iter()
+        .map(|t| Ok((t.clone(), if t == UNARY { exp.oracle(unary, false)? } else { exp.oracle(pairwise, true)? })))
+        .collect::<Result<Vec<_>, LearnError>>()?;
     let config = TrainConfig {
+        schedule: exp.schedule(25),
         epsilon: 0.1,
         learning_iterations: budget.learning_iterations,
         message_passing_iterations: 25,

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use datasets::DatasetError;
 use datasets::features::{FeatureConfig, PAIR_DIM, UNARY_DIM};
-use datasets::photos::{DATA_DIR_ENV, Pipeline, SceneImage, Use, build_examples, compute_features, fit_standardizers};
+use datasets::photos::{
+    DATA_DIR_ENV, PairTypes, Pipeline, SceneImage, Use, build_examples, compute_features, fit_standardizers,
+};
 use datasets::{horses, stanford};
 use image::{GrayImage, ImageFormat, Luma, Rgb, RgbImage};
 use structlearn::oracle_config::builtin_oracle;
@@ -101,8 +103,9 @@ fn horses_load_featurise_and_train_end_to_end() {
 
     // Train linear/linear for two learning iterations on three images, test on the fourth.
     let std = fit_standardizers(&data.images[..3], &data.features[..3]).unwrap();
-    let train = build_examples(&data.images[..3], &data.features[..3], &std, 2, Use::Train).unwrap();
-    let test = build_examples(&data.images[3..], &data.features[3..], &std, 2, Use::Evaluate).unwrap();
+    let train = build_examples(&data.images[..3], &data.features[..3], &std, 2, Use::Train, PairTypes::Shared).unwrap();
+    let test =
+        build_examples(&data.images[3..], &data.features[3..], &std, 2, Use::Evaluate, PairTypes::Shared).unwrap();
     let oracles = vec![
         ("unary".to_string(), builtin_oracle("linear").unwrap()),
         ("pairwise".to_string(), builtin_oracle("linear").unwrap()),
@@ -140,8 +143,8 @@ fn stanford_loads_with_unknown_pixels_ignored() {
         assert_eq!(images[0].labels[7 * 10], Some(3));
     }
     let std = fit_standardizers(&data.images, &data.features).unwrap();
-    let test = build_examples(&data.images, &data.features, &std, 8, Use::Evaluate).unwrap();
-    let train = build_examples(&data.images, &data.features, &std, 8, Use::Train).unwrap();
+    let test = build_examples(&data.images, &data.features, &std, 8, Use::Evaluate, PairTypes::Shared).unwrap();
+    let train = build_examples(&data.images, &data.features, &std, 8, Use::Train, PairTypes::Shared).unwrap();
     for (k, img) in images.iter().enumerate() {
         let unknown = img.labels.iter().filter(|l| l.is_none()).count();
         assert_eq!(train.examples[k].graph.num_variables(), img.labelled());
@@ -160,8 +163,8 @@ fn full_resolution_unknown_pixels_become_ignored_variables() {
     assert_eq!(img.height * img.width - img.labelled(), 40, "column 3 of 40 rows is unknown");
     let data = check_features(&images, 8);
     let std = fit_standardizers(&data.images, &data.features).unwrap();
-    let test = build_examples(&data.images, &data.features, &std, 8, Use::Evaluate).unwrap();
-    let train = build_examples(&data.images, &data.features, &std, 8, Use::Train).unwrap();
+    let test = build_examples(&data.images, &data.features, &std, 8, Use::Evaluate, PairTypes::Shared).unwrap();
+    let train = build_examples(&data.images, &data.features, &std, 8, Use::Train, PairTypes::Shared).unwrap();
     // A model that predicts label 0 everywhere: its error counts only the labelled pixels.
     let oracles = vec![
         ("unary".to_string(), builtin_oracle("constant").unwrap()),
@@ -247,26 +250,39 @@ fn a_pipeline_file_turns_a_photograph_into_the_training_features() {
     let images = horses::load(&dir, &horses::HorsesConfig { max_side: 20, limit: Some(2) }).unwrap();
     let data = check_features(&images, 2);
     let std = fit_standardizers(&data.images, &data.features).unwrap();
-    let pipeline = Pipeline {
+    let mut pipeline = Pipeline {
         dataset: "horses".into(),
         max_side: Some(20),
         scale: None,
         features: FeatureConfig::default(),
         standardizers: std.clone(),
+        pair_types: PairTypes::Shared,
         classes: vec!["background".into(), "horse".into()],
         colors: vec![[0, 0, 0], [255, 255, 255]],
     };
     let path = tmp.path().join("features.json");
     pipeline.save(&path).unwrap();
     assert_eq!(Pipeline::load(&path).unwrap(), pipeline);
+    // A file written before pairs could be typed by direction reads as shared.
+    let mut old: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    old.as_object_mut().unwrap().remove("pair_types");
+    std::fs::write(&path, old.to_string()).unwrap();
+    assert_eq!(Pipeline::load(&path).unwrap(), pipeline);
     std::fs::write(&path, "{}").unwrap();
     assert!(matches!(Pipeline::load(&path), Err(DatasetError::Malformed { .. })));
-    // The features of a photograph equal the training features of the same reduced image.
+    // The graph and every feature block of a photograph equal the training
+    // example of the same reduced image, for both ways of typing pairs.
     let photo = images[0].rgb_image().unwrap();
-    let (set, small) = pipeline.dataset(&photo, "x").unwrap();
-    assert_eq!((small.height() as usize, small.width() as usize), (images[0].height, images[0].width));
-    let train = build_examples(&data.images, &data.features, &std, 2, Use::Train).unwrap();
-    let (a, b) = (&set.examples[0].features[0].values, &train.examples[0].features[0].values);
-    assert_eq!(a.len(), b.len());
-    assert!(a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-9));
+    for pair_types in [PairTypes::Shared, PairTypes::ByDirection] {
+        pipeline.pair_types = pair_types;
+        let (set, small) = pipeline.dataset(&photo, "x").unwrap();
+        assert_eq!((small.height() as usize, small.width() as usize), (images[0].height, images[0].width));
+        let train = build_examples(&data.images, &data.features, &std, 2, Use::Train, pair_types).unwrap();
+        assert_eq!(set.factor_types, train.factor_types);
+        assert_eq!(set.examples[0].graph, train.examples[0].graph);
+        for (a, b) in set.examples[0].features.iter().zip(&train.examples[0].features) {
+            assert_eq!(a.values.len(), b.values.len());
+            assert!(a.values.iter().zip(&b.values).all(|(x, y)| (x - y).abs() < 1e-9));
+        }
+    }
 }

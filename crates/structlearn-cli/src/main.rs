@@ -171,6 +171,14 @@ fn predict_image(args: PredictImageArgs) -> Result<()> {
     let photo = datasets::image::load_rgb(&args.image)?;
     let name = args.image.file_stem().map_or("image".into(), |s| s.to_string_lossy().into_owned());
     let (data, small) = pipeline.dataset(&photo, &name)?;
+    model.check_dataset(&data).with_context(|| {
+        format!(
+            "the pipeline {} does not build the graphs the model {} was trained on; give the features.json \
+             written beside the model (--pipeline)",
+            pipeline_path.display(),
+            args.model.display()
+        )
+    })?;
     let opts = PredictOptions { iterations: args.iterations, tolerance: Some(args.tolerance) };
     let prediction = model.predict_example(&data, 0, &opts)?;
     let (h, w) = (small.height() as usize, small.width() as usize);

@@ -231,8 +231,14 @@ impl StructuredModel {
     /// Scores of factor type `t` for all its regions of example `k`
     /// (`rows × classes`, rows in region order).
     pub fn type_scores(&self, data: &Dataset, k: usize, t: usize) -> Result<Vec<f64>, LearnError> {
-        let block = &data.examples[k].features[t];
-        let ft = &self.factor_types[t];
+        let example = example(data, k)?;
+        let (Some(ft), Some(block)) = (self.factor_types.get(t), example.features.get(t)) else {
+            return Err(LearnError::ModelMismatch(format!(
+                "factor type {t} asked of a model of {} and data of {} types",
+                self.factor_types.len(),
+                example.features.len()
+            )));
+        };
         // Rows are regions: with dimension 0 the block holds no values at all.
         let rows = data.regions_of_type(k, t).count();
         let features = Features::new(&block.values, rows, ft.dim).map_err(|e| oracle_err(ft, e))?;
@@ -244,7 +250,8 @@ impl StructuredModel {
     /// Energies `θ(y_α) = ε_t g_t(φ_α, y_α)` of example `k` (no `Δ`), flat per
     /// configuration of its graph.
     pub fn energies(&self, data: &Dataset, k: usize) -> Result<Vec<f64>, LearnError> {
-        let graph = &data.examples[k].graph;
+        self.check_dataset(data)?;
+        let graph = &example(data, k)?.graph;
         let mut theta = vec![0.0; graph.total_configs()];
         for t in 0..self.factor_types.len() {
             let scores = self.type_scores(data, k, t)?;
@@ -262,7 +269,7 @@ impl StructuredModel {
     /// Predicts example `k` (docs/MATH.md §4): `θ = ε g`, messages from 0, message
     /// passing until `opts`' tolerance or budget, decode.
     pub fn predict_example(&self, data: &Dataset, k: usize, opts: &PredictOptions) -> Result<Prediction, LearnError> {
-        let mut messages = Messages::zeros(&data.examples[k].graph);
+        let mut messages = Messages::zeros(&example(data, k)?.graph);
         self.predict_example_from(data, k, opts, &mut messages)
     }
 
@@ -306,8 +313,8 @@ impl StructuredModel {
         opts: &PredictOptions,
         messages: &mut Messages,
     ) -> Result<Prediction, LearnError> {
-        let graph = &data.examples[k].graph;
         let theta = self.energies(data, k)?;
+        let graph = &data.examples[k].graph;
         let eps = graph_epsilon(data, k, &self.epsilon);
         let problem = InferenceProblem::new(graph, &theta, &eps)
             .map_err(|source| LearnError::Inference { example: k, source })?;
@@ -476,6 +483,13 @@ impl StructuredModel {
 /// Zero messages for every example of `data` (message passing's start, docs/MATH.md §4).
 pub(crate) fn zero_messages(data: &Dataset) -> Vec<Messages> {
     data.examples.iter().map(|e| Messages::zeros(&e.graph)).collect()
+}
+
+/// Example `k` of `data`, or an error naming the data set's size.
+fn example(data: &Dataset, k: usize) -> Result<&crate::Example, LearnError> {
+    data.examples
+        .get(k)
+        .ok_or_else(|| LearnError::Config(format!("example {k} asked of a data set of {} examples", data.len())))
 }
 
 /// `ε` per factor type of example `k`'s *graph*, in the graph's own type order,

@@ -167,3 +167,39 @@ fn validation_errors_are_labelled() {
     assert!(matches!(err, LearnError::Validation(_)), "{err}");
     assert!(err.to_string().starts_with("validation set: "), "{err}");
 }
+
+#[test]
+fn predicting_one_example_of_foreign_data_is_an_error_not_a_panic() {
+    let data = common::denoising(2, 4, 4, 3);
+    let oracles = vec![
+        ("unary".to_string(), oracle_from_json(&serde_json::json!({"kind": "linear"})).unwrap()),
+        ("pairwise".to_string(), oracle_from_json(&serde_json::json!({"kind": "constant"})).unwrap()),
+    ];
+    let config = TrainConfig { learning_iterations: 1, message_passing_iterations: 2, ..TrainConfig::default() };
+    let model = Trainer::new(&data, oracles, config).unwrap().train().unwrap().model;
+    let opts = PredictOptions { iterations: 5, tolerance: None };
+    assert!(model.predict_example(&data, 1, &opts).is_ok());
+    // Example index past the end.
+    assert!(matches!(model.predict_example(&data, 2, &opts), Err(LearnError::Config(_))));
+    // Data with one factor type fewer than the model (e.g. a pipeline that
+    // types pairs differently from the one the model was trained with).
+    let unary_only: Vec<Example> = data
+        .examples
+        .iter()
+        .map(|ex| Example {
+            graph: std::sync::Arc::new(factor_graph::factors_with_singletons(vec![2; 16], &[]).unwrap()),
+            features: vec![ex.features[0].clone()],
+            ..ex.clone()
+        })
+        .collect();
+    let foreign = Dataset::new(vec![FactorTypeInfo::new("unary", 2)], unary_only).unwrap();
+    assert!(matches!(model.predict_example(&foreign, 0, &opts), Err(LearnError::ModelMismatch(_))));
+    assert!(matches!(model.energies(&foreign, 0), Err(LearnError::ModelMismatch(_))));
+    assert!(matches!(model.type_scores(&foreign, 0, 1), Err(LearnError::ModelMismatch(_))));
+    // Same count, another type's name.
+    let renamed: Vec<FactorTypeInfo> =
+        data.factor_types.iter().map(|t| FactorTypeInfo { name: format!("{}-x", t.name), ..t.clone() }).collect();
+    let mut other = data.clone();
+    other.factor_types = renamed;
+    assert!(matches!(model.predict_example(&other, 0, &opts), Err(LearnError::ModelMismatch(_))));
+}
