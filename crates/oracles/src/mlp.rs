@@ -58,7 +58,10 @@
 //! 0.632 after ten). On a problem that does not change between calls, SGD at
 //! these step sizes reaches a noise floor where a one-epoch warm call often
 //! finds nothing better and returns its warm start; more epochs per call go
-//! further.
+//! further. [`MlpOracle::step_halvings`] lets such a call try again from its
+//! warm start at half the step (and half again, up to that many times): a
+//! smaller step has a lower noise floor, so the call finds progress the fixed
+//! step cannot (default 0, the papers' fixed step).
 //!
 //! # Performance
 //!
@@ -157,6 +160,13 @@ pub struct MlpOracle {
     /// Add a hidden bias `c` and an output bias `a` (not in the papers, whose only
     /// bias is the constant input feature).
     pub biases: bool,
+    /// When no epoch of a warm-started call lowers the loss below the warm
+    /// start's, run the call's epochs again from the warm start with half the
+    /// step size, up to this many times (default 0: return the warm start, the
+    /// papers' fixed step). Lets a call below fixed-step SGD's noise floor
+    /// still make progress (module docs, "Defaults inside Algorithm 1").
+    #[serde(default)]
+    pub step_halvings: usize,
 }
 
 impl MlpOracle {
@@ -172,6 +182,7 @@ impl MlpOracle {
             epochs: 1,
             init_scale: 1.0,
             biases: false,
+            step_halvings: 0,
         }
     }
 
@@ -269,19 +280,33 @@ impl Oracle for MlpOracle {
         if problem.total_weight() > 0.0 {
             let mut sgd = Sgd::new(layout, self.minibatch.min(problem.rows()), problem);
             let mut order: Vec<usize> = (0..problem.rows()).collect();
-            for _ in 0..self.epochs {
-                order.shuffle(&mut rng);
-                for batch in order.chunks(self.minibatch) {
-                    sgd.step(&mut params, problem, batch, self.step_size, self.momentum);
+            let mut step = self.step_size;
+            // A cold start is never retried: it has no loss to beat.
+            let attempts = if warm.is_some() { 1 + self.step_halvings } else { 1 };
+            for attempt in 0..attempts {
+                if attempt > 0 {
+                    // Nothing improved on the warm start: start again from it, slower.
+                    params.copy_from_slice(&best);
+                    sgd.velocity.fill(0.0);
+                    step *= 0.5;
                 }
-                if !params.iter().all(|p| p.is_finite()) {
+                for _ in 0..self.epochs {
+                    order.shuffle(&mut rng);
+                    for batch in order.chunks(self.minibatch) {
+                        sgd.step(&mut params, problem, batch, step, self.momentum);
+                    }
+                    if !params.iter().all(|p| p.is_finite()) {
+                        break;
+                    }
+                    let loss = layout.loss(&params, problem);
+                    if loss < best_loss {
+                        best_loss = loss;
+                        best.copy_from_slice(&params);
+                        improved = true;
+                    }
+                }
+                if improved {
                     break;
-                }
-                let loss = layout.loss(&params, problem);
-                if loss < best_loss {
-                    best_loss = loss;
-                    best.copy_from_slice(&params);
-                    improved = true;
                 }
             }
         }
@@ -1187,6 +1212,34 @@ mod tests {
         let monotone = fit_monotone(&wild, &problem, Some(model.as_ref()), FitContext { seed: 9 }).unwrap();
         assert!(!monotone.rejected);
         assert_eq!(monotone.previous_loss, Some(monotone.loss));
+    }
+
+    #[test]
+    fn mlp_halved_steps_find_progress_where_the_fixed_step_finds_none() {
+        let data = Data::random(300, 3, 3, true, 3);
+        let problem = data.problem(true);
+        let tame = small_oracle();
+        let warm = fit(&tame, &problem, None, 0);
+        let warm_loss = model_loss(warm.as_ref(), &problem).unwrap();
+        // At step 1e4 every epoch diverges: without halvings the call returns its warm start…
+        let wild = MlpOracle { step_size: 1e4, ..small_oracle() };
+        let stuck = fit(&wild, &problem, Some(warm.as_ref()), 1);
+        assert_eq!(as_mlp(stuck.as_ref()), as_mlp(warm.as_ref()));
+        // …with enough halvings (1e4 / 2^16 ≈ 0.15) it reaches a step that lowers the loss.
+        let halving = MlpOracle { step_halvings: 20, ..wild.clone() };
+        let moved = fit(&halving, &problem, Some(warm.as_ref()), 1);
+        let moved_loss = model_loss(moved.as_ref(), &problem).unwrap();
+        assert!(moved_loss < warm_loss, "{moved_loss} !< {warm_loss}");
+        // Too few halvings to get there: still the warm start.
+        let few = fit(&MlpOracle { step_halvings: 3, ..wild }, &problem, Some(warm.as_ref()), 1);
+        assert_eq!(as_mlp(few.as_ref()), as_mlp(warm.as_ref()));
+        // A call whose first attempt improves is the same with or without halvings, bit for bit,
+        // and a cold start is never retried.
+        let with = MlpOracle { step_halvings: 5, ..tame.clone() };
+        assert_eq!(as_mlp(fit(&with, &problem, None, 4).as_ref()), as_mlp(fit(&tame, &problem, None, 4).as_ref()));
+        let first = fit(&tame, &problem, Some(warm.as_ref()), 2);
+        assert!(model_loss(first.as_ref(), &problem).unwrap() < warm_loss);
+        assert_eq!(as_mlp(fit(&with, &problem, Some(warm.as_ref()), 2).as_ref()), as_mlp(first.as_ref()));
     }
 
     #[test]

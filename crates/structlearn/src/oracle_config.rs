@@ -47,6 +47,7 @@
 //! | `mlp` | `epochs` | 1 | passes over the data per fit |
 //! | `mlp` | `init_scale` | 1 | cold-start weight scale (times 1/√d) |
 //! | `mlp` | `biases` | false | hidden and output biases |
+//! | `mlp` | `step_halvings` | 0 | retries of a warm fit that found nothing better, each at half the step |
 //! | L-BFGS | `max_iterations` | 200 | most accepted steps |
 //! | L-BFGS | `memory` | 10 | curvature pairs kept |
 //! | L-BFGS | `gradient_tolerance` | 1e-6 | stop when ‖∇‖ is below this |
@@ -256,6 +257,7 @@ const MEANINGS: &[(&str, &str, &str)] = &[
     ("mlp", "epochs", "passes over the data per fit"),
     ("mlp", "init_scale", "standard deviation of a cold-start input weight, times 1/√d"),
     ("mlp", "biases", "add hidden and output biases"),
+    ("mlp", "step_halvings", "retries of a warm fit that lowered nothing, each from the warm start at half the step"),
     ("*", "max_iterations", "L-BFGS: most accepted steps, ≥ 1"),
     ("*", "memory", "L-BFGS: curvature pairs kept, ≥ 1"),
     ("*", "gradient_tolerance", "L-BFGS: stop once ‖∇‖ ≤ this"),
