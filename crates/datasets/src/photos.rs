@@ -254,7 +254,7 @@ pub fn labelled_subgrid(
 /// shared-type [`factor_graph::grid`] or its by-direction twin.
 struct FullGrids {
     shared: GridGraphs,
-    by_direction: HashMap<(usize, usize), Arc<RegionGraph>>,
+    by_direction: HashMap<(usize, usize, usize), Arc<RegionGraph>>,
 }
 
 impl FullGrids {
@@ -267,12 +267,12 @@ impl FullGrids {
         match pair_types {
             PairTypes::Shared => self.shared.get(layout.height, layout.width, labels),
             PairTypes::ByDirection => {
-                if let Some(g) = self.by_direction.get(&(layout.height, layout.width)) {
+                if let Some(g) = self.by_direction.get(&(layout.height, layout.width, labels)) {
                     return Ok(g.clone());
                 }
                 let keep = vec![true; layout.num_pixels()];
                 let g = Arc::new(labelled_subgrid(layout, &keep, labels, pair_types)?.0);
-                self.by_direction.insert((layout.height, layout.width), g.clone());
+                self.by_direction.insert((layout.height, layout.width, labels), g.clone());
                 Ok(g)
             }
         }
