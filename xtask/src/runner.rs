@@ -473,11 +473,13 @@ fn run_cell<E: Experiment>(
         .iter()
         .map(|t| Ok((t.clone(), if t == UNARY { exp.oracle(unary, false)? } else { exp.oracle(pairwise, true)? })))
         .collect::<Result<Vec<_>, LearnError>>()?;
+    // The chapter's message passing after each fit.
+    const SWEEPS: usize = 25;
     let config = TrainConfig {
-        schedule: exp.schedule(25),
+        schedule: exp.schedule(SWEEPS),
         epsilon: 0.1,
         learning_iterations: budget.learning_iterations,
-        message_passing_iterations: 25,
+        message_passing_iterations: SWEEPS,
         seed,
         predict: budget.predict,
         evaluate: Evaluate::EveryIteration,
