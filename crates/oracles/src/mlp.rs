@@ -163,8 +163,9 @@ pub struct MlpOracle {
     /// When no epoch of a warm-started call lowers the loss below the warm
     /// start's, run the call's epochs again from the warm start with half the
     /// step size, up to this many times (default 0: return the warm start, the
-    /// papers' fixed step). Lets a call below fixed-step SGD's noise floor
-    /// still make progress (module docs, "Defaults inside Algorithm 1").
+    /// papers' fixed step; at most [`MAX_STEP_HALVINGS`]). Lets a call below
+    /// fixed-step SGD's noise floor still make progress (module docs, "Defaults
+    /// inside Algorithm 1").
     #[serde(default)]
     pub step_halvings: usize,
 }
@@ -204,6 +205,10 @@ impl Default for MlpOracle {
     }
 }
 
+/// Most halvings of [`MlpOracle::step_halvings`]: a step below 2⁻⁶⁰ of the
+/// configured one no longer moves the parameters.
+pub const MAX_STEP_HALVINGS: usize = 60;
+
 fn invalid(name: &'static str, reason: String) -> OracleError {
     OracleError::InvalidHyperParameter { name, reason }
 }
@@ -228,6 +233,15 @@ impl Oracle for MlpOracle {
         }
         if self.epochs == 0 {
             return Err(invalid("epochs", "at least one epoch is needed".into()));
+        }
+        if self.step_halvings > MAX_STEP_HALVINGS {
+            return Err(invalid(
+                "step_halvings",
+                format!(
+                    "{} > {MAX_STEP_HALVINGS} (the step would be below 2^-{MAX_STEP_HALVINGS} of itself)",
+                    self.step_halvings
+                ),
+            ));
         }
         if !(self.init_scale.is_finite() && self.init_scale > 0.0) {
             // With W = 0 and V = 0 every hidden unit is 0 and no gradient reaches either.
@@ -1349,7 +1363,7 @@ mod tests {
     fn mlp_invalid_hyper_parameters_are_typed_errors() {
         let data = Data::random(10, 2, 2, false, 7);
         let problem = data.problem(false);
-        let cases: [(&str, MlpOracle); 8] = [
+        let cases: [(&str, MlpOracle); 9] = [
             ("hidden", MlpOracle { hidden: 0, ..MlpOracle::unary() }),
             ("step_size", MlpOracle { step_size: 0.0, ..MlpOracle::unary() }),
             ("step_size", MlpOracle { step_size: f64::NAN, ..MlpOracle::unary() }),
@@ -1358,6 +1372,7 @@ mod tests {
             ("minibatch", MlpOracle { minibatch: 0, ..MlpOracle::unary() }),
             ("epochs", MlpOracle { epochs: 0, ..MlpOracle::unary() }),
             ("init_scale", MlpOracle { init_scale: f64::INFINITY, ..MlpOracle::unary() }),
+            ("step_halvings", MlpOracle { step_halvings: usize::MAX, ..MlpOracle::unary() }),
         ];
         for (expected, oracle) in cases {
             for err in [oracle.validate().unwrap_err(), oracle.fit(&problem, None, FitContext { seed: 0 }).unwrap_err()]
