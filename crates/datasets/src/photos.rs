@@ -18,6 +18,7 @@
 //!   which every error count skips.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -33,7 +34,7 @@ use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock, Step};
 
 use crate::DatasetError;
 use crate::features::{FeatureConfig, PAIR_DIM, Standardizer, UNARY_DIM, image_features};
-use crate::image::{GridGraphs, Raster};
+use crate::image::Raster;
 
 /// An RGB image with one label per pixel (`None`: unknown), at model resolution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -250,33 +251,11 @@ pub fn labelled_subgrid(
     Ok((b.build()?, pixels, pairs))
 }
 
-/// The graphs of fully labelled (or evaluated) images, one per shape: the
-/// shared-type [`factor_graph::grid`] or its by-direction twin.
-struct FullGrids {
-    shared: GridGraphs,
-    by_direction: HashMap<(usize, usize, usize), Arc<RegionGraph>>,
-}
-
-impl FullGrids {
-    fn get(
-        &mut self,
-        layout: GridLayout,
-        labels: usize,
-        pair_types: PairTypes,
-    ) -> Result<Arc<RegionGraph>, DatasetError> {
-        match pair_types {
-            PairTypes::Shared => self.shared.get(layout.height, layout.width, labels),
-            PairTypes::ByDirection => {
-                if let Some(g) = self.by_direction.get(&(layout.height, layout.width, labels)) {
-                    return Ok(g.clone());
-                }
-                let keep = vec![true; layout.num_pixels()];
-                let g = Arc::new(labelled_subgrid(layout, &keep, labels, pair_types)?.0);
-                self.by_direction.insert((layout.height, layout.width, labels), g.clone());
-                Ok(g)
-            }
-        }
-    }
+/// The whole grid of a `layout`-shaped image, pairs typed by `pair_types`
+/// ([`labelled_subgrid`] keeping every pixel; for shared types this is
+/// [`factor_graph::grid`]).
+fn full_grid(layout: GridLayout, labels: usize, pair_types: PairTypes) -> Result<RegionGraph, DatasetError> {
+    labelled_subgrid(layout, &vec![true; layout.num_pixels()], labels, pair_types).map(|(graph, _, _)| graph)
 }
 
 /// Features of one image before standardisation: the full grid's unary and pair
@@ -356,7 +335,8 @@ pub fn build_examples(
     usage: Use,
     pair_types: PairTypes,
 ) -> Result<Dataset, DatasetError> {
-    let mut graphs = FullGrids { shared: GridGraphs::new(), by_direction: HashMap::new() };
+    // One graph per image shape, shared by the examples of that shape.
+    let mut graphs: HashMap<(usize, usize), Arc<RegionGraph>> = HashMap::new();
     let mut examples = Vec::with_capacity(images.len());
     let mut masks = Vec::with_capacity(images.len());
     for (img, f) in images.iter().zip(features) {
@@ -366,7 +346,10 @@ pub fn build_examples(
         let (graph, labels, mut unary, mut pair, horizontal, ignored) = if complete || usage == Use::Evaluate {
             let labels: Vec<usize> = img.labels.iter().map(|l| l.map_or(0, usize::from)).collect();
             let ignored = (!complete).then(|| keep.iter().map(|k| !k).collect());
-            let graph = graphs.get(layout, classes, pair_types)?;
+            let graph = match graphs.entry((img.height, img.width)) {
+                Entry::Occupied(e) => e.get().clone(),
+                Entry::Vacant(e) => e.insert(Arc::new(full_grid(layout, classes, pair_types)?)).clone(),
+            };
             (graph, labels, f.unary.clone(), f.pair.clone(), layout.num_horizontal(), ignored)
         } else {
             let (graph, pixels, pairs) = labelled_subgrid(layout, &keep, classes, pair_types)?;
@@ -656,8 +639,7 @@ impl Pipeline {
         self.standardizers[0].apply(&mut unary)?;
         self.standardizers[1].apply(&mut pair)?;
         let layout = GridLayout { height: h, width: w };
-        let keep = vec![true; layout.num_pixels()];
-        let graph = Arc::new(labelled_subgrid(layout, &keep, self.classes.len(), self.pair_types)?.0);
+        let graph = Arc::new(full_grid(layout, self.classes.len(), self.pair_types)?);
         let features = self.pair_types.blocks(unary, pair, layout.num_horizontal());
         let example = Example { name: name.into(), graph, labels: None, features };
         Ok((Dataset::new(self.pair_types.factor_types(), vec![example])?, small))
