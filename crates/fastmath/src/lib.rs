@@ -132,6 +132,87 @@ pub fn ln_pos<A: Arith>(z: f64) -> f64 {
     A::madd(kf, LN2_HI, -((hfsq - A::madd(s, hfsq + r, kf * LN2_LO)) - f))
 }
 
+/// [`exp_nonpos`] and [`ln_pos`] on four lanes of AVX2 registers, for
+/// kernels written with `std::arch` intrinsics. Each is the same sequence of
+/// operations as the scalar function with [`Fused`] arithmetic, so every lane
+/// is bit for bit what the scalar function returns for it (tested).
+#[cfg(target_arch = "x86_64")]
+pub mod x86 {
+    use super::*;
+    use std::arch::x86_64::*;
+
+    /// Whether this CPU runs the functions of this module (AVX2 and FMA).
+    pub fn available() -> bool {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+
+    /// [`exp_nonpos`]`::<Fused>` on each lane.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA ([`available`]).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub fn exp_nonpos_4(x: __m256d) -> __m256d {
+        let flush = _mm256_set1_pd(EXP_FLUSH);
+        let shifter = _mm256_set1_pd(SHIFTER);
+        // x < EXP_FLUSH ? EXP_FLUSH : x (NaN lanes are masked off below).
+        let xc = _mm256_max_pd(x, flush);
+        let t = _mm256_fmadd_pd(xc, _mm256_set1_pd(LOG2_E), shifter);
+        let kf = _mm256_sub_pd(t, shifter);
+        let r = _mm256_fmadd_pd(kf, _mm256_set1_pd(-LN2_HI), xc);
+        let r = _mm256_fmadd_pd(kf, _mm256_set1_pd(-LN2_LO), r);
+        let rr = _mm256_mul_pd(r, r);
+        let poly = _mm256_fmadd_pd(rr, _mm256_set1_pd(P5), _mm256_set1_pd(P4));
+        let poly = _mm256_fmadd_pd(rr, poly, _mm256_set1_pd(P3));
+        let poly = _mm256_fmadd_pd(rr, poly, _mm256_set1_pd(P2));
+        let poly = _mm256_fmadd_pd(rr, poly, _mm256_set1_pd(P1));
+        let c = _mm256_fnmadd_pd(rr, poly, r);
+        let q = _mm256_div_pd(_mm256_mul_pd(r, c), _mm256_sub_pd(_mm256_set1_pd(2.0), c));
+        let p = _mm256_add_pd(_mm256_set1_pd(1.0), _mm256_add_pd(r, q));
+        let k = _mm256_sub_epi64(_mm256_castpd_si256(t), _mm256_castpd_si256(shifter));
+        let scale = _mm256_slli_epi64::<52>(_mm256_add_epi64(k, _mm256_set1_epi64x(1023)));
+        let keep = _mm256_cmp_pd::<_CMP_GE_OQ>(x, flush);
+        _mm256_and_pd(_mm256_mul_pd(p, _mm256_castsi256_pd(scale)), keep)
+    }
+
+    /// [`ln_pos`]`::<Fused>` on each lane.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA ([`available`]).
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub fn ln_pos_4(z: __m256d) -> __m256d {
+        const BIAS: i64 = 1024;
+        let bits = _mm256_castpd_si256(z);
+        let shifted = _mm256_add_epi64(
+            _mm256_sub_epi64(bits, _mm256_set1_epi64x(SQRT_HALF_BITS as i64)),
+            _mm256_set1_epi64x(BIAS << 52),
+        );
+        let biased = _mm256_srli_epi64::<52>(shifted);
+        let k_shift = _mm256_slli_epi64::<52>(_mm256_sub_epi64(biased, _mm256_set1_epi64x(BIAS)));
+        let m = _mm256_castsi256_pd(_mm256_sub_epi64(bits, k_shift));
+        let two52 = _mm256_castsi256_pd(_mm256_or_si256(_mm256_set1_epi64x(0x4330_0000_0000_0000), biased));
+        let kf = _mm256_sub_pd(two52, _mm256_set1_pd(4_503_599_627_370_496.0 + BIAS as f64));
+        let one = _mm256_set1_pd(1.0);
+        let f = _mm256_sub_pd(m, one);
+        let s = _mm256_div_pd(f, _mm256_add_pd(_mm256_set1_pd(2.0), f));
+        let z2 = _mm256_mul_pd(s, s);
+        let w = _mm256_mul_pd(z2, z2);
+        let t1 = _mm256_fmadd_pd(w, _mm256_set1_pd(LG6), _mm256_set1_pd(LG4));
+        let t1 = _mm256_mul_pd(w, _mm256_fmadd_pd(w, t1, _mm256_set1_pd(LG2)));
+        let t2 = _mm256_fmadd_pd(w, _mm256_set1_pd(LG7), _mm256_set1_pd(LG5));
+        let t2 = _mm256_fmadd_pd(w, t2, _mm256_set1_pd(LG3));
+        let t2 = _mm256_mul_pd(z2, _mm256_fmadd_pd(w, t2, _mm256_set1_pd(LG1)));
+        let r = _mm256_add_pd(t2, t1);
+        let hfsq = _mm256_mul_pd(_mm256_mul_pd(_mm256_set1_pd(0.5), f), f);
+        let inner = _mm256_fmadd_pd(s, _mm256_add_pd(hfsq, r), _mm256_mul_pd(kf, _mm256_set1_pd(LN2_LO)));
+        let neg = _mm256_sub_pd(_mm256_sub_pd(hfsq, inner), f);
+        // −neg: flip the sign bit (exact, as the scalar negation).
+        let minus = _mm256_xor_pd(neg, _mm256_set1_pd(-0.0));
+        _mm256_fmadd_pd(kf, _mm256_set1_pd(LN2_HI), minus)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,6 +256,52 @@ mod tests {
     fn exp_matches_libm() {
         check_exp::<Plain>();
         check_exp::<Fused>();
+    }
+
+    /// The four-lane versions are bit for bit the scalar ones, on ordinary
+    /// arguments and on the edges (flush, −∞, NaN, tiny and huge `z`).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn four_lanes_equal_the_scalar_functions_bit_for_bit() {
+        if !x86::available() {
+            return;
+        }
+        let mut xs: Vec<f64> = (0..20_000).map(|i| -720.0 + i as f64 * 0.036_137).collect();
+        xs.extend([0.0, -0.0, -1e-300, -708.0, -708.000_001, -707.999, f64::NEG_INFINITY, f64::NAN, 3.5]);
+        let mut zs: Vec<f64> = (0..20_000).map(|i| 1e-300 * 1.035f64.powi(i)).collect();
+        zs.extend([
+            1.0,
+            0.5,
+            2.0,
+            f64::MIN_POSITIVE,
+            f64::MAX,
+            std::f64::consts::FRAC_1_SQRT_2,
+            std::f64::consts::SQRT_2,
+        ]);
+        use std::arch::x86_64::__m256d;
+        type F4 = fn(__m256d) -> __m256d;
+        let lanes = |v: &[f64], f: F4| -> Vec<f64> {
+            v.chunks(4)
+                .flat_map(|c| {
+                    let mut a = [1.0; 4];
+                    a[..c.len()].copy_from_slice(c);
+                    // SAFETY: AVX2 and FMA are available (checked above); both types are four f64.
+                    let out = unsafe {
+                        std::mem::transmute::<__m256d, [f64; 4]>(f(std::mem::transmute::<[f64; 4], __m256d>(a)))
+                    };
+                    out[..c.len()].to_vec()
+                })
+                .collect()
+        };
+        // SAFETY (both): AVX2 and FMA are available (checked above).
+        let exp4 = lanes(&xs, |x| unsafe { x86::exp_nonpos_4(x) });
+        let ln4 = lanes(&zs, |z| unsafe { x86::ln_pos_4(z) });
+        for (&x, &v) in xs.iter().zip(&exp4) {
+            assert_eq!(v.to_bits(), exp_nonpos::<Fused>(x).to_bits(), "exp({x})");
+        }
+        for (&z, &v) in zs.iter().zip(&ln4) {
+            assert_eq!(v.to_bits(), ln_pos::<Fused>(z).to_bits(), "ln({z})");
+        }
     }
 
     #[test]

@@ -128,6 +128,9 @@ mod batch;
 mod error;
 mod messages;
 mod problem;
+// Only the AVX2 sweep pairs stars.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+mod schedule;
 mod star;
 
 pub use batch::{run_batch, with_thread_workspace};

@@ -4,6 +4,7 @@
 use factor_graph::RegionGraph;
 use serde::{Deserialize, Serialize};
 
+use crate::schedule::Schedule;
 use crate::star::{self, Bufs};
 use crate::{InferenceError, Messages};
 use fastmath::{Arith, Plain, exp_nonpos, ln_pos};
@@ -123,6 +124,10 @@ pub struct InferenceProblem<'a> {
     /// parent's `θ̃`, and only the children's needs refreshing before one.
     only_factored: bool,
     factored: std::sync::OnceLock<Factored>,
+    /// Whether some star is [`StarKind::Binary`] (then the AVX2 sweeps pair stars).
+    has_binary: bool,
+    /// The pairing of the first sweep order used (see [`crate::schedule`]).
+    schedule: std::sync::OnceLock<Schedule>,
 }
 
 /// Scratch sizes a problem needs.
@@ -336,6 +341,7 @@ impl<'a> InferenceProblem<'a> {
         let region_eps: Vec<f64> = (0..graph.num_regions()).map(|r| epsilon[graph.region_type(r)]).collect();
         let (children, edges) = plans(graph, &region_eps);
         let has_factored = children.iter().any(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8));
+        let has_binary = children.iter().any(|c| c.kind == StarKind::Binary);
         let only_factored =
             children.iter().all(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8 | StarKind::NoParents));
         Ok(Self {
@@ -350,6 +356,8 @@ impl<'a> InferenceProblem<'a> {
             has_factored,
             only_factored,
             factored: std::sync::OnceLock::new(),
+            has_binary,
+            schedule: std::sync::OnceLock::new(),
         })
     }
 
@@ -366,6 +374,19 @@ impl<'a> InferenceProblem<'a> {
     pub fn with_fast_paths(mut self, enabled: bool) -> Self {
         self.fast_paths = enabled;
         self
+    }
+
+    /// Whether sweeps with the AVX2 kernels update independent binary stars
+    /// in pairs ([`crate::schedule`]).
+    pub(crate) fn pairs_binary_stars(&self) -> bool {
+        self.has_binary && self.fast_paths
+    }
+
+    /// The pairing of `order`'s half-sweeps: built on first use and kept for
+    /// that order; `None` for another order (the caller builds its own).
+    pub(crate) fn schedule_for(&self, order: &[usize]) -> Option<&Schedule> {
+        let s = self.schedule.get_or_init(|| Schedule::build(self, order));
+        (s.order == order).then_some(s)
     }
 
     /// The blocks of the factored star updates (empty when no star is
@@ -1132,7 +1153,7 @@ fn dispatch_single(p: &InferenceProblem<'_>, lambda: &mut [f64], tt: &mut [f64],
 #[cfg(target_arch = "x86_64")]
 mod simd {
     use super::{Bufs, InferenceProblem};
-    use crate::star;
+    use crate::star::{self, Avx2Fma};
     use fastmath::Fused;
 
     /// # Safety
@@ -1183,7 +1204,7 @@ mod simd {
         order: &[usize],
         iterations: usize,
     ) {
-        star::sweep::<Fused>(p, lambda, tt, bufs, order, iterations);
+        star::sweep::<Avx2Fma>(p, lambda, tt, bufs, order, iterations);
     }
 
     /// # Safety
@@ -1196,7 +1217,7 @@ mod simd {
         bufs: &mut Bufs<'_>,
         child: usize,
     ) {
-        star::single::<Fused>(p, lambda, tt, bufs, child);
+        star::single::<Avx2Fma>(p, lambda, tt, bufs, child);
     }
 }
 
@@ -1371,6 +1392,72 @@ mod tests {
         let (mut m, mut ws) = (Messages::zeros(&g), Workspace::new(&g));
         let r = p.run(&mut m, &RunOptions { iterations: 500, tolerance: Some(1e-9), order: None }, &mut ws).unwrap();
         assert!(r.converged && r.iterations < 500 && r.iterations.is_multiple_of(TOLERANCE_CHECK_EVERY), "{r:?}");
+    }
+
+    /// The AVX2 sweep (binary stars by intrinsics, independent ones in pairs,
+    /// see `schedule.rs`) is bit for bit the portable kernels' sweep with fused
+    /// multiply-adds in the given order: on binary grids (also with `−∞`
+    /// potentials, which hand stars to the portable combine), a grid in a
+    /// shuffled order, an order with repeats, a chain, and a graph mixing
+    /// binary stars with others.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn paired_avx2_sweeps_equal_the_portable_fused_sweeps_bit_for_bit() {
+        use rand::seq::SliceRandom;
+        if !simd::available() {
+            return;
+        }
+        /// # Safety
+        /// The CPU must support AVX2 and FMA.
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn fused(p: &InferenceProblem<'_>, lambda: &mut [f64], tt: &mut [f64], b: &mut Bufs<'_>, o: &[usize]) {
+            star::sweep::<fastmath::Fused>(p, lambda, tt, b, o, 3);
+        }
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let s = |v: &[usize], t: &str| Scope { variables: v.to_vec(), factor_type: t.into() };
+        let mixed = factors_with_singletons(
+            vec![2, 2, 2, 3, 2, 2],
+            &[s(&[0, 1], "p"), s(&[1, 2], "p"), s(&[2, 3], "p"), s(&[3, 4], "p"), s(&[4, 5], "p"), s(&[0, 5], "q")],
+        )
+        .unwrap();
+        let chain =
+            factors_with_singletons(vec![2; 9], &(0..8).map(|i| s(&[i, i + 1], "p")).collect::<Vec<_>>()).unwrap();
+        let cases = [
+            (factor_graph::grid(7, 9, 2).unwrap(), 0.0, false, false),
+            (factor_graph::grid(23, 19, 2).unwrap(), 0.0, false, false),
+            (factor_graph::grid(6, 8, 2).unwrap(), 0.15, false, false),
+            (factor_graph::grid(9, 7, 2).unwrap(), 0.0, true, false),
+            (factor_graph::grid(5, 5, 2).unwrap(), 0.0, false, true),
+            (chain, 0.0, false, false),
+            (mixed, 0.05, false, false),
+        ];
+        for (g, hard, shuffle, repeat) in &cases {
+            let theta = random_theta(g, &mut rng, *hard);
+            let p = InferenceProblem::uniform(g, &theta, 0.1).unwrap();
+            let mut order = g.default_update_order();
+            if *shuffle {
+                order.shuffle(&mut rng);
+            }
+            if *repeat {
+                order.extend(order.clone().iter().rev().step_by(3));
+            }
+            let mut ws = Workspace::new(g);
+            let (tt, mut bufs) = ws.split(g.total_configs());
+            let mut reference = Messages::zeros(g);
+            p.refresh_all(reference.as_slice(), tt);
+            // SAFETY: the CPU supports AVX2 and FMA (checked above).
+            unsafe { fused(&p, reference.as_mut_slice(), tt, &mut bufs, &order) };
+            let reference_tt = tt.to_vec();
+            let mut paired = Messages::zeros(g);
+            p.refresh_all(paired.as_slice(), tt);
+            dispatch_sweep(&p, paired.as_mut_slice(), tt, &mut bufs, &order, 3);
+            for (a, b) in reference.as_slice().iter().zip(paired.as_slice()) {
+                assert_eq!(a.to_bits(), b.to_bits(), "messages {a} vs {b} ({} regions)", g.num_regions());
+            }
+            for (a, b) in reference_tt.iter().zip(tt.iter()) {
+                assert_eq!(a.to_bits(), b.to_bits(), "θ̃ {a} vs {b}");
+            }
+        }
     }
 
     /// The portable build of the sweep (separate multiply and add) and the one

@@ -11,10 +11,53 @@
 //! singleton children with at most four 4-configuration parents (the binary
 //! grid), which works on fixed eight-lane arrays, and a factored one for
 //! singleton children of plain pairs (multi-label grids), which takes `|Y|`
-//! exponentials per parent instead of `|Y|²` ([`factored_star`]).
+//! exponentials per parent instead of `|Y|²` ([`factored_star`]). On x86-64
+//! with AVX2 + FMA the binary one is written with intrinsics ([`avx2`], bit
+//! for bit the portable kernel with fused multiply-adds) and the sweep updates
+//! independent binary stars two at a time ([`crate::schedule`]).
 
 use crate::problem::{ChildPlan, EdgePlan, InferenceProblem, StarKind};
-use fastmath::{Arith, exp_nonpos, ln_pos};
+use fastmath::{Arith, Plain, exp_nonpos, ln_pos};
+
+#[cfg(target_arch = "x86_64")]
+use crate::schedule::{Schedule, Step};
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+
+/// The arithmetic of a sweep ([`Arith`]) and whether it runs inside a function
+/// compiled with AVX2 + FMA, where the binary star has an intrinsics kernel.
+pub(crate) trait Kernel: Arith {
+    /// `true` only for [`Avx2Fma`].
+    const AVX2_FMA: bool;
+}
+
+impl Kernel for Plain {
+    const AVX2_FMA: bool = false;
+}
+
+/// The portable kernels with fused multiply-adds, unpaired: what the AVX2
+/// sweep must equal bit for bit (tests).
+impl Kernel for fastmath::Fused {
+    const AVX2_FMA: bool = false;
+}
+
+/// Fused multiply-adds (as [`fastmath::Fused`]) in functions compiled with the
+/// `avx2,fma` target features: only instantiated there (`problem.rs`'s `simd`
+/// module), which is what makes the intrinsics of [`avx2`] safe to call.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Avx2Fma;
+
+impl Arith for Avx2Fma {
+    #[inline(always)]
+    fn madd(a: f64, b: f64, c: f64) -> f64 {
+        a.mul_add(b, c)
+    }
+}
+
+impl Kernel for Avx2Fma {
+    const AVX2_FMA: bool = true;
+}
 
 const NEG_INF: f64 = f64::NEG_INFINITY;
 
@@ -46,7 +89,7 @@ pub(crate) struct Bufs<'a> {
 /// Star updates at every region of `order`, then at every region of `order`
 /// reversed (one message-passing iteration, ch. §1.10), `iterations` times.
 #[inline(always)]
-pub(crate) fn sweep<A: Arith>(
+pub(crate) fn sweep<A: Kernel>(
     p: &InferenceProblem<'_>,
     lambda: &mut [f64],
     tt: &mut [f64],
@@ -55,6 +98,34 @@ pub(crate) fn sweep<A: Arith>(
     iterations: usize,
 ) {
     let blocks = p.factored_blocks();
+    #[cfg(target_arch = "x86_64")]
+    if A::AVX2_FMA && p.pairs_binary_stars() {
+        let own;
+        let schedule = match p.schedule_for(order) {
+            Some(s) => s,
+            None => {
+                own = Schedule::build(p, order);
+                &own
+            }
+        };
+        for _ in 0..iterations {
+            for half in [&schedule.forward, &schedule.backward] {
+                for &step in half {
+                    match step {
+                        Step::One(r) => star::<A>(p, blocks, r, lambda, tt, bufs),
+                        Step::Two(a, b) => {
+                            let (ca, cb) = (p.children[a], p.children[b]);
+                            let (ea, eb) = (&p.edges[ca.first..ca.end], &p.edges[cb.first..cb.end]);
+                            // SAFETY: `Avx2Fma` (AVX2_FMA) is only instantiated in
+                            // functions compiled with AVX2 and FMA.
+                            unsafe { avx2::binary_pair::<A>((ca, ea), (cb, eb), lambda, tt, bufs) };
+                        }
+                    }
+                }
+            }
+        }
+        return;
+    }
     for _ in 0..iterations {
         for &r in order {
             star::<A>(p, blocks, r, lambda, tt, bufs);
@@ -67,7 +138,7 @@ pub(crate) fn sweep<A: Arith>(
 
 /// One star update at `child`.
 #[inline(always)]
-pub(crate) fn single<A: Arith>(
+pub(crate) fn single<A: Kernel>(
     p: &InferenceProblem<'_>,
     lambda: &mut [f64],
     tt: &mut [f64],
@@ -78,7 +149,7 @@ pub(crate) fn single<A: Arith>(
 }
 
 #[inline(always)]
-fn star<A: Arith>(
+fn star<A: Kernel>(
     p: &InferenceProblem<'_>,
     blocks: &[f64],
     child: usize,
@@ -90,6 +161,11 @@ fn star<A: Arith>(
     let edges = &p.edges[cp.first..cp.end];
     match cp.kind {
         StarKind::NoParents => {}
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Avx2Fma` is only instantiated in functions compiled with AVX2 and FMA.
+        StarKind::Binary if p.fast_paths && A::AVX2_FMA => unsafe {
+            avx2::binary_star::<A>(cp, edges, lambda, tt, bufs)
+        },
         StarKind::Binary if p.fast_paths => binary_star::<A>(cp, edges, lambda, tt, bufs),
         StarKind::Factored8 if p.fast_paths => factored8_star::<A>(p.theta, blocks, cp, edges, lambda, tt, bufs),
         StarKind::Factored if p.fast_paths => factored_star::<A>(p.theta, blocks, cp, edges, lambda, tt, bufs),
