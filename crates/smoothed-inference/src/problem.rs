@@ -1394,12 +1394,12 @@ mod tests {
         assert!(r.converged && r.iterations < 500 && r.iterations.is_multiple_of(TOLERANCE_CHECK_EVERY), "{r:?}");
     }
 
-    /// The AVX2 sweep (binary stars by intrinsics, independent ones in pairs,
-    /// see `schedule.rs`) is bit for bit the portable kernels' sweep with fused
-    /// multiply-adds in the given order: on binary grids (also with `−∞`
-    /// potentials, which hand stars to the portable combine), a grid in a
-    /// shuffled order, an order with repeats, a chain, and a graph mixing
-    /// binary stars with others.
+    /// The AVX2 sweep (binary and 8-label stars by intrinsics, independent
+    /// binary ones in pairs, see `schedule.rs`) is bit for bit the portable
+    /// kernels' sweep with fused multiply-adds in the given order: on binary
+    /// and 8-label grids (also with `−∞` potentials, which hand stars to the
+    /// portable kernels' rare paths), a grid in a shuffled order, an order with
+    /// repeats, a chain, and a graph mixing binary stars with others.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn paired_avx2_sweeps_equal_the_portable_fused_sweeps_bit_for_bit() {
@@ -1430,6 +1430,8 @@ mod tests {
             (factor_graph::grid(5, 5, 2).unwrap(), 0.0, false, true),
             (chain, 0.0, false, false),
             (mixed, 0.05, false, false),
+            (factor_graph::grid(6, 7, 8).unwrap(), 0.0, false, false),
+            (factor_graph::grid(7, 5, 8).unwrap(), 0.2, true, false),
         ];
         for (g, hard, shuffle, repeat) in &cases {
             let theta = random_theta(g, &mut rng, *hard);

@@ -167,6 +167,11 @@ fn star<A: Kernel>(
             avx2::binary_star::<A>(cp, edges, lambda, tt, bufs)
         },
         StarKind::Binary if p.fast_paths => binary_star::<A>(cp, edges, lambda, tt, bufs),
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Avx2Fma` is only instantiated in functions compiled with AVX2 and FMA.
+        StarKind::Factored8 if p.fast_paths && A::AVX2_FMA => unsafe {
+            avx2::factored8_star::<A>(p.theta, blocks, cp, edges, lambda, tt, bufs)
+        },
         StarKind::Factored8 if p.fast_paths => factored8_star::<A>(p.theta, blocks, cp, edges, lambda, tt, bufs),
         StarKind::Factored if p.fast_paths => factored_star::<A>(p.theta, blocks, cp, edges, lambda, tt, bufs),
         StarKind::Singleton if p.fast_paths => singleton_star::<A>(cp, edges, lambda, tt, bufs),

@@ -192,3 +192,111 @@ pub(super) unsafe fn binary_pair<A: Kernel>(
         binary_star::<A>(b.0, b.1, lambda, tt, bufs);
     }
 }
+
+/// [`super::factored8_star`] (an eight-valued child of at most four factored
+/// pairs with eight-valued siblings): per parent two four-lane exponentials of
+/// the sibling's message, the 8 × 8 product with the block of fixed
+/// exponentials, two four-lane logarithms; the same operations in the same
+/// order as the portable kernel, so the same bits. A fibre sum below
+/// `TINY_SUM` or an impossible child value hands the star to the portable
+/// kernel (its exact rare paths).
+#[inline(always)]
+pub(super) unsafe fn factored8_star<A: Kernel>(
+    theta: &[f64],
+    blocks: &[f64],
+    cp: ChildPlan,
+    edges: &[EdgePlan],
+    lambda: &mut [f64],
+    tt: &mut [f64],
+    bufs: &mut Bufs<'_>,
+) {
+    const N: usize = 8;
+    let neg_inf = _mm256_set1_pd(f64::NEG_INFINITY);
+    let zero = _mm256_setzero_pd();
+    let tiny = _mm256_set1_pd(super::TINY_SUM);
+    let n = edges.len();
+    let mut l = [[zero; 2]; 4];
+    let mut rare = 0;
+    for (ep, lj) in edges.iter().zip(l.iter_mut()) {
+        let own = &lambda[ep.message_offset..ep.message_offset + N];
+        let sib = &lambda[ep.sibling_offset..ep.sibling_offset + N];
+        let (s0, s1) = (_mm256_loadu_pd(sib.as_ptr()), _mm256_loadu_pd(sib.as_ptr().add(4)));
+        // super::max_of's order: four lanes over the two halves, then the lanes in turn.
+        let lanes: [f64; 4] = std::mem::transmute(_mm256_max_pd(s1, _mm256_max_pd(s0, neg_inf)));
+        let mu = lanes.iter().fold(f64::NEG_INFINITY, |m, &v| if v > m { v } else { m });
+        let (mu4, inv) = (_mm256_set1_pd(mu), _mm256_set1_pd(ep.inv_eps));
+        let w0 = exp_nonpos_4(_mm256_mul_pd(_mm256_sub_pd(s0, mu4), inv));
+        let w1 = exp_nonpos_4(_mm256_mul_pd(_mm256_sub_pd(s1, mu4), inv));
+        let blk = &blocks[ep.block..ep.block + N * (N + 1)];
+        let e = |k: usize, h: usize| _mm256_loadu_pd(blk.as_ptr().add(N + N * k + 4 * h));
+        let (b0, b1, b2, b3) = (
+            _mm256_permute4x64_pd::<0x00>(w0),
+            _mm256_permute4x64_pd::<0x55>(w0),
+            _mm256_permute4x64_pd::<0xAA>(w0),
+            _mm256_permute4x64_pd::<0xFF>(w0),
+        );
+        let (b4, b5, b6, b7) = (
+            _mm256_permute4x64_pd::<0x00>(w1),
+            _mm256_permute4x64_pd::<0x55>(w1),
+            _mm256_permute4x64_pd::<0xAA>(w1),
+            _mm256_permute4x64_pd::<0xFF>(w1),
+        );
+        for (h, out) in lj.iter_mut().enumerate() {
+            let a0 = _mm256_fmadd_pd(b4, e(4, h), _mm256_fmadd_pd(b0, e(0, h), zero));
+            let a1 = _mm256_fmadd_pd(b5, e(5, h), _mm256_fmadd_pd(b1, e(1, h), zero));
+            let a2 = _mm256_fmadd_pd(b6, e(6, h), _mm256_fmadd_pd(b2, e(2, h), zero));
+            let a3 = _mm256_fmadd_pd(b7, e(7, h), _mm256_fmadd_pd(b3, e(3, h), zero));
+            let s = _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3));
+            rare |= _mm256_movemask_pd(_mm256_cmp_pd::<_CMP_LT_OQ>(s, tiny));
+            let row_max = _mm256_loadu_pd(blk.as_ptr().add(4 * h));
+            let base = _mm256_add_pd(_mm256_add_pd(_mm256_loadu_pd(own.as_ptr().add(4 * h)), row_max), mu4);
+            *out = _mm256_fmadd_pd(_mm256_set1_pd(ep.eps), ln_pos_4(s), base);
+        }
+    }
+    let child = &tt[cp.offset..cp.offset + N];
+    let c = [_mm256_loadu_pd(child.as_ptr()), _mm256_loadu_pd(child.as_ptr().add(4))];
+    for &ch in &c {
+        rare |= _mm256_movemask_pd(_mm256_cmp_pd::<_CMP_NGT_UQ>(ch, neg_inf));
+    }
+    if rare != 0 {
+        super::factored8_star::<A>(theta, blocks, cp, edges, lambda, tt, bufs);
+        return;
+    }
+    let inv_e = _mm256_set1_pd(cp.inv_total_eps);
+    let mut logm = [zero; 2];
+    for (h, lm) in logm.iter_mut().enumerate() {
+        let mut s = c[h];
+        for lj in &l[..n] {
+            s = _mm256_add_pd(s, lj[h]);
+        }
+        *lm = _mm256_mul_pd(s, inv_e);
+    }
+    // The largest log m (any order: the floor below is the same).
+    let m = _mm256_max_pd(logm[0], logm[1]);
+    let m = _mm256_max_pd(m, _mm256_permute4x64_pd::<0b01_00_11_10>(m));
+    let m = _mm256_max_pd(m, _mm256_permute_pd::<0b0101>(m));
+    let floor = _mm256_sub_pd(m, _mm256_set1_pd(CLAMP));
+    for lm in &mut logm {
+        *lm = _mm256_max_pd(*lm, floor);
+    }
+    let mut sum = [zero; 2];
+    let mut d = [[zero; 2]; 4];
+    for ((ep, lj), dj) in edges.iter().zip(&l).zip(d.iter_mut()) {
+        let eps = _mm256_set1_pd(ep.eps);
+        for h in 0..2 {
+            dj[h] = _mm256_fmsub_pd(eps, logm[h], lj[h]);
+            sum[h] = _mm256_add_pd(sum[h], dj[h]);
+        }
+    }
+    let child = &mut tt[cp.offset..cp.offset + N];
+    for h in 0..2 {
+        _mm256_storeu_pd(child.as_mut_ptr().add(4 * h), _mm256_sub_pd(c[h], sum[h]));
+    }
+    for (ep, dj) in edges.iter().zip(&d) {
+        let m = &mut lambda[ep.message_offset..ep.message_offset + N];
+        for (h, &dv) in dj.iter().enumerate() {
+            let p = m.as_mut_ptr().add(4 * h);
+            _mm256_storeu_pd(p, _mm256_add_pd(_mm256_loadu_pd(p), dv));
+        }
+    }
+}
