@@ -132,8 +132,8 @@ pub fn ln_pos<A: Arith>(z: f64) -> f64 {
     A::madd(kf, LN2_HI, -((hfsq - A::madd(s, hfsq + r, kf * LN2_LO)) - f))
 }
 
-/// [`exp_nonpos`] and [`ln_pos`] on four lanes of AVX2 registers, for
-/// kernels written with `std::arch` intrinsics. Each is the same sequence of
+/// [`exp_nonpos`] and [`ln_pos`] on four lanes of AVX2 registers and eight
+/// of AVX-512 ones, for kernels written with `std::arch` intrinsics. Each is the same sequence of
 /// operations as the scalar function with [`Fused`] arithmetic, so every lane
 /// is bit for bit what the scalar function returns for it (tested).
 #[cfg(target_arch = "x86_64")]
@@ -210,6 +210,74 @@ pub mod x86 {
         // −neg: flip the sign bit (exact, as the scalar negation).
         let minus = _mm256_xor_pd(neg, _mm256_set1_pd(-0.0));
         _mm256_fmadd_pd(kf, _mm256_set1_pd(LN2_HI), minus)
+    }
+
+    /// Whether this CPU runs the eight-lane functions (AVX-512 F).
+    pub fn available_512() -> bool {
+        std::arch::is_x86_feature_detected!("avx512f")
+    }
+
+    /// [`exp_nonpos`]`::<Fused>` on each of eight lanes.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F ([`available_512`]).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub fn exp_nonpos_8(x: __m512d) -> __m512d {
+        let flush = _mm512_set1_pd(EXP_FLUSH);
+        let shifter = _mm512_set1_pd(SHIFTER);
+        let xc = _mm512_max_pd(x, flush);
+        let t = _mm512_fmadd_pd(xc, _mm512_set1_pd(LOG2_E), shifter);
+        let kf = _mm512_sub_pd(t, shifter);
+        let r = _mm512_fmadd_pd(kf, _mm512_set1_pd(-LN2_HI), xc);
+        let r = _mm512_fmadd_pd(kf, _mm512_set1_pd(-LN2_LO), r);
+        let rr = _mm512_mul_pd(r, r);
+        let poly = _mm512_fmadd_pd(rr, _mm512_set1_pd(P5), _mm512_set1_pd(P4));
+        let poly = _mm512_fmadd_pd(rr, poly, _mm512_set1_pd(P3));
+        let poly = _mm512_fmadd_pd(rr, poly, _mm512_set1_pd(P2));
+        let poly = _mm512_fmadd_pd(rr, poly, _mm512_set1_pd(P1));
+        let c = _mm512_fnmadd_pd(rr, poly, r);
+        let q = _mm512_div_pd(_mm512_mul_pd(r, c), _mm512_sub_pd(_mm512_set1_pd(2.0), c));
+        let p = _mm512_add_pd(_mm512_set1_pd(1.0), _mm512_add_pd(r, q));
+        let k = _mm512_sub_epi64(_mm512_castpd_si512(t), _mm512_castpd_si512(shifter));
+        let scale = _mm512_slli_epi64::<52>(_mm512_add_epi64(k, _mm512_set1_epi64(1023)));
+        let keep = _mm512_cmp_pd_mask::<_CMP_GE_OQ>(x, flush);
+        _mm512_maskz_mov_pd(keep, _mm512_mul_pd(p, _mm512_castsi512_pd(scale)))
+    }
+
+    /// [`ln_pos`]`::<Fused>` on each of eight lanes.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F ([`available_512`]).
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    pub fn ln_pos_8(z: __m512d) -> __m512d {
+        const BIAS: i64 = 1024;
+        let bits = _mm512_castpd_si512(z);
+        let shifted = _mm512_add_epi64(
+            _mm512_sub_epi64(bits, _mm512_set1_epi64(SQRT_HALF_BITS as i64)),
+            _mm512_set1_epi64(BIAS << 52),
+        );
+        let biased = _mm512_srli_epi64::<52>(shifted);
+        let k_shift = _mm512_slli_epi64::<52>(_mm512_sub_epi64(biased, _mm512_set1_epi64(BIAS)));
+        let m = _mm512_castsi512_pd(_mm512_sub_epi64(bits, k_shift));
+        let two52 = _mm512_castsi512_pd(_mm512_or_si512(_mm512_set1_epi64(0x4330_0000_0000_0000), biased));
+        let kf = _mm512_sub_pd(two52, _mm512_set1_pd(4_503_599_627_370_496.0 + BIAS as f64));
+        let f = _mm512_sub_pd(m, _mm512_set1_pd(1.0));
+        let s = _mm512_div_pd(f, _mm512_add_pd(_mm512_set1_pd(2.0), f));
+        let z2 = _mm512_mul_pd(s, s);
+        let w = _mm512_mul_pd(z2, z2);
+        let t1 = _mm512_fmadd_pd(w, _mm512_set1_pd(LG6), _mm512_set1_pd(LG4));
+        let t1 = _mm512_mul_pd(w, _mm512_fmadd_pd(w, t1, _mm512_set1_pd(LG2)));
+        let t2 = _mm512_fmadd_pd(w, _mm512_set1_pd(LG7), _mm512_set1_pd(LG5));
+        let t2 = _mm512_fmadd_pd(w, t2, _mm512_set1_pd(LG3));
+        let t2 = _mm512_mul_pd(z2, _mm512_fmadd_pd(w, t2, _mm512_set1_pd(LG1)));
+        let r = _mm512_add_pd(t2, t1);
+        let hfsq = _mm512_mul_pd(_mm512_mul_pd(_mm512_set1_pd(0.5), f), f);
+        let inner = _mm512_fmadd_pd(s, _mm512_add_pd(hfsq, r), _mm512_mul_pd(kf, _mm512_set1_pd(LN2_LO)));
+        let neg = _mm512_sub_pd(_mm512_sub_pd(hfsq, inner), f);
+        let minus = _mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(neg), _mm512_set1_epi64(i64::MIN)));
+        _mm512_fmadd_pd(kf, _mm512_set1_pd(LN2_HI), minus)
     }
 }
 
@@ -296,6 +364,28 @@ mod tests {
         // SAFETY (both): AVX2 and FMA are available (checked above).
         let exp4 = lanes(&xs, |x| unsafe { x86::exp_nonpos_4(x) });
         let ln4 = lanes(&zs, |z| unsafe { x86::ln_pos_4(z) });
+        if x86::available_512() {
+            use std::arch::x86_64::__m512d;
+            type F8 = fn(__m512d) -> __m512d;
+            let lanes8 = |v: &[f64], f: F8| -> Vec<f64> {
+                v.chunks(8)
+                    .flat_map(|c| {
+                        let mut a = [1.0; 8];
+                        a[..c.len()].copy_from_slice(c);
+                        // SAFETY: AVX-512 F is available (checked above); both types are eight f64.
+                        let out = unsafe {
+                            std::mem::transmute::<__m512d, [f64; 8]>(f(std::mem::transmute::<[f64; 8], __m512d>(a)))
+                        };
+                        out[..c.len()].to_vec()
+                    })
+                    .collect()
+            };
+            // SAFETY (both): AVX-512 F is available (checked above).
+            let exp8 = lanes8(&xs, |x| unsafe { x86::exp_nonpos_8(x) });
+            let ln8 = lanes8(&zs, |z| unsafe { x86::ln_pos_8(z) });
+            assert!(exp8.iter().zip(&exp4).all(|(a, b)| a.to_bits() == b.to_bits()), "exp, 8 lanes");
+            assert!(ln8.iter().zip(&ln4).all(|(a, b)| a.to_bits() == b.to_bits()), "ln, 8 lanes");
+        }
         for (&x, &v) in xs.iter().zip(&exp4) {
             assert_eq!(v.to_bits(), exp_nonpos::<Fused>(x).to_bits(), "exp({x})");
         }

@@ -723,7 +723,13 @@ impl<'a> InferenceProblem<'a> {
     /// `tt = θ̃` from `θ` and the messages.
     fn refresh_all(&self, lambda: &[f64], tt: &mut [f64]) {
         tt.copy_from_slice(self.theta);
-        star::add_messages(self, lambda, tt);
+        #[cfg(target_arch = "x86_64")]
+        if simd::available() {
+            // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+            unsafe { simd::add_messages(self, lambda, tt) };
+            return;
+        }
+        star::add_messages::<Plain>(self, lambda, tt);
     }
 
     /// `tt = θ̃` where the sweeps read it: everywhere, or, when every star is
@@ -740,6 +746,18 @@ impl<'a> InferenceProblem<'a> {
     /// when [`Self::leaves_stale_parents`]): `tt[ν] = θ̃_ν`, bit for bit what
     /// [`Self::refresh_all`] writes there.
     fn refresh_children(&self, lambda: &[f64], tt: &mut [f64]) {
+        #[cfg(target_arch = "x86_64")]
+        if simd::available() {
+            // SAFETY: the CPU supports AVX2 and FMA (checked just above).
+            unsafe { simd::refresh_children(self, lambda, tt) };
+            return;
+        }
+        self.refresh_children_with(lambda, tt);
+    }
+
+    /// [`Self::refresh_children`]'s loop, inlined into its AVX2 build.
+    #[inline(always)]
+    fn refresh_children_with(&self, lambda: &[f64], tt: &mut [f64]) {
         for (r, cp) in self.children.iter().enumerate() {
             if cp.first == cp.end || !self.graph.child_edges(r).is_empty() {
                 continue;
@@ -1114,6 +1132,12 @@ pub(crate) fn dispatch_sweep(
     iterations: usize,
 ) {
     #[cfg(target_arch = "x86_64")]
+    if simd512::available() {
+        // SAFETY: the CPU supports AVX-512 F, AVX2 and FMA (checked just above).
+        unsafe { simd512::sweep(p, lambda, tt, bufs, order, iterations) };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
     if simd::available() {
         // SAFETY: the CPU supports AVX2 and FMA (checked just above).
         unsafe { simd::sweep(p, lambda, tt, bufs, order, iterations) };
@@ -1141,12 +1165,57 @@ fn dispatch_check(
 
 fn dispatch_single(p: &InferenceProblem<'_>, lambda: &mut [f64], tt: &mut [f64], bufs: &mut Bufs<'_>, child: usize) {
     #[cfg(target_arch = "x86_64")]
+    if simd512::available() {
+        // SAFETY: the CPU supports AVX-512 F, AVX2 and FMA (checked just above).
+        unsafe { simd512::single(p, lambda, tt, bufs, child) };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
     if simd::available() {
         // SAFETY: the CPU supports AVX2 and FMA (checked just above).
         unsafe { simd::single(p, lambda, tt, bufs, child) };
         return;
     }
     star::single::<Plain>(p, lambda, tt, bufs, child);
+}
+
+/// The sweeps compiled for AVX-512 F (with AVX2 and FMA): the binary and
+/// 8-label stars on eight-lane registers, bit for bit the AVX2 ones.
+#[cfg(target_arch = "x86_64")]
+mod simd512 {
+    use super::{Bufs, InferenceProblem};
+    use crate::star::{self, Avx512};
+
+    pub(super) fn available() -> bool {
+        super::simd::available() && fastmath::x86::available_512()
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512 F, AVX2 and FMA.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn sweep(
+        p: &InferenceProblem<'_>,
+        lambda: &mut [f64],
+        tt: &mut [f64],
+        bufs: &mut Bufs<'_>,
+        order: &[usize],
+        iterations: usize,
+    ) {
+        star::sweep::<Avx512>(p, lambda, tt, bufs, order, iterations);
+    }
+
+    /// # Safety
+    /// The CPU must support AVX-512 F, AVX2 and FMA.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn single(
+        p: &InferenceProblem<'_>,
+        lambda: &mut [f64],
+        tt: &mut [f64],
+        bufs: &mut Bufs<'_>,
+        child: usize,
+    ) {
+        star::single::<Avx512>(p, lambda, tt, bufs, child);
+    }
 }
 
 /// The same kernels compiled for AVX2 + FMA.
@@ -1191,6 +1260,20 @@ mod simd {
 
     pub(super) fn available() -> bool {
         std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn add_messages(p: &InferenceProblem<'_>, lambda: &[f64], tt: &mut [f64]) {
+        star::add_messages::<Avx2Fma>(p, lambda, tt);
+    }
+
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn refresh_children(p: &InferenceProblem<'_>, lambda: &[f64], tt: &mut [f64]) {
+        p.refresh_children_with(lambda, tt);
     }
 
     /// # Safety
@@ -1394,8 +1477,8 @@ mod tests {
         assert!(r.converged && r.iterations < 500 && r.iterations.is_multiple_of(TOLERANCE_CHECK_EVERY), "{r:?}");
     }
 
-    /// The AVX2 sweep (binary and 8-label stars by intrinsics, independent
-    /// binary ones in pairs, see `schedule.rs`) is bit for bit the portable
+    /// The AVX2 and AVX-512 sweeps (binary and 8-label stars by intrinsics,
+    /// independent binary ones in pairs, see `schedule.rs`) are bit for bit the portable
     /// kernels' sweep with fused multiply-adds in the given order: on binary
     /// and 8-label grids (also with `−∞` potentials, which hand stars to the
     /// portable kernels' rare paths), a grid in a shuffled order, an order with
@@ -1450,14 +1533,25 @@ mod tests {
             // SAFETY: the CPU supports AVX2 and FMA (checked above).
             unsafe { fused(&p, reference.as_mut_slice(), tt, &mut bufs, &order) };
             let reference_tt = tt.to_vec();
-            let mut paired = Messages::zeros(g);
-            p.refresh_all(paired.as_slice(), tt);
-            dispatch_sweep(&p, paired.as_mut_slice(), tt, &mut bufs, &order, 3);
-            for (a, b) in reference.as_slice().iter().zip(paired.as_slice()) {
-                assert_eq!(a.to_bits(), b.to_bits(), "messages {a} vs {b} ({} regions)", g.num_regions());
-            }
-            for (a, b) in reference_tt.iter().zip(tt.iter()) {
-                assert_eq!(a.to_bits(), b.to_bits(), "θ̃ {a} vs {b}");
+            for level in ["avx2", "avx512"] {
+                if level == "avx512" && !simd512::available() {
+                    continue;
+                }
+                let mut paired = Messages::zeros(g);
+                p.refresh_all(paired.as_slice(), tt);
+                // SAFETY: the CPU supports the features of the kernel called (checked above).
+                unsafe {
+                    match level {
+                        "avx2" => simd::sweep(&p, paired.as_mut_slice(), tt, &mut bufs, &order, 3),
+                        _ => simd512::sweep(&p, paired.as_mut_slice(), tt, &mut bufs, &order, 3),
+                    }
+                }
+                for (a, b) in reference.as_slice().iter().zip(paired.as_slice()) {
+                    assert_eq!(a.to_bits(), b.to_bits(), "{level}: messages {a} vs {b} ({} regions)", g.num_regions());
+                }
+                for (a, b) in reference_tt.iter().zip(tt.iter()) {
+                    assert_eq!(a.to_bits(), b.to_bits(), "{level}: θ̃ {a} vs {b}");
+                }
             }
         }
     }

@@ -24,22 +24,44 @@ use crate::schedule::{Schedule, Step};
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 
-/// The arithmetic of a sweep ([`Arith`]) and whether it runs inside a function
-/// compiled with AVX2 + FMA, where the binary star has an intrinsics kernel.
+/// The arithmetic of a sweep ([`Arith`]) and which intrinsics kernels the
+/// function it runs in is compiled for (the binary and 8-label stars have
+/// AVX2 + FMA and AVX-512 ones).
 pub(crate) trait Kernel: Arith {
-    /// `true` only for [`Avx2Fma`].
+    /// `true` for [`Avx2Fma`] and [`Avx512`].
     const AVX2_FMA: bool;
+    /// `true` only for [`Avx512`].
+    const AVX512: bool = false;
 }
 
 impl Kernel for Plain {
     const AVX2_FMA: bool = false;
 }
 
-/// The portable kernels with fused multiply-adds, unpaired: what the AVX2
-/// sweep must equal bit for bit (tests).
+/// The portable kernels with fused multiply-adds, unpaired: what the
+/// intrinsics sweeps must equal bit for bit (tests).
 impl Kernel for fastmath::Fused {
     const AVX2_FMA: bool = false;
+}
+
+/// Fused multiply-adds in functions compiled with AVX-512 F, AVX2 and FMA:
+/// only instantiated there (`problem.rs`'s `simd512` module).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Avx512;
+
+impl Arith for Avx512 {
+    #[inline(always)]
+    fn madd(a: f64, b: f64, c: f64) -> f64 {
+        a.mul_add(b, c)
+    }
+}
+
+impl Kernel for Avx512 {
+    const AVX2_FMA: bool = true;
+    const AVX512: bool = true;
 }
 
 /// Fused multiply-adds (as [`fastmath::Fused`]) in functions compiled with the
@@ -116,9 +138,15 @@ pub(crate) fn sweep<A: Kernel>(
                         Step::Two(a, b) => {
                             let (ca, cb) = (p.children[a], p.children[b]);
                             let (ea, eb) = (&p.edges[ca.first..ca.end], &p.edges[cb.first..cb.end]);
-                            // SAFETY: `Avx2Fma` (AVX2_FMA) is only instantiated in
-                            // functions compiled with AVX2 and FMA.
-                            unsafe { avx2::binary_pair::<A>((ca, ea), (cb, eb), lambda, tt, bufs) };
+                            // SAFETY: `Avx512` (AVX512) and `Avx2Fma` (AVX2_FMA) are only
+                            // instantiated in functions compiled for those features.
+                            unsafe {
+                                if A::AVX512 {
+                                    avx512::binary_pair::<A>((ca, ea), (cb, eb), lambda, tt, bufs)
+                                } else {
+                                    avx2::binary_pair::<A>((ca, ea), (cb, eb), lambda, tt, bufs)
+                                }
+                            };
                         }
                     }
                 }
@@ -162,11 +190,21 @@ fn star<A: Kernel>(
     match cp.kind {
         StarKind::NoParents => {}
         #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Avx512` is only instantiated in functions compiled with AVX-512 F, AVX2 and FMA.
+        StarKind::Binary if p.fast_paths && A::AVX512 => unsafe {
+            avx512::binary_star::<A>(cp, edges, lambda, tt, bufs)
+        },
+        #[cfg(target_arch = "x86_64")]
         // SAFETY: `Avx2Fma` is only instantiated in functions compiled with AVX2 and FMA.
         StarKind::Binary if p.fast_paths && A::AVX2_FMA => unsafe {
             avx2::binary_star::<A>(cp, edges, lambda, tt, bufs)
         },
         StarKind::Binary if p.fast_paths => binary_star::<A>(cp, edges, lambda, tt, bufs),
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `Avx512` is only instantiated in functions compiled with AVX-512 F, AVX2 and FMA.
+        StarKind::Factored8 if p.fast_paths && A::AVX512 => unsafe {
+            avx512::factored8_star::<A>(p.theta, blocks, cp, edges, lambda, tt, bufs)
+        },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: `Avx2Fma` is only instantiated in functions compiled with AVX2 and FMA.
         StarKind::Factored8 if p.fast_paths && A::AVX2_FMA => unsafe {
@@ -745,9 +783,16 @@ pub(crate) fn sum_of(run: &[f64]) -> f64 {
 
 /// Adds the message offsets to `tt` (which holds `θ` on entry), edge by edge in
 /// star order: `θ̃_parent += λ` broadcast through the edge, `θ̃_child −= λ`.
-pub(crate) fn add_messages(p: &InferenceProblem<'_>, lambda: &[f64], tt: &mut [f64]) {
+#[inline(always)]
+pub(crate) fn add_messages<A: Kernel>(p: &InferenceProblem<'_>, lambda: &[f64], tt: &mut [f64]) {
     for cp in &p.children {
         let edges = &p.edges[cp.first..cp.end];
+        #[cfg(target_arch = "x86_64")]
+        if cp.kind == StarKind::Binary && A::AVX2_FMA {
+            // SAFETY: `Avx2Fma` and `Avx512` are only instantiated in functions compiled with AVX2 and FMA.
+            unsafe { avx2::add_binary_messages(cp, edges, lambda, tt) };
+            continue;
+        }
         if cp.kind == StarKind::Binary {
             // The common binary grid: the same additions as below, without the loops.
             for ep in edges {
