@@ -87,8 +87,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    Features, FitContext, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, decode,
-    downcast_warm, row_loss,
+    Features, FitContext, FitLosses, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer,
+    decode, downcast_warm, row_loss,
 };
 
 /// Registry name of [`MlpModel`].
@@ -256,6 +256,50 @@ impl Oracle for MlpOracle {
         warm: Option<&dyn Model>,
         ctx: FitContext,
     ) -> Result<Box<dyn Model>, OracleError> {
+        Ok(self.fit_impl(problem, warm, ctx, None)?.0)
+    }
+
+    /// The warm start's loss and the returned model's are computed anyway.
+    fn fit_with_losses(
+        &self,
+        problem: &Problem<'_>,
+        warm: Option<&dyn Model>,
+        ctx: FitContext,
+    ) -> Result<(Box<dyn Model>, FitLosses), OracleError> {
+        self.fit_impl(problem, warm, ctx, None)
+    }
+
+    /// Kept scores spare the fit two forward passes over the problem: the warm
+    /// start's loss comes from them, and the pass that measures each epoch's
+    /// loss writes the scores too.
+    fn maintains_scores(&self) -> bool {
+        true
+    }
+
+    fn fit_scored(
+        &self,
+        problem: &Problem<'_>,
+        warm: Option<&dyn Model>,
+        ctx: FitContext,
+        scores: &mut [f64],
+    ) -> Result<(Box<dyn Model>, FitLosses), OracleError> {
+        check_score_buffer(problem.features(), problem.classes(), scores)?;
+        self.fit_impl(problem, warm, ctx, Some(scores))
+    }
+}
+
+impl MlpOracle {
+    /// [`Oracle::fit`], returning the losses it measured; with `scores` (the
+    /// warm start's scores on entry, zeros without one) it takes the warm
+    /// start's loss from them and leaves the returned model's scores there,
+    /// bit for bit what [`Model::score`] writes.
+    fn fit_impl(
+        &self,
+        problem: &Problem<'_>,
+        warm: Option<&dyn Model>,
+        ctx: FitContext,
+        mut scores: Option<&mut [f64]>,
+    ) -> Result<(Box<dyn Model>, FitLosses), OracleError> {
         self.validate()?;
         let layout = self.layout(problem.dim(), problem.classes());
         let warm = downcast_warm::<MlpModel>(warm, KIND)?;
@@ -285,10 +329,14 @@ impl Oracle for MlpOracle {
         let mut params = layout.pack(&start);
         // A cold start need not be beaten (it is kept only if every epoch diverges),
         // so its loss is not evaluated.
-        let mut best_loss = match warm {
-            Some(_) => layout.loss(&params, problem),
-            None => f64::INFINITY,
+        let mut best_loss = match (warm, scores.as_deref()) {
+            (Some(_), Some(s)) => crate::logistic_loss(problem, s, None),
+            (Some(_), None) => layout.loss(&params, problem),
+            (None, _) => f64::INFINITY,
         };
+        let warm_loss = warm.map(|_| best_loss);
+        // Whether `scores` holds the scores of `best` (a warm start's are given).
+        let mut scores_of_best = warm.is_some();
         let mut best = params.clone();
         let mut improved = false;
         if problem.total_weight() > 0.0 {
@@ -312,7 +360,11 @@ impl Oracle for MlpOracle {
                     if !params.iter().all(|p| p.is_finite()) {
                         break;
                     }
-                    let loss = layout.loss(&params, problem);
+                    let loss = match scores.as_deref_mut() {
+                        Some(s) => layout.loss_scored(&params, problem, s),
+                        None => layout.loss(&params, problem),
+                    };
+                    scores_of_best = loss < best_loss;
                     if loss < best_loss {
                         best_loss = loss;
                         best.copy_from_slice(&params);
@@ -324,10 +376,16 @@ impl Oracle for MlpOracle {
                 }
             }
         }
-        match warm {
-            Some(m) if !improved => Ok(m.clone_model()),
-            _ => Ok(Box::new(MlpModel { layout, params: layout.unpack(&best) })),
+        let model: Box<dyn Model> = match warm {
+            Some(m) if !improved => m.clone_model(),
+            _ => Box::new(MlpModel { layout, params: layout.unpack(&best) }),
+        };
+        if let Some(s) = scores.filter(|_| !scores_of_best) {
+            model.score(problem.features(), s)?;
         }
+        // A cold start whose every epoch diverged returns its initial weights, never measured.
+        let loss = best_loss.is_finite().then_some(best_loss);
+        Ok((model, FitLosses { warm_loss, loss }))
     }
 }
 
@@ -622,6 +680,22 @@ impl Layout {
             .map(|chunk| {
                 let mut block = Block::new(*self);
                 loss_rows(&net, problem, chunk * EVAL_CHUNK, ((chunk + 1) * EVAL_CHUNK).min(n), &mut block)
+            })
+            .collect();
+        partial.iter().sum()
+    }
+
+    /// [`Self::loss`], also writing every row's scores into `scores`
+    /// (`rows × classes`, bit for bit what [`Model::score`] writes).
+    fn loss_scored(&self, q: &[f64], problem: &Problem<'_>, scores: &mut [f64]) -> f64 {
+        let net = self.net(q);
+        let c = problem.classes();
+        let partial: Vec<f64> = scores
+            .par_chunks_mut(EVAL_CHUNK * c)
+            .enumerate()
+            .map(|(chunk, out)| {
+                let mut block = Block::new(*self);
+                loss_rows_scored(&net, problem, chunk * EVAL_CHUNK, &mut block, out)
             })
             .collect();
         partial.iter().sum()
@@ -930,6 +1004,31 @@ fn loss_rows(net: &Net<'_>, problem: &Problem<'_>, start: usize, end: usize, b: 
     }
     dispatch!(generic, avx2, (net: &Net<'_>, problem: &Problem<'_>, start: usize, end: usize, b: &mut Block) -> f64);
     dispatched(net, problem, start, end, b)
+}
+
+/// [`loss_rows`] over rows `start..` (as many as `out` holds), also writing
+/// their scores into `out` (as [`score_rows`]).
+fn loss_rows_scored(net: &Net<'_>, problem: &Problem<'_>, start: usize, b: &mut Block, out: &mut [f64]) -> f64 {
+    #[inline(always)]
+    fn generic(net: &Net<'_>, problem: &Problem<'_>, start: usize, b: &mut Block, out: &mut [f64]) -> f64 {
+        let c = b.s.len();
+        let mut sum = 0.0;
+        for (n, out) in out.chunks_mut(BLOCK * c).enumerate() {
+            let k0 = start + n * BLOCK;
+            b.gather(problem.features(), k0..k0 + out.len() / c);
+            net.forward(b);
+            for (r, row) in out.chunks_exact_mut(c).enumerate() {
+                for (v, s) in row.iter_mut().zip(&b.s) {
+                    *v = s[r];
+                }
+                let k = k0 + r;
+                sum += row_loss(row, problem.bias_row(k, &mut b.row_b), problem.labels()[k], problem.weight(k), None);
+            }
+        }
+        sum
+    }
+    dispatch!(generic, avx2, (net: &Net<'_>, problem: &Problem<'_>, start: usize, b: &mut Block, out: &mut [f64]) -> f64);
+    dispatched(net, problem, start, b, out)
 }
 
 /// Scores of rows `start..` into `out` (row-major, as many rows as `out` holds).
@@ -1254,6 +1353,48 @@ mod tests {
         let first = fit(&tame, &problem, Some(warm.as_ref()), 2);
         assert!(model_loss(first.as_ref(), &problem).unwrap() < warm_loss);
         assert_eq!(as_mlp(fit(&with, &problem, Some(warm.as_ref()), 2).as_ref()), as_mlp(first.as_ref()));
+    }
+
+    /// With kept scores the fit returns the model `fit` returns, bit for bit,
+    /// leaves its scores (`Model::score`'s bits) and reports the losses
+    /// `model_loss` gives: for a cold start, an improving warm start, a warm
+    /// start whose every epoch diverges (the warm start comes back) and one
+    /// rescued by halved steps.
+    #[test]
+    fn mlp_kept_scores_give_the_plain_fit_its_scores_and_losses() {
+        let data = Data::random(300, 3, 3, true, 3);
+        let problem = data.problem(true);
+        let tame = small_oracle();
+        let warm = fit(&tame, &problem, None, 0);
+        let wild = MlpOracle { step_size: 1e4, ..small_oracle() };
+        let rescued = MlpOracle { step_halvings: 20, ..wild.clone() };
+        let two_epochs = MlpOracle { epochs: 2, ..small_oracle() };
+        let cases: [(&MlpOracle, Option<&dyn Model>); 5] = [
+            (&tame, None),
+            (&tame, Some(warm.as_ref())),
+            (&wild, Some(warm.as_ref())),
+            (&rescued, Some(warm.as_ref())),
+            (&two_epochs, Some(warm.as_ref())),
+        ];
+        let c = problem.classes();
+        for (i, (oracle, start)) in cases.into_iter().enumerate() {
+            let plain = fit(oracle, &problem, start, 7);
+            let mut scores = vec![0.0; problem.rows() * c];
+            if let Some(w) = start {
+                w.score(problem.features(), &mut scores).unwrap();
+            }
+            let (kept, losses) = oracle.fit_scored(&problem, start, FitContext { seed: 7 }, &mut scores).unwrap();
+            assert_eq!(as_mlp(kept.as_ref()), as_mlp(plain.as_ref()), "case {i}: model");
+            let mut direct = vec![0.0; problem.rows() * c];
+            plain.score(problem.features(), &mut direct).unwrap();
+            assert!(scores.iter().zip(&direct).all(|(a, b)| a.to_bits() == b.to_bits()), "case {i}: scores");
+            let loss = model_loss(plain.as_ref(), &problem).unwrap();
+            assert_eq!(losses.loss.map(f64::to_bits), Some(loss.to_bits()), "case {i}: loss");
+            let warm_loss = start.map(|w| model_loss(w, &problem).unwrap().to_bits());
+            assert_eq!(losses.warm_loss.map(f64::to_bits), warm_loss, "case {i}: warm loss");
+            let (_, without) = oracle.fit_with_losses(&problem, start, FitContext { seed: 7 }).unwrap();
+            assert_eq!(without, losses, "case {i}: fit_with_losses");
+        }
     }
 
     #[test]
