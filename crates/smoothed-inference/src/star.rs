@@ -12,9 +12,10 @@
 //! grid), which works on fixed eight-lane arrays, and a factored one for
 //! singleton children of plain pairs (multi-label grids), which takes `|Y|`
 //! exponentials per parent instead of `|Y|²` ([`factored_star`]). On x86-64
-//! with AVX2 + FMA the binary one is written with intrinsics ([`avx2`], bit
-//! for bit the portable kernel with fused multiply-adds) and the sweep updates
-//! independent binary stars two at a time ([`crate::schedule`]).
+//! the binary and 8-label kernels are also written with AVX2 + FMA and
+//! AVX-512 intrinsics ([`avx2`], [`avx512`], bit for bit the portable kernels
+//! with fused multiply-adds), and those sweeps update independent binary stars
+//! two at a time ([`crate::schedule`]).
 
 use crate::problem::{ChildPlan, EdgePlan, InferenceProblem, StarKind};
 use fastmath::{Arith, Plain, exp_nonpos, ln_pos};

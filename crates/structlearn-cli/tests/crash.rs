@@ -116,7 +116,15 @@ fn sigkill_at_random_points_then_resume_ends_bitwise_identical() {
         }
         child.kill().unwrap(); // SIGKILL
         let out = child.wait_with_output().unwrap();
-        assert!(!out.status.success());
+        if out.status.success() {
+            // It finished between the check above and the kill (a resumed run
+            // has little left to do): as when it finished before the kill.
+            check_resume(&String::from_utf8_lossy(&out.stderr), &mut finished_at_kill);
+            for f in [&crashed.checkpoint, &crashed.curve, &crashed.model] {
+                let _ = std::fs::remove_file(f);
+            }
+            continue;
+        }
         check_resume(&String::from_utf8_lossy(&out.stderr), &mut finished_at_kill);
         killed += 1;
         finished_at_kill = Some(crashed.finished_in_curve(steps));

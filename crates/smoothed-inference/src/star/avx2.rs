@@ -1,10 +1,11 @@
-//! The binary star update ([`super::binary_star`]) written with AVX2 + FMA
-//! intrinsics: the same operations on every lane, in the same order, so the
-//! results are bit for bit those of `binary_star::<Fused>` (tested in
-//! `problem.rs`), with a quarter of its instructions. The portable kernel
-//! builds its eight lanes from scalar loads and stores and spends most of its
-//! time there; here each parent's four configurations are one load, one
-//! permutation and one store.
+//! The binary and 8-label star updates ([`super::binary_star`],
+//! [`super::factored8_star`]), their pairs and the binary refresh of `θ̃`
+//! written with AVX2 + FMA intrinsics: the same operations on every lane, in
+//! the same order, so the results are bit for bit those of the portable
+//! kernels with [`fastmath::Fused`] arithmetic (tested in `problem.rs`). The
+//! portable binary kernel builds its eight lanes from scalar loads and stores
+//! (a stride-dependent branch per parent, then vector reloads); here each
+//! parent's four configurations are one load, one permutation and one store.
 //!
 //! Lanes: parent `j`'s configurations `t` are put child-major,
 //! `P_j = [θ̃(y=0, ·), θ̃(y=1, ·)]` (a parent whose child is its second
