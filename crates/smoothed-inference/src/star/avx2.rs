@@ -88,15 +88,16 @@ unsafe fn write_back(tt: &mut [f64], lambda: &mut [f64], ep: &EdgePlan, p: __m25
 /// message, the child's loses it (the same additions, parent by parent).
 #[inline(always)]
 pub(super) unsafe fn add_binary_messages(cp: &ChildPlan, edges: &[EdgePlan], lambda: &[f64], tt: &mut [f64]) {
+    let mut c = _mm_loadu_pd(tt[cp.offset..cp.offset + 2].as_ptr());
     for ep in edges {
         let m = _mm_loadu_pd(lambda[ep.message_offset..ep.message_offset + 2].as_ptr());
         // [m0, m0, m1, m1] child-major, back to the parent's layout.
         let m4 = _mm256_permute4x64_pd::<0b01_01_00_00>(_mm256_castpd128_pd256(m));
         let t = tt[ep.parent_offset..ep.parent_offset + 4].as_mut_ptr();
         _mm256_storeu_pd(t, _mm256_add_pd(_mm256_loadu_pd(t), child_major(m4, ep.stride)));
-        let c = tt[cp.offset..cp.offset + 2].as_mut_ptr();
-        _mm_storeu_pd(c, _mm_sub_pd(_mm_loadu_pd(c), m));
+        c = _mm_sub_pd(c, m);
     }
+    _mm_storeu_pd(tt[cp.offset..cp.offset + 2].as_mut_ptr(), c);
 }
 
 /// A binary star with its marginals computed, nothing written yet.
