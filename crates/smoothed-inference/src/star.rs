@@ -23,6 +23,57 @@ use fastmath::{Arith, Plain, exp_nonpos, ln_pos};
 #[cfg(target_arch = "x86_64")]
 use crate::schedule::{Schedule, Step};
 
+/// The binary star's entry points of an intrinsics module ([`avx2`],
+/// [`avx512`]) from its `prepare` (load a star's parents and compute its
+/// marginals, writing nothing), `finite` and `finish` (combine and write).
+#[cfg(target_arch = "x86_64")]
+macro_rules! binary_entry_points {
+    () => {
+        /// [`super::binary_star`] (at most four binary pair parents of a
+        /// binary child); with a `−∞` anywhere it hands the star to the
+        /// portable kernel, whose general combine handles impossible values.
+        #[inline(always)]
+        pub(super) unsafe fn binary_star<A: Kernel>(
+            cp: ChildPlan,
+            edges: &[EdgePlan],
+            lambda: &mut [f64],
+            tt: &mut [f64],
+            bufs: &mut Bufs<'_>,
+        ) {
+            let s = prepare(cp, edges, tt);
+            if finite(&s) {
+                finish(cp, edges, s, lambda, tt);
+            } else {
+                super::binary_star::<A>(cp, edges, lambda, tt, bufs);
+            }
+        }
+
+        /// Two binary stars that share no region, updated together: their
+        /// results are those of [`binary_star`] on each, in either order
+        /// (neither reads what the other writes), and their two long
+        /// dependency chains (exponentials, logarithms, combine) overlap in
+        /// the core instead of following each other.
+        #[inline(always)]
+        pub(super) unsafe fn binary_pair<A: Kernel>(
+            a: (ChildPlan, &[EdgePlan]),
+            b: (ChildPlan, &[EdgePlan]),
+            lambda: &mut [f64],
+            tt: &mut [f64],
+            bufs: &mut Bufs<'_>,
+        ) {
+            let sa = prepare(a.0, a.1, tt);
+            let sb = prepare(b.0, b.1, tt);
+            if finite(&sa) && finite(&sb) {
+                finish(a.0, a.1, sa, lambda, tt);
+                finish(b.0, b.1, sb, lambda, tt);
+            } else {
+                binary_star::<A>(a.0, a.1, lambda, tt, bufs);
+                binary_star::<A>(b.0, b.1, lambda, tt, bufs);
+            }
+        }
+    };
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]

@@ -94,42 +94,7 @@ unsafe fn finish(cp: ChildPlan, edges: &[EdgePlan], s: Prepared, lambda: &mut [f
     }
 }
 
-/// [`super::binary_star`] on one AVX-512 register.
-#[inline(always)]
-pub(super) unsafe fn binary_star<A: Kernel>(
-    cp: ChildPlan,
-    edges: &[EdgePlan],
-    lambda: &mut [f64],
-    tt: &mut [f64],
-    bufs: &mut Bufs<'_>,
-) {
-    let s = prepare(cp, edges, tt);
-    if finite(&s) {
-        finish(cp, edges, s, lambda, tt);
-    } else {
-        super::binary_star::<A>(cp, edges, lambda, tt, bufs);
-    }
-}
-
-/// [`super::avx2::binary_pair`] on AVX-512 registers.
-#[inline(always)]
-pub(super) unsafe fn binary_pair<A: Kernel>(
-    a: (ChildPlan, &[EdgePlan]),
-    b: (ChildPlan, &[EdgePlan]),
-    lambda: &mut [f64],
-    tt: &mut [f64],
-    bufs: &mut Bufs<'_>,
-) {
-    let sa = prepare(a.0, a.1, tt);
-    let sb = prepare(b.0, b.1, tt);
-    if finite(&sa) && finite(&sb) {
-        finish(a.0, a.1, sa, lambda, tt);
-        finish(b.0, b.1, sb, lambda, tt);
-    } else {
-        binary_star::<A>(a.0, a.1, lambda, tt, bufs);
-        binary_star::<A>(b.0, b.1, lambda, tt, bufs);
-    }
-}
+binary_entry_points!();
 
 /// [`super::avx2::factored8_star`] on AVX-512 registers: a row of eight
 /// values is one register.
