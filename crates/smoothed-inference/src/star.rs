@@ -83,7 +83,7 @@ mod avx512;
 /// function it runs in is compiled for (the binary and 8-label stars have
 /// AVX2 + FMA and AVX-512 ones).
 pub(crate) trait Kernel: Arith {
-    /// `true` for [`Avx2Fma`] and [`Avx512`].
+    /// `true` for [`Intrinsics`] (both builds).
     const AVX2_FMA: bool;
     /// `true` only for [`Avx512`].
     const AVX512: bool = false;
@@ -99,38 +99,28 @@ impl Kernel for fastmath::Fused {
     const AVX2_FMA: bool = false;
 }
 
-/// Fused multiply-adds in functions compiled with AVX-512 F, AVX2 and FMA:
-/// only instantiated there (`problem.rs`'s `simd512` module).
+/// Fused multiply-adds (as [`fastmath::Fused`]) in functions compiled with
+/// AVX2 and FMA, and with AVX-512 F too when `AVX512`: only instantiated there
+/// (`problem.rs`'s `simd` and `simd512` modules), which is what makes the
+/// intrinsics of [`avx2`] and [`avx512`] safe to call.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Avx512;
+pub(crate) struct Intrinsics<const AVX512: bool>;
 
-impl Arith for Avx512 {
+/// The AVX2 + FMA build's kernel.
+pub(crate) type Avx2Fma = Intrinsics<false>;
+/// The AVX-512 build's kernel.
+pub(crate) type Avx512 = Intrinsics<true>;
+
+impl<const AVX512: bool> Arith for Intrinsics<AVX512> {
     #[inline(always)]
     fn madd(a: f64, b: f64, c: f64) -> f64 {
         a.mul_add(b, c)
     }
 }
 
-impl Kernel for Avx512 {
+impl<const W: bool> Kernel for Intrinsics<W> {
     const AVX2_FMA: bool = true;
-    const AVX512: bool = true;
-}
-
-/// Fused multiply-adds (as [`fastmath::Fused`]) in functions compiled with the
-/// `avx2,fma` target features: only instantiated there (`problem.rs`'s `simd`
-/// module), which is what makes the intrinsics of [`avx2`] safe to call.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Avx2Fma;
-
-impl Arith for Avx2Fma {
-    #[inline(always)]
-    fn madd(a: f64, b: f64, c: f64) -> f64 {
-        a.mul_add(b, c)
-    }
-}
-
-impl Kernel for Avx2Fma {
-    const AVX2_FMA: bool = true;
+    const AVX512: bool = W;
 }
 
 const NEG_INF: f64 = f64::NEG_INFINITY;
