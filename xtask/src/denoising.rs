@@ -42,6 +42,8 @@ struct Preset {
     train: usize,
     test: usize,
     learning_iterations: usize,
+    /// [`Budget::train_error_every`].
+    train_error_every: usize,
     predict: PredictOptions,
     boosting_rounds: usize,
     mlp_epochs: usize,
@@ -56,6 +58,10 @@ fn preset(scale: Scale) -> Preset {
         train: 16,
         test: 16,
         learning_iterations: 40,
+        // The training error costs a prediction of every training image
+        // (a fifth of a learning iteration's message passing); the table
+        // needs the last one, the curves a point every few iterations.
+        train_error_every: 5,
         // Evaluation messages persist across learning iterations
         // (`TrainConfig::warm_start_evaluation`), so 10 iterations per
         // evaluation accumulate to hundreds: strongly coupled 100×100 grids at
@@ -65,8 +71,16 @@ fn preset(scale: Scale) -> Preset {
         mlp_epochs: 1,
         mlp_minibatch: 100,
     };
-    let small =
-        Preset { name: "default", height: 50, width: 50, train: 8, test: 8, learning_iterations: 20, ..full.clone() };
+    let small = Preset {
+        name: "default",
+        height: 50,
+        width: 50,
+        train: 8,
+        test: 8,
+        learning_iterations: 20,
+        train_error_every: 1,
+        ..full.clone()
+    };
     match scale {
         Scale::Full => full,
         Scale::Default => small,
@@ -85,7 +99,14 @@ impl Denoising {
         let p = preset(opts.scale);
         let predict =
             PredictOptions { iterations: opts.predict_iterations.unwrap_or(p.predict.iterations), ..p.predict };
-        Self { p: Preset { learning_iterations: opts.iterations.unwrap_or(p.learning_iterations), predict, ..p } }
+        Self {
+            p: Preset {
+                learning_iterations: opts.iterations.unwrap_or(p.learning_iterations),
+                train_error_every: opts.train_error_every.unwrap_or(p.train_error_every),
+                predict,
+                ..p
+            },
+        }
     }
 }
 
@@ -111,7 +132,11 @@ impl Experiment for Denoising {
     }
 
     fn budget(&self) -> Budget {
-        Budget { learning_iterations: self.p.learning_iterations, predict: self.p.predict }
+        Budget {
+            learning_iterations: self.p.learning_iterations,
+            predict: self.p.predict,
+            train_error_every: self.p.train_error_every,
+        }
     }
 
     fn describe(&self) -> String {

@@ -96,6 +96,10 @@ struct Preset {
     #[serde(default)]
     pair_types: PairTypes,
     learning_iterations: usize,
+    /// [`Budget::train_error_every`] (not recorded when 1, as in runs
+    /// from before the setting existed).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    train_error_every: usize,
     predict: PredictOptions,
     boosting_rounds: usize,
     mlp_epochs: usize,
@@ -103,6 +107,14 @@ struct Preset {
     /// Extra hyper-parameters per oracle kind, laid over the preset's (e.g.
     /// `linear.warm_max_iterations`; `structlearn oracles` lists them).
     oracles: BTreeMap<String, serde_json::Value>,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn is_one(k: &usize) -> bool {
+    *k == 1
 }
 
 /// A group of unary feature columns (docs/IMAGES.md).
@@ -188,6 +200,7 @@ fn preset(which: Which, scale: Scale) -> Preset {
         drop_unary: Vec::new(),
         pair_types: PairTypes::Shared,
         learning_iterations: 25,
+        train_error_every: 1,
         predict: PredictOptions { iterations: 10, tolerance: Some(1e-4) },
         boosting_rounds: 10,
         mlp_epochs: 1,
@@ -250,6 +263,7 @@ impl Images {
         let mut p = preset(which, opts.scale);
         p.predict.iterations = opts.predict_iterations.unwrap_or(p.predict.iterations);
         p.learning_iterations = opts.iterations.unwrap_or(p.learning_iterations);
+        p.train_error_every = opts.train_error_every.unwrap_or(p.train_error_every);
         for assignment in set {
             p = p.set(assignment)?;
         }
@@ -391,7 +405,11 @@ impl Experiment for Images {
     }
 
     fn budget(&self) -> Budget {
-        Budget { learning_iterations: self.p.learning_iterations, predict: self.p.predict }
+        Budget {
+            learning_iterations: self.p.learning_iterations,
+            predict: self.p.predict,
+            train_error_every: self.p.train_error_every,
+        }
     }
 
     fn describe(&self) -> String {

@@ -67,6 +67,10 @@ enum Command {
         /// Message-passing iterations of prediction (overrides the preset).
         #[arg(long)]
         predict_iterations: Option<usize>,
+        /// Evaluate the training error after every this many learning iterations and after the last
+        /// (overrides the preset; the test error is evaluated after every one).
+        #[arg(long, value_name = "K", value_parser = clap::value_parser!(u64).range(1..))]
+        train_error_every: Option<u64>,
         /// Print nothing but the table and errors (no progress).
         #[arg(long, short, conflicts_with = "verbose")]
         quiet: bool,
@@ -254,6 +258,7 @@ fn run() -> Result<()> {
             resume,
             save_data,
             predict_iterations,
+            train_error_every,
             quiet,
             verbose,
             threads,
@@ -284,6 +289,7 @@ fn run() -> Result<()> {
                 resume,
                 save_data,
                 predict_iterations,
+                train_error_every: train_error_every.map(|k| k as usize),
                 data_dir: data_dir.clone(),
                 cache_dir: cache_dir.clone(),
                 no_cache,

@@ -89,6 +89,8 @@ pub struct Options {
     pub save_data: bool,
     /// Prediction's message-passing iterations, overriding the preset.
     pub predict_iterations: Option<usize>,
+    /// [`Budget::train_error_every`], overriding the preset.
+    pub train_error_every: Option<usize>,
     /// Folder of the downloaded data sets (real-image experiments).
     pub data_dir: Option<PathBuf>,
     /// Folder of the feature cache (real-image experiments); `None`: the default.
@@ -109,6 +111,10 @@ pub struct Budget {
     pub learning_iterations: usize,
     /// Prediction options of each evaluation (warm-started across iterations).
     pub predict: PredictOptions,
+    /// The training error is evaluated after every this many learning
+    /// iterations and after the last (the test error after every one):
+    /// [`structlearn::TrainConfig::evaluate_train_every`].
+    pub train_error_every: usize,
 }
 
 /// The training and test sets of one seed, with anything an experiment keeps
@@ -197,8 +203,9 @@ pub struct CellResult {
 pub struct CurvePoint {
     /// Learning iteration, from 1.
     pub iteration: usize,
-    /// Training error after the iteration.
-    pub train_error: f64,
+    /// Training error after the iteration; `None` at iterations that
+    /// evaluate the test set alone ([`Budget::train_error_every`]).
+    pub train_error: Option<f64>,
     /// Test error after the iteration.
     pub test_error: f64,
     /// Training objective `R` after the iteration.
@@ -226,7 +233,7 @@ impl CurvePoint {
                     .collect();
                 Some(Self {
                     iteration: r.iteration,
-                    train_error: r.train_error?,
+                    train_error: r.train_error,
                     test_error: r.validation_error?,
                     objective: r.objective,
                     elapsed_seconds: r.elapsed_seconds,
@@ -247,7 +254,7 @@ impl CurvePoint {
         format!(
             "{seed},{unary},{pairwise},{},{},{},{},{:.3},{}\n",
             self.iteration,
-            self.train_error,
+            self.train_error.map_or_else(String::new, |e| e.to_string()),
             self.test_error,
             self.objective,
             self.elapsed_seconds,
@@ -268,7 +275,10 @@ impl CurvePoint {
         };
         Some(Self {
             iteration: fields[3].parse().ok()?,
-            train_error: fields[4].parse().ok()?,
+            train_error: match fields[4] {
+                "" => None,
+                f => Some(f.parse().ok()?),
+            },
             test_error: fields[5].parse().ok()?,
             objective: fields[6].parse().ok()?,
             elapsed_seconds: fields.get(7).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN),
@@ -484,6 +494,7 @@ fn run_cell<E: Experiment>(
         predict: budget.predict,
         evaluate: Evaluate::EveryIteration,
         evaluate_train: true,
+        evaluate_train_every: budget.train_error_every,
         checkpoint: Some(CheckpointConfig { path: checkpoint_path(out, seed, unary, pairwise), every: 1 }),
         ..TrainConfig::default()
     };
@@ -502,7 +513,8 @@ fn run_cell<E: Experiment>(
     let seconds = outcome.history.last().map_or(0.0, |r| r.elapsed_seconds).max(start.elapsed().as_secs_f64());
     let curve = CurvePoint::from_history(&outcome.history);
     let last = curve.last().context("no evaluation recorded")?;
-    let (train_error, test_error) = (last.train_error, last.test_error);
+    let train_error = last.train_error.context("the last evaluation has no training error")?;
+    let test_error = last.test_error;
     outcome.model.save(&model_path(out, seed, unary, pairwise))?;
     if checkpoint.is_file() {
         std::fs::remove_file(&checkpoint)?;
@@ -753,7 +765,7 @@ fn plot_curves(out: &Path, done: &[CellResult], seed: u64) -> Result<()> {
                     done.iter()
                         .find(|r| r.seed == seed && r.unary == *u && r.pairwise == *pw)
                         .map(|r| CurveData {
-                            train: r.curve.iter().map(|c| (c.iteration as f64, c.train_error)).collect(),
+                            train: r.curve.iter().filter_map(|c| Some((c.iteration as f64, c.train_error?))).collect(),
                             test: r.curve.iter().map(|c| (c.iteration as f64, c.test_error)).collect(),
                         })
                         .unwrap_or_default()
@@ -932,6 +944,7 @@ mod tests {
             resume: true,
             save_data: false,
             predict_iterations: None,
+            train_error_every: None,
             data_dir: None,
             cache_dir: None,
             no_cache: false,
@@ -990,7 +1003,8 @@ mod tests {
                 oracle_loss: None,
                 rejected,
                 max_violation: None,
-                train_error: eval.then_some(0.5),
+                // Iteration 2 evaluates the test set alone.
+                train_error: (eval && iteration != 2).then_some(0.5),
                 validation_error: eval.then_some(0.6),
                 step_seconds: 1.0,
                 elapsed_seconds: iteration as f64,
@@ -1010,6 +1024,7 @@ mod tests {
         let rejected: Vec<String> = curve.iter().map(CurvePoint::rejected_field).collect();
         assert_eq!(rejected, ["pairwise", "unary;pairwise", ""]);
         assert_eq!(curve.iter().map(|c| c.iteration).collect::<Vec<_>>(), [1, 2, 3]);
+        assert_eq!(curve.iter().map(|c| c.train_error).collect::<Vec<_>>(), [Some(0.5), None, Some(0.5)]);
 
         // What write_outputs writes reads back; older files have no rejected_fits or elapsed_seconds.
         let dir = tempfile::tempdir().unwrap();
@@ -1029,6 +1044,7 @@ mod tests {
         for c in &curve {
             csv.push_str(&c.csv_line(0, "linear", "linear"));
         }
+        assert!(csv.contains("\n0,linear,linear,2,,0.6,"), "{csv}");
         // A cell of an older run beside it.
         csv.push_str("0,zero,zero,1,0.8,0.9,5.5,2.000\n0,zero,zero,2,0.8,0.9,5.5\n");
         std::fs::write(dir.path().join("curves.csv"), csv).unwrap();
