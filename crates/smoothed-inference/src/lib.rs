@@ -136,7 +136,7 @@ mod star;
 pub use batch::{run_batch, with_thread_workspace};
 pub use error::InferenceError;
 pub use messages::Messages;
-pub use problem::{InferenceProblem, RunOptions, RunReport, TOLERANCE_CHECK_EVERY, Workspace};
+pub use problem::{InferenceProblem, ProblemPlan, RunOptions, RunReport, TOLERANCE_CHECK_EVERY, Workspace};
 
 use factor_graph::RegionGraph;
 

@@ -8,6 +8,7 @@ use crate::schedule::Schedule;
 use crate::star::{self, Bufs};
 use crate::{InferenceError, Messages};
 use fastmath::{Arith, Plain, exp_nonpos, ln_pos};
+use std::sync::Arc;
 
 /// How the star update at a child region is computed (all give the same result
 /// up to rounding; see [`crate::star`]).
@@ -80,6 +81,20 @@ pub(crate) struct EdgePlan {
     pub block: usize,
 }
 
+/// A pair region of two binary variables, for the AVX-512 check
+/// ([`Plan::binary_pairs`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PairCheck {
+    /// First configuration of the pair.
+    pub offset: usize,
+    /// `1/ε` of the pair.
+    pub inv_eps: f64,
+    /// First configuration of the first variable's singleton (stride 2 in the pair).
+    pub first: usize,
+    /// First configuration of the second variable's singleton (stride 1).
+    pub second: usize,
+}
+
 /// The fixed part of the factored star updates, built once per problem on
 /// first use: per factored edge (parent pair `α`, child `ν`, sibling `σ`) a
 /// block of `|Y_ν|` row maxima `M(y_ν) = max_{y_σ} θ_α` followed by
@@ -112,22 +127,121 @@ pub(crate) struct Factored {
 pub struct InferenceProblem<'a> {
     pub(crate) graph: &'a RegionGraph,
     pub(crate) theta: &'a [f64],
+    /// What depends only on the graph and the weights (shared through a
+    /// [`ProblemPlan`], or built by [`InferenceProblem::new`]).
+    pub(crate) plan: Arc<Plan>,
+    pub(crate) fast_paths: bool,
+    factored: std::sync::OnceLock<Factored>,
+}
+
+/// The part of an [`InferenceProblem`] that depends only on the region graph
+/// and the entropy weights, not on `θ`: the star plans and the pairing of
+/// the sweeps' stars.
+#[derive(Debug)]
+pub(crate) struct Plan {
     epsilon: Vec<f64>,
     region_eps: Vec<f64>,
     pub(crate) children: Vec<ChildPlan>,
     pub(crate) edges: Vec<EdgePlan>,
+    /// Per edge: the child's stride in the parent ([`singleton_stride`]), 0
+    /// when the child is not a single variable of the parent.
+    edge_strides: Vec<usize>,
     sizes: Sizes,
-    pub(crate) fast_paths: bool,
     /// Whether some star is [`StarKind::Factored`].
     has_factored: bool,
     /// Whether every star with parents is factored: then no sweep reads a
     /// parent's `θ̃`, and only the children's needs refreshing before one.
     only_factored: bool,
-    factored: std::sync::OnceLock<Factored>,
     /// Whether some star is [`StarKind::Binary`] (then the AVX2 sweeps pair stars).
     has_binary: bool,
+    /// When every region with children is a pair of two binary variables
+    /// whose children are the two singletons (a binary grid): the pairs, for
+    /// the AVX-512 check; else empty.
+    pub(crate) binary_pairs: Vec<PairCheck>,
     /// The pairing of the first sweep order used (see [`crate::schedule`]).
     schedule: std::sync::OnceLock<Schedule>,
+}
+
+impl Plan {
+    /// Validates the weights and builds the plan of `graph`.
+    fn new(graph: &RegionGraph, epsilon: &[f64]) -> Result<Self, InferenceError> {
+        let num_types = graph.factor_types().len();
+        if epsilon.len() != num_types {
+            return Err(InferenceError::WeightCount { expected: num_types, got: epsilon.len() });
+        }
+        if let Some((factor_type, &value)) = epsilon.iter().enumerate().find(|(_, e)| !(e.is_finite() && **e > 0.0)) {
+            return Err(InferenceError::InvalidEpsilon { factor_type, value });
+        }
+        let region_eps: Vec<f64> = (0..graph.num_regions()).map(|r| epsilon[graph.region_type(r)]).collect();
+        let edge_strides: Vec<usize> =
+            (0..graph.num_edges()).map(|e| singleton_stride(graph, e).unwrap_or(0)).collect();
+        let (children, edges) = plans(graph, &region_eps, &edge_strides);
+        let has_factored = children.iter().any(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8));
+        let has_binary = children.iter().any(|c| c.kind == StarKind::Binary);
+        let only_factored =
+            children.iter().all(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8 | StarKind::NoParents));
+        let binary_pairs = binary_pairs(graph, &region_eps, &edge_strides);
+        Ok(Self {
+            epsilon: epsilon.to_vec(),
+            binary_pairs,
+            region_eps,
+            children,
+            edges,
+            edge_strides,
+            sizes: Sizes::of(graph),
+            has_factored,
+            only_factored,
+            has_binary,
+            schedule: std::sync::OnceLock::new(),
+        })
+    }
+}
+
+/// The part of inference problems that depends only on the region graph and
+/// the entropy weights: built once and shared by every problem on that graph
+/// ([`InferenceProblem::planned`]) instead of being rebuilt for each `θ` by
+/// [`InferenceProblem::new`]. Worth it when many problems share one graph, as
+/// the examples of a data set of one image size do (each learning iteration
+/// builds a problem per example several times). Cheap to clone.
+///
+/// ```
+/// use std::sync::Arc;
+/// use smoothed_inference::{InferenceProblem, Messages, ProblemPlan, RunOptions, Workspace};
+/// let plan = ProblemPlan::new(Arc::new(factor_graph::grid(3, 3, 2).unwrap()), &[0.1, 0.1]).unwrap();
+/// let g = plan.graph();
+/// let mut ws = Workspace::new(g);
+/// for scale in [0.3, 0.6] {
+///     let theta: Vec<f64> = (0..g.total_configs()).map(|i| (i % 5) as f64 * scale).collect();
+///     let p = InferenceProblem::planned(&plan, &theta).unwrap();
+///     // The same problem as `InferenceProblem::new(g, &theta, &[0.1, 0.1])`, bit for bit.
+///     let report = p.run(&mut Messages::zeros(g), &RunOptions::default(), &mut ws).unwrap();
+///     assert!(report.max_violation < 1e-3);
+/// }
+/// ```
+#[derive(Debug, Clone)]
+pub struct ProblemPlan {
+    graph: Arc<RegionGraph>,
+    plan: Arc<Plan>,
+}
+
+impl ProblemPlan {
+    /// The plan of problems on `graph` with entropy weights `epsilon` (one
+    /// positive finite weight per factor type of the graph, as
+    /// [`InferenceProblem::new`] takes them).
+    pub fn new(graph: Arc<RegionGraph>, epsilon: &[f64]) -> Result<Self, InferenceError> {
+        let plan = Arc::new(Plan::new(&graph, epsilon)?);
+        Ok(Self { graph, plan })
+    }
+
+    /// The region graph.
+    pub fn graph(&self) -> &RegionGraph {
+        &self.graph
+    }
+
+    /// The entropy weights, one per factor type.
+    pub fn epsilon(&self) -> &[f64] {
+        &self.plan.epsilon
+    }
 }
 
 /// Scratch sizes a problem needs.
@@ -318,47 +432,20 @@ impl<'a> InferenceProblem<'a> {
     /// entries, none NaN or `+∞`, and every region a finite one; `epsilon` one
     /// positive finite weight per factor type of the graph.
     pub fn new(graph: &'a RegionGraph, theta: &'a [f64], epsilon: &[f64]) -> Result<Self, InferenceError> {
-        let expected = graph.total_configs();
-        if theta.len() != expected {
-            return Err(InferenceError::ThetaShape { expected, got: theta.len() });
-        }
-        let num_types = graph.factor_types().len();
-        if epsilon.len() != num_types {
-            return Err(InferenceError::WeightCount { expected: num_types, got: epsilon.len() });
-        }
-        if let Some((factor_type, &value)) = epsilon.iter().enumerate().find(|(_, e)| !(e.is_finite() && **e > 0.0)) {
-            return Err(InferenceError::InvalidEpsilon { factor_type, value });
-        }
-        for region in 0..graph.num_regions() {
-            let t = &theta[graph.config_range(region)];
-            if let Some((i, &value)) = t.iter().enumerate().find(|(_, v)| v.is_nan() || **v == f64::INFINITY) {
-                return Err(InferenceError::InvalidTheta { region, config: i, value });
-            }
-            if !t.iter().any(|v| v.is_finite()) {
-                return Err(InferenceError::InfeasibleRegion { region });
-            }
-        }
-        let region_eps: Vec<f64> = (0..graph.num_regions()).map(|r| epsilon[graph.region_type(r)]).collect();
-        let (children, edges) = plans(graph, &region_eps);
-        let has_factored = children.iter().any(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8));
-        let has_binary = children.iter().any(|c| c.kind == StarKind::Binary);
-        let only_factored =
-            children.iter().all(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8 | StarKind::NoParents));
-        Ok(Self {
-            graph,
-            theta,
-            epsilon: epsilon.to_vec(),
-            region_eps,
-            children,
-            edges,
-            sizes: Sizes::of(graph),
-            fast_paths: true,
-            has_factored,
-            only_factored,
-            factored: std::sync::OnceLock::new(),
-            has_binary,
-            schedule: std::sync::OnceLock::new(),
-        })
+        check_theta(graph, theta)?;
+        Ok(Self::with_plan(graph, theta, Arc::new(Plan::new(graph, epsilon)?)))
+    }
+
+    /// The problem of potentials `θ` on a [`ProblemPlan`]'s graph and weights:
+    /// [`InferenceProblem::new`] without rebuilding what the plan holds (same
+    /// validation of `θ`, same results bit for bit).
+    pub fn planned(plan: &'a ProblemPlan, theta: &'a [f64]) -> Result<Self, InferenceError> {
+        check_theta(&plan.graph, theta)?;
+        Ok(Self::with_plan(&plan.graph, theta, Arc::clone(&plan.plan)))
+    }
+
+    fn with_plan(graph: &'a RegionGraph, theta: &'a [f64], plan: Arc<Plan>) -> Self {
+        Self { graph, theta, plan, fast_paths: true, factored: std::sync::OnceLock::new() }
     }
 
     /// [`InferenceProblem::new`] with the same weight `ε` for every factor type
@@ -379,20 +466,20 @@ impl<'a> InferenceProblem<'a> {
     /// Whether sweeps with the AVX2 kernels update independent binary stars
     /// in pairs ([`crate::schedule`]).
     pub(crate) fn pairs_binary_stars(&self) -> bool {
-        self.has_binary && self.fast_paths
+        self.plan.has_binary && self.fast_paths
     }
 
     /// The pairing of `order`'s half-sweeps: built on first use and kept for
     /// that order; `None` for another order (the caller builds its own).
     pub(crate) fn schedule_for(&self, order: &[usize]) -> Option<&Schedule> {
-        let s = self.schedule.get_or_init(|| Schedule::build(self, order));
+        let s = self.plan.schedule.get_or_init(|| Schedule::build(self, order));
         (s.order == order).then_some(s)
     }
 
     /// The blocks of the factored star updates (empty when no star is
     /// factored or the fast paths are off), built on first use.
     pub(crate) fn factored_blocks(&self) -> &[f64] {
-        if !(self.has_factored && self.fast_paths) {
+        if !(self.plan.has_factored && self.fast_paths) {
             return &[];
         }
         &self.factored.get_or_init(|| self.build_factored()).blocks
@@ -401,7 +488,7 @@ impl<'a> InferenceProblem<'a> {
     /// Whether sweeps leave some parents' `θ̃` stale (factored stars), so it
     /// must be refreshed before it is read.
     fn leaves_stale_parents(&self) -> bool {
-        self.has_factored && self.fast_paths
+        self.plan.has_factored && self.fast_paths
     }
 
     fn build_factored(&self) -> Factored {
@@ -418,14 +505,15 @@ impl<'a> InferenceProblem<'a> {
     /// blocks are the same bit for bit on every CPU.
     #[inline(always)]
     fn build_factored_with(&self) -> Factored {
-        let factored = || self.children.iter().filter(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8));
+        let factored =
+            || self.plan.children.iter().filter(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8));
         let len = factored()
-            .flat_map(|c| self.edges[c.first..c.end].iter().map(move |ep| ep.block + c.len * (ep.sibling_len + 1)))
+            .flat_map(|c| self.plan.edges[c.first..c.end].iter().map(move |ep| ep.block + c.len * (ep.sibling_len + 1)))
             .max()
             .unwrap_or(0);
         let mut blocks = vec![0.0; len];
         for cp in factored() {
-            for ep in &self.edges[cp.first..cp.end] {
+            for ep in &self.plan.edges[cp.first..cp.end] {
                 let (ly, lo) = (cp.len, ep.sibling_len);
                 let (row_max, e) = blocks[ep.block..ep.block + ly * (lo + 1)].split_at_mut(ly);
                 // E, sibling-major, first holds θ(y, b) itself.
@@ -461,6 +549,13 @@ impl<'a> InferenceProblem<'a> {
         Factored { blocks }
     }
 
+    /// [`singleton_stride`] of edge `e`, from the plan.
+    #[inline(always)]
+    fn stride_of(&self, e: usize) -> Option<usize> {
+        let stride = self.plan.edge_strides[e];
+        (stride != 0).then_some(stride)
+    }
+
     /// The region graph.
     pub fn graph(&self) -> &'a RegionGraph {
         self.graph
@@ -473,12 +568,12 @@ impl<'a> InferenceProblem<'a> {
 
     /// The entropy weights, one per factor type.
     pub fn epsilon(&self) -> &[f64] {
-        &self.epsilon
+        &self.plan.epsilon
     }
 
     /// `ε_α` of region `r` (the weight of its factor type). Panics if `r` is not a region.
     pub fn region_epsilon(&self, r: usize) -> f64 {
-        self.region_eps[r]
+        self.plan.region_eps[r]
     }
 
     /// One star update (Eq. 10, ch. Thm 1.3; weighted form in the crate docs) at
@@ -496,9 +591,9 @@ impl<'a> InferenceProblem<'a> {
             return Err(InferenceError::UnknownRegion { region: child, num_regions });
         }
         self.check_len(messages)?;
-        ws.grow(self.sizes);
+        ws.grow(self.plan.sizes);
         ws.last_tt = 0;
-        let (tt, mut bufs) = ws.split(self.sizes.total_configs);
+        let (tt, mut bufs) = ws.split(self.plan.sizes.total_configs);
         let lambda = messages.as_mut_slice();
         self.refresh_region(lambda, child, tt);
         for &e in self.graph.parent_edges(child) {
@@ -518,9 +613,9 @@ impl<'a> InferenceProblem<'a> {
     /// which returns errors instead.
     pub fn iterate(&self, messages: &mut Messages, order: &[usize], ws: &mut Workspace) {
         assert_eq!(messages.len(), self.graph.total_message_len(), "messages do not fit the graph");
-        ws.grow(self.sizes);
+        ws.grow(self.plan.sizes);
         ws.last_tt = 0;
-        let (tt, mut bufs) = ws.split(self.sizes.total_configs);
+        let (tt, mut bufs) = ws.split(self.plan.sizes.total_configs);
         self.refresh_for_sweeps(messages.as_slice(), tt);
         dispatch_sweep(self, messages.as_mut_slice(), tt, &mut bufs, order, 1);
     }
@@ -548,9 +643,9 @@ impl<'a> InferenceProblem<'a> {
                 &default_order
             }
         };
-        ws.grow(self.sizes);
-        ws.beliefs.resize(ws.beliefs.len().max(self.sizes.total_configs), 0.0);
-        let total = self.sizes.total_configs;
+        ws.grow(self.plan.sizes);
+        ws.beliefs.resize(ws.beliefs.len().max(self.plan.sizes.total_configs), 0.0);
+        let total = self.plan.sizes.total_configs;
         let lambda = messages.as_mut_slice();
         let mut iterations = 0;
         {
@@ -627,8 +722,8 @@ impl<'a> InferenceProblem<'a> {
     /// ```
     pub fn log_partitions(&self, messages: &Messages, ws: &mut Workspace) -> Result<f64, InferenceError> {
         messages.check(self.graph)?;
-        ws.grow(self.sizes);
-        let total = self.sizes.total_configs;
+        ws.grow(self.plan.sizes);
+        let total = self.plan.sizes.total_configs;
         let regions = self.graph.num_regions();
         ws.beliefs.resize(ws.beliefs.len().max(total), 0.0);
         ws.parts.resize(ws.parts.len().max(regions), [0.0; 2]);
@@ -647,7 +742,7 @@ impl<'a> InferenceProblem<'a> {
     /// # Panics
     /// If `messages` do not fit the graph.
     pub fn dual_value(&self, messages: &Messages) -> f64 {
-        let mut tt = vec![0.0; self.sizes.total_configs];
+        let mut tt = vec![0.0; self.plan.sizes.total_configs];
         self.reparameterized(messages, &mut tt);
         self.dual_of(&tt)
     }
@@ -660,7 +755,7 @@ impl<'a> InferenceProblem<'a> {
     /// If `messages` do not fit the graph or `out.len() != graph.total_configs()`.
     pub fn reparameterized(&self, messages: &Messages, out: &mut [f64]) {
         assert_eq!(messages.len(), self.graph.total_message_len(), "messages do not fit the graph");
-        assert_eq!(out.len(), self.sizes.total_configs, "output must have one entry per configuration");
+        assert_eq!(out.len(), self.plan.sizes.total_configs, "output must have one entry per configuration");
         self.refresh_all(messages.as_slice(), out);
     }
 
@@ -670,7 +765,7 @@ impl<'a> InferenceProblem<'a> {
     /// # Panics
     /// If `messages` do not fit the graph or `out.len() != graph.total_configs()`.
     pub fn beliefs(&self, messages: &Messages, out: &mut [f64]) {
-        let mut tt = vec![0.0; self.sizes.total_configs];
+        let mut tt = vec![0.0; self.plan.sizes.total_configs];
         self.reparameterized(messages, &mut tt);
         assert_eq!(out.len(), tt.len(), "output must have one entry per configuration");
         self.beliefs_of(&tt, out, &mut []);
@@ -683,11 +778,11 @@ impl<'a> InferenceProblem<'a> {
     /// # Panics
     /// If `messages` do not fit the graph.
     pub fn max_violation(&self, messages: &Messages) -> f64 {
-        let total = self.sizes.total_configs;
+        let total = self.plan.sizes.total_configs;
         let mut tt = vec![0.0; total];
         self.reparameterized(messages, &mut tt);
         let mut beliefs = vec![0.0; total];
-        let mut marg = vec![0.0; self.sizes.max_region];
+        let mut marg = vec![0.0; self.plan.sizes.max_region];
         self.violation_of(&tt, &mut beliefs, &mut marg)
     }
 
@@ -698,7 +793,7 @@ impl<'a> InferenceProblem<'a> {
     /// If `messages` do not fit the graph or `out.len() != graph.total_message_len()`.
     pub fn dual_gradient(&self, messages: &Messages, out: &mut [f64]) {
         assert_eq!(out.len(), self.graph.total_message_len(), "output must have one entry per message entry");
-        let total = self.sizes.total_configs;
+        let total = self.plan.sizes.total_configs;
         let mut beliefs = vec![0.0; total];
         self.beliefs(messages, &mut beliefs);
         for e in 0..self.graph.num_edges() {
@@ -735,7 +830,7 @@ impl<'a> InferenceProblem<'a> {
     /// `tt = θ̃` where the sweeps read it: everywhere, or, when every star is
     /// factored (none reads its parents' `θ̃`), at the stars' children only.
     fn refresh_for_sweeps(&self, lambda: &[f64], tt: &mut [f64]) {
-        if self.leaves_stale_parents() && self.only_factored {
+        if self.leaves_stale_parents() && self.plan.only_factored {
             self.refresh_children(lambda, tt);
         } else {
             self.refresh_all(lambda, tt);
@@ -758,13 +853,13 @@ impl<'a> InferenceProblem<'a> {
     /// [`Self::refresh_children`]'s loop, inlined into its AVX2 build.
     #[inline(always)]
     fn refresh_children_with(&self, lambda: &[f64], tt: &mut [f64]) {
-        for (r, cp) in self.children.iter().enumerate() {
+        for (r, cp) in self.plan.children.iter().enumerate() {
             if cp.first == cp.end || !self.graph.child_edges(r).is_empty() {
                 continue;
             }
             let child = &mut tt[cp.offset..cp.offset + cp.len];
             child.copy_from_slice(&self.theta[cp.offset..cp.offset + cp.len]);
-            for ep in &self.edges[cp.first..cp.end] {
+            for ep in &self.plan.edges[cp.first..cp.end] {
                 for (c, &m) in child.iter_mut().zip(&lambda[ep.message_offset..ep.message_offset + cp.len]) {
                     *c -= m;
                 }
@@ -786,7 +881,7 @@ impl<'a> InferenceProblem<'a> {
         for &e in g.child_edges(r) {
             let msg = &lambda[g.message_range(e)];
             // Strided where the child is one variable: the same additions, no index map.
-            match singleton_stride(g, e) {
+            match self.stride_of(e) {
                 Some(stride) => star::apply_strided(t, stride, msg),
                 None => t.iter_mut().zip(g.edge_map(e)).for_each(|(v, &y)| *v += msg[y as usize]),
             }
@@ -802,7 +897,7 @@ impl<'a> InferenceProblem<'a> {
         (0..self.graph.num_regions())
             .map(|r| {
                 let t = &tt[self.graph.config_range(r)];
-                let eps = self.region_eps[r];
+                let eps = self.plan.region_eps[r];
                 let m = t.iter().fold(f64::NEG_INFINITY, |m, &v| m.max(v));
                 let s: f64 = t.iter().map(|&v| exp_nonpos::<Plain>((v - m) / eps)).sum();
                 m + eps * ln_pos::<Plain>(s)
@@ -833,7 +928,7 @@ impl<'a> InferenceProblem<'a> {
         for r in 0..self.graph.num_regions() {
             let range = self.graph.config_range(r);
             let (t, mu) = (&tt[range.clone()], &mut out[range]);
-            let eps = self.region_eps[r];
+            let eps = self.plan.region_eps[r];
             // The maximum is exact in any order.
             let m = star::max_of(t);
             for (u, &v) in mu.iter_mut().zip(t) {
@@ -869,10 +964,7 @@ impl<'a> InferenceProblem<'a> {
     ) -> f64 {
         let g = self.graph;
         let (t, marg) = scratch;
-        for cp in self.children.iter().filter(|cp| cp.first < cp.end) {
-            let range = cp.offset..cp.offset + cp.len;
-            normalised_exp::<A>(&tt[range.clone()], 1.0 / cp.eps, &mut beliefs[range]);
-        }
+        self.child_beliefs::<A>(tt, beliefs);
         let mut worst = 0.0f64;
         for r in 0..g.num_regions() {
             let kids = g.child_edges(r);
@@ -886,11 +978,11 @@ impl<'a> InferenceProblem<'a> {
             } else {
                 t.copy_from_slice(&tt[range]);
             }
-            let inv_z = 1.0 / exp_in_place::<A>(t, 1.0 / self.region_eps[r]);
+            let inv_z = 1.0 / exp_in_place::<A>(t, 1.0 / self.plan.region_eps[r]);
             for &e in kids {
                 let child = &beliefs[g.config_range(g.edge_child(e))];
                 let m = &mut marg[..child.len()];
-                match singleton_stride(g, e) {
+                match self.stride_of(e) {
                     Some(stride) => star::sum_strided(t, stride, m),
                     None => marginalise_region(g.edge_map(e), t, m),
                 }
@@ -900,6 +992,16 @@ impl<'a> InferenceProblem<'a> {
             }
         }
         worst
+    }
+
+    /// The first part of [`Self::check_violation`]: the beliefs of every
+    /// star's child from its `θ̃`.
+    #[inline(always)]
+    fn child_beliefs<A: Arith>(&self, tt: &[f64], beliefs: &mut [f64]) {
+        for cp in self.plan.children.iter().filter(|cp| cp.first < cp.end) {
+            let range = cp.offset..cp.offset + cp.len;
+            normalised_exp::<A>(&tt[range.clone()], 1.0 / cp.eps, &mut beliefs[range]);
+        }
     }
 
     /// Largest marginalisation violation given `θ̃`; `beliefs` (total configs)
@@ -923,7 +1025,7 @@ impl<'a> InferenceProblem<'a> {
         for e in 0..self.graph.num_edges() {
             let child = &beliefs[self.graph.config_range(self.graph.edge_child(e))];
             let m = &mut marg[..child.len()];
-            match singleton_stride(self.graph, e) {
+            match self.stride_of(e) {
                 Some(stride) => {
                     star::sum_strided_in_order(&beliefs[self.graph.config_range(self.graph.edge_parent(e))], stride, m)
                 }
@@ -935,6 +1037,25 @@ impl<'a> InferenceProblem<'a> {
         }
         (worst, dual)
     }
+}
+
+/// `θ` must have `graph.total_configs()` entries, none NaN or `+∞`, and every
+/// region a finite one.
+fn check_theta(graph: &RegionGraph, theta: &[f64]) -> Result<(), InferenceError> {
+    let expected = graph.total_configs();
+    if theta.len() != expected {
+        return Err(InferenceError::ThetaShape { expected, got: theta.len() });
+    }
+    for region in 0..graph.num_regions() {
+        let t = &theta[graph.config_range(region)];
+        if let Some((i, &value)) = t.iter().enumerate().find(|(_, v)| v.is_nan() || **v == f64::INFINITY) {
+            return Err(InferenceError::InvalidTheta { region, config: i, value });
+        }
+        if !t.iter().any(|v| v.is_finite()) {
+            return Err(InferenceError::InfeasibleRegion { region });
+        }
+    }
+    Ok(())
 }
 
 /// For an edge `α → ν` with `ν` a single variable: its stride in `α`'s
@@ -996,8 +1117,9 @@ fn marginalise_region(map: &[u32], parent: &[f64], out: &mut [f64]) {
     }
 }
 
-/// Per-child star plans, grouped by child in region order.
-fn plans(graph: &RegionGraph, region_eps: &[f64]) -> (Vec<ChildPlan>, Vec<EdgePlan>) {
+/// Per-child star plans, grouped by child in region order (`strides` per
+/// edge as [`Plan::edge_strides`]).
+fn plans(graph: &RegionGraph, region_eps: &[f64], strides: &[usize]) -> (Vec<ChildPlan>, Vec<EdgePlan>) {
     let factored = factored_children(graph);
     let mut children = Vec::with_capacity(graph.num_regions());
     let mut edges = Vec::with_capacity(graph.num_edges());
@@ -1011,7 +1133,7 @@ fn plans(graph: &RegionGraph, region_eps: &[f64]) -> (Vec<ChildPlan>, Vec<EdgePl
         };
         for &e in graph.parent_edges(r) {
             let parent = graph.edge_parent(e);
-            let stride = singleton_stride(graph, e).unwrap_or(0);
+            let stride = strides[e];
             let eps = region_eps[parent];
             let mut plan = EdgePlan {
                 edge: e,
@@ -1031,7 +1153,7 @@ fn plans(graph: &RegionGraph, region_eps: &[f64]) -> (Vec<ChildPlan>, Vec<EdgePl
                 let sibling = graph.edge_child(sibling_edge);
                 plan.sibling_offset = graph.message_range(sibling_edge).start;
                 plan.sibling_len = graph.num_configs(sibling);
-                plan.sibling_stride = singleton_stride(graph, sibling_edge).expect("factored pair");
+                plan.sibling_stride = strides[sibling_edge];
                 plan.block = block;
                 block += len * (plan.sibling_len + 1);
             }
@@ -1063,6 +1185,33 @@ fn plans(graph: &RegionGraph, region_eps: &[f64]) -> (Vec<ChildPlan>, Vec<EdgePl
         });
     }
     (children, edges)
+}
+
+/// [`Plan::binary_pairs`]: every region with children as a [`PairCheck`],
+/// or none unless all of them are pairs of two binary singletons.
+fn binary_pairs(graph: &RegionGraph, region_eps: &[f64], strides: &[usize]) -> Vec<PairCheck> {
+    let mut pairs = Vec::new();
+    for (r, &eps) in region_eps.iter().enumerate() {
+        let kids = graph.child_edges(r);
+        if kids.is_empty() {
+            continue;
+        }
+        let binary_kid = |stride: usize| {
+            kids.iter()
+                .find(|&&e| strides[e] == stride && graph.num_configs(graph.edge_child(e)) == 2)
+                .map(|&e| graph.config_range(graph.edge_child(e)).start)
+        };
+        match (graph.num_configs(r), kids.len(), binary_kid(2), binary_kid(1)) {
+            (4, 2, Some(first), Some(second)) => pairs.push(PairCheck {
+                offset: graph.config_range(r).start,
+                inv_eps: 1.0 / eps,
+                first,
+                second,
+            }),
+            _ => return Vec::new(),
+        }
+    }
+    pairs
 }
 
 /// Whether region `r` gets the binary star update: two values, at most four
@@ -1156,6 +1305,11 @@ fn dispatch_check(
     scratch: (&mut [f64], &mut [f64]),
 ) -> f64 {
     #[cfg(target_arch = "x86_64")]
+    if simd512::available() && !stale && !p.plan.binary_pairs.is_empty() {
+        // SAFETY: the CPU supports AVX-512 F, AVX2 and FMA (checked just above).
+        return unsafe { simd512::check_binary(p, tt, beliefs) };
+    }
+    #[cfg(target_arch = "x86_64")]
     if simd::available() {
         // SAFETY: the CPU supports AVX2 and FMA (checked just above).
         return unsafe { simd::check_violation(p, lambda, tt, stale, beliefs, scratch) };
@@ -1188,6 +1342,18 @@ mod simd512 {
 
     pub(super) fn available() -> bool {
         super::simd::available() && fastmath::x86::available_512()
+    }
+
+    /// [`InferenceProblem::check_violation`] when `θ̃` is fresh everywhere and
+    /// the plan has [`super::Plan::binary_pairs`]: the same number, bit for
+    /// bit, with the pairs two per register.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F, AVX2 and FMA.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn check_binary(p: &InferenceProblem<'_>, tt: &[f64], beliefs: &mut [f64]) -> f64 {
+        p.child_beliefs::<fastmath::Fused>(tt, beliefs);
+        unsafe { star::check_binary_pairs(&p.plan.binary_pairs, tt, beliefs) }
     }
 
     /// # Safety
@@ -1339,7 +1505,7 @@ mod tests {
             let theta = vec![0.0; g.total_configs()];
             let p = InferenceProblem::uniform(g, &theta, 1.0).unwrap();
             let singles = (0..g.num_regions()).filter(|&r| g.region_variables(r).len() == 1);
-            singles.map(|r| p.children[r].kind).collect::<Vec<_>>()
+            singles.map(|r| p.plan.children[r].kind).collect::<Vec<_>>()
         };
         let all = |g: RegionGraph, kind: StarKind| assert!(kinds(&g).iter().all(|&k| k == kind), "{kind:?}");
         all(factor_graph::grid(4, 3, 2).unwrap(), StarKind::Binary);
@@ -1396,7 +1562,7 @@ mod tests {
                     // The children's θ̃ as a full refresh writes it, bit for bit.
                     let mut children_only = vec![f64::NAN; total];
                     p.refresh_children(m.as_slice(), &mut children_only);
-                    for (r, cp) in p.children.iter().enumerate() {
+                    for (r, cp) in p.plan.children.iter().enumerate() {
                         if cp.first < cp.end && g.child_edges(r).is_empty() {
                             let range = cp.offset..cp.offset + cp.len;
                             let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -1405,8 +1571,8 @@ mod tests {
                     }
                     if stale {
                         // Parents' θ̃ really recomputed: garbage there must not matter.
-                        for cp in p.children.iter().filter(|c| c.first < c.end) {
-                            for ep in &p.edges[cp.first..cp.end] {
+                        for cp in p.plan.children.iter().filter(|c| c.first < c.end) {
+                            for ep in &p.plan.edges[cp.first..cp.end] {
                                 tt[ep.parent_offset..ep.parent_offset + ep.parent_len].fill(f64::NAN);
                             }
                         }
@@ -1453,6 +1619,116 @@ mod tests {
                 }
             }
             assert_eq!(violation.to_bits(), worst.to_bits());
+        }
+    }
+
+    /// The AVX-512 check of binary grids is the AVX2 check bit for bit
+    /// (grids of odd and even pair counts, a chain, `−∞` potentials, several
+    /// weights; after 0–3 sweeps), and only binary pair graphs get it.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn binary_pair_check_equals_the_avx2_check_bit_for_bit() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
+        let chain = {
+            let s =
+                |v: &[usize]| Scope { variables: v.to_vec(), factor_type: if v.len() == 1 { "u" } else { "p" }.into() };
+            // Pairs in both variable orders, so the first variable is sometimes the larger index.
+            factors_with_singletons(vec![2; 5], &[s(&[0, 1]), s(&[2, 1]), s(&[2, 3]), s(&[4, 3])]).unwrap()
+        };
+        let graphs = [factor_graph::grid(6, 7, 2).unwrap(), factor_graph::grid(3, 4, 2).unwrap(), chain];
+        for g in &graphs {
+            for (hard, eps) in [(0.0, 0.2), (0.1, 0.05), (0.2, 1.0)] {
+                let theta = random_theta(g, &mut rng, hard);
+                let p = InferenceProblem::uniform(g, &theta, eps).unwrap();
+                assert_eq!(
+                    p.plan.binary_pairs.len(),
+                    (0..g.num_regions()).filter(|&r| !g.child_edges(r).is_empty()).count()
+                );
+                if !(simd512::available()) {
+                    continue;
+                }
+                let (mut m, mut ws) = (Messages::zeros(g), Workspace::new(g));
+                let order = g.default_update_order();
+                let total = g.total_configs();
+                for sweeps in 0..4 {
+                    let mut tt = vec![0.0; total];
+                    p.refresh_all(m.as_slice(), &mut tt);
+                    let (mut b512, mut b2) = (vec![0.0; total], vec![0.0; total]);
+                    // SAFETY: AVX-512 F, AVX2 and FMA are available (checked above).
+                    let fast = unsafe { simd512::check_binary(&p, &tt, &mut b512) };
+                    let scratch = (&mut ws.e[..], &mut ws.sums[..]);
+                    // SAFETY: as above.
+                    let avx2 = unsafe { simd::check_violation(&p, m.as_slice(), &tt, false, &mut b2, scratch) };
+                    assert_eq!(fast.to_bits(), avx2.to_bits(), "{fast} vs {avx2}");
+                    // From zero messages the random potentials disagree somewhere.
+                    assert!(sweeps > 0 || fast > 0.0);
+                    p.iterate(&mut m, &order, &mut ws);
+                }
+            }
+        }
+        for g in [factor_graph::grid(3, 3, 3).unwrap(), factor_graph::grid(3, 3, 8).unwrap(), general_graph()] {
+            let theta = vec![0.0; g.total_configs()];
+            assert!(InferenceProblem::uniform(&g, &theta, 1.0).unwrap().plan.binary_pairs.is_empty());
+        }
+    }
+
+    /// Problems on one shared [`ProblemPlan`] are the problems
+    /// [`InferenceProblem::new`] builds, bit for bit: several `θ` on each plan
+    /// (binary and 8-label grids, a general graph; `−∞` potentials), run with
+    /// the default order (whose schedule the first problem builds and the
+    /// others reuse, in threads at once) and with a shuffled one; and a plan
+    /// checks `θ` and the weights as `new` does.
+    #[test]
+    fn shared_plans_give_the_problems_new_builds_bit_for_bit() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(13);
+        let graphs = [factor_graph::grid(7, 6, 2).unwrap(), factor_graph::grid(5, 4, 8).unwrap(), general_graph()];
+        let bits = |m: &Messages| m.as_slice().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for g in graphs {
+            let eps: Vec<f64> = (0..g.factor_types().len()).map(|t| 0.05 + 0.1 * t as f64).collect();
+            let mut shuffled = g.default_update_order();
+            shuffled.reverse();
+            shuffled.swap(0, 2);
+            let thetas: Vec<Vec<f64>> = (0..4).map(|_| random_theta(&g, &mut rng, 0.1)).collect();
+            let plan = ProblemPlan::new(Arc::new(g.clone()), &eps).unwrap();
+            let run = |p: &InferenceProblem<'_>, order: &Option<Vec<usize>>| {
+                let (mut m, mut ws) = (Messages::zeros(&g), Workspace::new(&g));
+                let opts = RunOptions { iterations: 7, tolerance: Some(1e-9), order: order.clone() };
+                let report = p.run(&mut m, &opts, &mut ws).unwrap();
+                (bits(&m), report.dual_value.to_bits(), report.max_violation.to_bits(), ws.beliefs().to_vec())
+            };
+            for order in [None, Some(shuffled)] {
+                let planned: Vec<_> = std::thread::scope(|s| {
+                    let handles: Vec<_> = thetas
+                        .iter()
+                        .map(|theta| s.spawn(|| run(&InferenceProblem::planned(&plan, theta).unwrap(), &order)))
+                        .collect();
+                    handles.into_iter().map(|h| h.join().unwrap()).collect()
+                });
+                for (theta, got) in thetas.iter().zip(planned) {
+                    let want = run(&InferenceProblem::new(&g, theta, &eps).unwrap(), &order);
+                    assert_eq!(got.0, want.0);
+                    assert_eq!((got.1, got.2), (want.1, want.2));
+                    assert_eq!(
+                        got.3.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                        want.3.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+                    );
+                }
+            }
+            let mut bad = thetas[0].clone();
+            bad[3] = f64::NAN;
+            assert!(matches!(InferenceProblem::planned(&plan, &bad), Err(InferenceError::InvalidTheta { .. })));
+            assert!(matches!(InferenceProblem::planned(&plan, &bad[1..]), Err(InferenceError::ThetaShape { .. })));
+            let mut zero = eps.clone();
+            zero[0] = 0.0;
+            assert!(matches!(
+                ProblemPlan::new(Arc::new(g.clone()), &zero),
+                Err(InferenceError::InvalidEpsilon { factor_type: 0, .. })
+            ));
+            assert!(matches!(
+                ProblemPlan::new(Arc::new(g.clone()), &eps[1..]),
+                Err(InferenceError::WeightCount { .. })
+            ));
+            assert_eq!(plan.epsilon(), &eps[..]);
         }
     }
 

@@ -62,9 +62,9 @@ fn steps(p: &InferenceProblem<'_>, seq: &[usize]) -> Vec<Step> {
     let mut regions: Vec<u32> = Vec::with_capacity(5 * seq.len());
     bounds.push(0);
     for &c in seq {
-        let cp = p.children[c];
+        let cp = p.plan.children[c];
         regions.push(c as u32);
-        regions.extend(p.edges[cp.first..cp.end].iter().map(|ep| g.edge_parent(ep.edge) as u32));
+        regions.extend(p.plan.edges[cp.first..cp.end].iter().map(|ep| g.edge_parent(ep.edge) as u32));
         bounds.push(regions.len());
     }
     let star = |i: usize| &regions[bounds[i]..bounds[i + 1]];
@@ -86,7 +86,7 @@ fn steps(p: &InferenceProblem<'_>, seq: &[usize]) -> Vec<Step> {
         }
     }
     head.copy_from_slice(&start[..n_regions]);
-    let binary = |i: usize| p.children[seq[i]].kind == StarKind::Binary;
+    let binary = |i: usize| p.plan.children[seq[i]].kind == StarKind::Binary;
     let ready = |head: &[u32], t: usize| star(t).iter().all(|&r| touching[head[r as usize] as usize] == t as u32);
     let mut done = vec![false; seq.len()];
     let mut out = Vec::with_capacity(seq.len());
@@ -140,8 +140,8 @@ mod tests {
             .flat_map(|s| match *s {
                 Step::One(a) => vec![a],
                 Step::Two(a, b) => {
-                    assert_eq!(p.children[a].kind, StarKind::Binary);
-                    assert_eq!(p.children[b].kind, StarKind::Binary);
+                    assert_eq!(p.plan.children[a].kind, StarKind::Binary);
+                    assert_eq!(p.plan.children[b].kind, StarKind::Binary);
                     assert!(regions(a).iter().all(|r| !regions(b).contains(r)), "pair {a}, {b} overlaps");
                     vec![a, b]
                 }

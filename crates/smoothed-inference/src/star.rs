@@ -78,6 +78,8 @@ macro_rules! binary_entry_points {
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+pub(crate) use avx512::check_binary_pairs;
 
 /// The arithmetic of a sweep ([`Arith`]) and which intrinsics kernels the
 /// function it runs in is compiled for (the binary and 8-label stars have
@@ -178,8 +180,8 @@ pub(crate) fn sweep<A: Kernel>(
                     match step {
                         Step::One(r) => star::<A>(p, blocks, r, lambda, tt, bufs),
                         Step::Two(a, b) => {
-                            let (ca, cb) = (p.children[a], p.children[b]);
-                            let (ea, eb) = (&p.edges[ca.first..ca.end], &p.edges[cb.first..cb.end]);
+                            let (ca, cb) = (p.plan.children[a], p.plan.children[b]);
+                            let (ea, eb) = (&p.plan.edges[ca.first..ca.end], &p.plan.edges[cb.first..cb.end]);
                             // SAFETY: `Avx512` (AVX512) and `Avx2Fma` (AVX2_FMA) are only
                             // instantiated in functions compiled for those features.
                             unsafe {
@@ -227,8 +229,8 @@ fn star<A: Kernel>(
     tt: &mut [f64],
     bufs: &mut Bufs<'_>,
 ) {
-    let cp = p.children[child];
-    let edges = &p.edges[cp.first..cp.end];
+    let cp = p.plan.children[child];
+    let edges = &p.plan.edges[cp.first..cp.end];
     match cp.kind {
         StarKind::NoParents => {}
         #[cfg(target_arch = "x86_64")]
@@ -827,8 +829,8 @@ pub(crate) fn sum_of(run: &[f64]) -> f64 {
 /// star order: `θ̃_parent += λ` broadcast through the edge, `θ̃_child −= λ`.
 #[inline(always)]
 pub(crate) fn add_messages<A: Kernel>(p: &InferenceProblem<'_>, lambda: &[f64], tt: &mut [f64]) {
-    for cp in &p.children {
-        let edges = &p.edges[cp.first..cp.end];
+    for cp in &p.plan.children {
+        let edges = &p.plan.edges[cp.first..cp.end];
         #[cfg(target_arch = "x86_64")]
         if cp.kind == StarKind::Binary && A::AVX2_FMA {
             // SAFETY: `Avx2Fma` and `Avx512` are only instantiated in functions compiled with AVX2 and FMA.

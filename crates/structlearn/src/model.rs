@@ -13,12 +13,17 @@
 //! a foreign file, or a corrupt or truncated one gives [`LearnError::BadFile`].
 //! [`StructuredModel::to_json`] exports small models as readable JSON.
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
+use factor_graph::RegionGraph;
 use oracles::{Features, Model, ModelRegistry};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use smoothed_inference::{InferenceProblem, Messages, RunOptions, RunReport, decode, with_thread_workspace};
+use smoothed_inference::{
+    InferenceProblem, Messages, ProblemPlan, RunOptions, RunReport, decode, with_thread_workspace,
+};
 
 use crate::files::{unwrap_binary, wrap_binary, write_atomic};
 use crate::{Dataset, FactorTypeInfo, LearnError};
@@ -313,24 +318,45 @@ impl StructuredModel {
         opts: &PredictOptions,
         messages: &mut Messages,
     ) -> Result<Prediction, LearnError> {
-        let theta = self.energies(data, k)?;
-        let graph = &data.examples[k].graph;
-        let eps = graph_epsilon(data, k, &self.epsilon);
-        let problem = InferenceProblem::new(graph, &theta, &eps)
+        let graph = &example(data, k)?.graph;
+        let plan = ProblemPlan::new(Arc::clone(graph), &graph_epsilon(data, k, &self.epsilon))
             .map_err(|source| LearnError::Inference { example: k, source })?;
+        self.predict_planned(data, k, &plan, opts, messages)
+    }
+
+    /// [`StructuredModel::predict_example_from`] on example `k`'s plan
+    /// (see [`example_plans`]).
+    fn predict_planned(
+        &self,
+        data: &Dataset,
+        k: usize,
+        plan: &ProblemPlan,
+        opts: &PredictOptions,
+        messages: &mut Messages,
+    ) -> Result<Prediction, LearnError> {
+        let theta = self.energies(data, k)?;
+        let problem =
+            InferenceProblem::planned(plan, &theta).map_err(|source| LearnError::Inference { example: k, source })?;
         let run = RunOptions { iterations: opts.iterations, tolerance: opts.tolerance, order: None };
         // The run computes the final beliefs for its report; take them from its workspace.
         let (report, beliefs) =
             with_thread_workspace(|ws| problem.run(messages, &run, ws).map(|r| (r, ws.beliefs().to_vec())))
                 .map_err(|source| LearnError::Inference { example: k, source })?;
-        let labels = decode(graph, &beliefs).map_err(|source| LearnError::Inference { example: k, source })?;
+        let labels = decode(plan.graph(), &beliefs).map_err(|source| LearnError::Inference { example: k, source })?;
         Ok(Prediction { labels, beliefs, report })
     }
 
     /// Predicts every example, in parallel over examples.
     pub fn predict(&self, data: &Dataset, opts: &PredictOptions) -> Result<Vec<Prediction>, LearnError> {
         self.check_dataset(data)?;
-        (0..data.len()).into_par_iter().map(|k| self.predict_example(data, k, opts)).collect()
+        let plans = example_plans(data, &self.epsilon)?;
+        (0..data.len())
+            .into_par_iter()
+            .map(|k| {
+                let mut messages = Messages::zeros(plans[k].graph());
+                self.predict_planned(data, k, &plans[k], opts, &mut messages)
+            })
+            .collect()
     }
 
     /// Fraction of misclassified variables, pooled over all examples
@@ -354,13 +380,14 @@ impl StructuredModel {
         if messages.len() != data.len() {
             return Err(LearnError::Config(format!("{} message sets for {} examples", messages.len(), data.len())));
         }
+        let plans = example_plans(data, &self.epsilon)?;
         let counts: Vec<(usize, usize)> = messages
             .par_iter_mut()
             .enumerate()
             .with_max_len(1)
             .map(|(k, m)| {
                 let truth = data.labels(k)?;
-                let p = self.predict_example_from(data, k, opts, m)?;
+                let p = self.predict_planned(data, k, &plans[k], opts, m)?;
                 Ok(count_errors(data, k, &p.labels, truth))
             })
             .collect::<Result<_, LearnError>>()?;
@@ -497,6 +524,34 @@ fn example(data: &Dataset, k: usize) -> Result<&crate::Example, LearnError> {
 pub(crate) fn graph_epsilon(data: &Dataset, k: usize, epsilon: &[f64]) -> Vec<f64> {
     let g = &data.examples[k].graph;
     g.factor_types().iter().map(|name| data.factor_type_index(name).map_or(1.0, |t| epsilon[t])).collect()
+}
+
+/// One [`ProblemPlan`] per example of `data` with per-type weights `epsilon`
+/// (in the data set's type order): examples on the same graph share one,
+/// and each distinct graph's plan is built once, in parallel.
+pub(crate) fn example_plans(data: &Dataset, epsilon: &[f64]) -> Result<Vec<ProblemPlan>, LearnError> {
+    // The first example on each distinct graph, and each example's distinct graph.
+    let mut first_on: Vec<usize> = Vec::new();
+    let mut index: HashMap<*const RegionGraph, usize> = HashMap::new();
+    let which: Vec<usize> = data
+        .examples
+        .iter()
+        .enumerate()
+        .map(|(k, ex)| {
+            *index.entry(Arc::as_ptr(&ex.graph)).or_insert_with(|| {
+                first_on.push(k);
+                first_on.len() - 1
+            })
+        })
+        .collect();
+    let distinct: Vec<ProblemPlan> = first_on
+        .par_iter()
+        .map(|&k| {
+            ProblemPlan::new(Arc::clone(&data.examples[k].graph), &graph_epsilon(data, k, epsilon))
+                .map_err(|source| LearnError::Inference { example: k, source })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(which.into_iter().map(|d| distinct[d].clone()).collect())
 }
 
 pub(crate) fn oracle_err(ft: &FactorTypeInfo, source: oracles::OracleError) -> LearnError {

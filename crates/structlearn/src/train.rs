@@ -44,7 +44,7 @@ use smoothed_inference::{InferenceProblem, Messages, RunOptions, region_message_
 use crate::discrepancy::{Discrepancy, Hamming};
 use crate::early_stopping::{BestValidation, EarlyStopping, Verdict};
 use crate::files::{unwrap_binary, write_binary_atomic};
-use crate::model::{graph_epsilon, oracle_err, zero_messages};
+use crate::model::{example_plans, oracle_err, zero_messages};
 use crate::objective::{NeumaierSum, loss_at, loss_from_workspace};
 use crate::observer::{Observer, Record, TrainEvent};
 use crate::{Dataset, LearnError, PredictOptions, StructuredModel};
@@ -861,13 +861,12 @@ impl<'a> Trainer<'a> {
     /// assert!(trainer.objective().unwrap() >= 0.0);
     /// ```
     pub fn objective(&self) -> Result<f64, LearnError> {
+        let plans = example_plans(self.train, &self.epsilon)?;
         let parts: Vec<f64> = (0..self.train.len())
             .into_par_iter()
             .map(|k| {
-                let graph = &self.train.examples[k].graph;
-                let eps = graph_epsilon(self.train, k, &self.epsilon);
                 with_theta(self.theta_source(), k, |theta| {
-                    let problem = InferenceProblem::new(graph, theta, &eps)
+                    let problem = InferenceProblem::planned(&plans[k], theta)
                         .map_err(|source| LearnError::Inference { example: k, source })?;
                     Ok(example_loss(&problem, &self.messages[k], self.train.labels(k)?))
                 })
@@ -1000,7 +999,7 @@ impl<'a> Trainer<'a> {
     /// numbers [`Trainer::objective`] computes, bit for bit).
     fn message_passing_step(&mut self, iterations: usize) -> Result<(f64, f64), LearnError> {
         let train = self.train;
-        let eps: Vec<Vec<f64>> = (0..train.len()).map(|k| graph_epsilon(self.train, k, &self.epsilon)).collect();
+        let plans = example_plans(train, &self.epsilon)?;
         let tolerance = self.config.message_passing_tolerance;
         let source = ThetaSource {
             data: train,
@@ -1014,9 +1013,8 @@ impl<'a> Trainer<'a> {
             .enumerate()
             .with_max_len(1)
             .map(|(k, messages)| {
-                let graph = &train.examples[k].graph;
                 with_theta(source, k, |theta| {
-                    let problem = InferenceProblem::new(graph, theta, &eps[k])
+                    let problem = InferenceProblem::planned(&plans[k], theta)
                         .map_err(|source| LearnError::Inference { example: k, source })?;
                     let opts = RunOptions { iterations, tolerance, order: None };
                     let truth = train.labels(k)?;
