@@ -246,12 +246,13 @@ pub fn decode(graph: &RegionGraph, beliefs: &[f64]) -> Result<Vec<usize>, Infere
     (0..graph.num_variables())
         .map(|variable| {
             let r = graph.singleton(variable).ok_or(InferenceError::MissingSingleton { variable })?;
-            let mu = &beliefs[graph.config_range(r)];
-            let best = mu
-                .iter()
-                .enumerate()
-                .fold((0, f64::NEG_INFINITY), |best, (y, &v)| if v > best.1 { (y, v) } else { best });
-            Ok(best.0)
+            Ok(first_argmax(&beliefs[graph.config_range(r)]))
         })
         .collect()
+}
+
+/// The first index of the largest value (0 when none is above `−∞`): how
+/// [`decode`] picks a variable's label from its beliefs.
+pub(crate) fn first_argmax(mu: &[f64]) -> usize {
+    mu.iter().enumerate().fold((0, f64::NEG_INFINITY), |best, (y, &v)| if v > best.1 { (y, v) } else { best }).0
 }

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::schedule::Schedule;
 use crate::star::{self, Bufs};
-use crate::{InferenceError, Messages};
+use crate::{InferenceError, Messages, first_argmax};
 use fastmath::{Arith, Plain, exp_nonpos, ln_pos};
 use std::sync::Arc;
 
@@ -631,6 +631,78 @@ impl<'a> InferenceProblem<'a> {
         opts: &RunOptions,
         ws: &mut Workspace,
     ) -> Result<RunReport, InferenceError> {
+        let iterations = self.pass_messages(messages, opts, ws)?;
+        // Report from a fresh θ̃, free of the rounding the incremental updates accumulate.
+        let total = self.plan.sizes.total_configs;
+        let lambda = messages.as_slice();
+        let tt = &mut ws.tt[..total];
+        self.refresh_all(lambda, tt);
+        let regions = self.graph.num_regions();
+        ws.parts.resize(ws.parts.len().max(regions), [0.0; 2]);
+        let parts = &mut ws.parts[..regions];
+        let (max_violation, dual_value) = self.violation_and_dual_of(tt, &mut ws.beliefs[..total], &mut ws.sums, parts);
+        ws.last_beliefs = total;
+        ws.last_parts = regions;
+        ws.last_tt = total;
+        let converged = opts.tolerance.is_some_and(|tol| max_violation < tol);
+        Ok(RunReport { iterations, dual_value, max_violation, converged })
+    }
+
+    /// Message passing as [`Self::run`] does it (the same final messages, bit
+    /// for bit), then the labelling [`crate::decode`] reads from the final
+    /// beliefs, without the rest of the report: only the singleton regions'
+    /// beliefs are computed (no dual value, no violation, nothing left in the
+    /// workspace). For predictions whose report nobody reads, such as the
+    /// error rates during learning. Returns the iterations done and the labels.
+    ///
+    /// ```
+    /// use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace, decode};
+    /// let g = factor_graph::grid(3, 3, 2).unwrap();
+    /// let theta: Vec<f64> = (0..g.total_configs()).map(|i| (i % 5) as f64 * 0.3).collect();
+    /// let p = InferenceProblem::uniform(&g, &theta, 0.1).unwrap();
+    /// let (mut a, mut b, mut ws) = (Messages::zeros(&g), Messages::zeros(&g), Workspace::new(&g));
+    /// let opts = RunOptions { iterations: 20, tolerance: Some(1e-6), order: None };
+    /// let (iterations, labels) = p.run_and_decode(&mut a, &opts, &mut ws).unwrap();
+    /// let report = p.run(&mut b, &opts, &mut ws).unwrap();
+    /// assert_eq!((iterations, labels), (report.iterations, decode(&g, ws.beliefs()).unwrap()));
+    /// ```
+    ///
+    /// Errors: those of [`Self::run`], and [`InferenceError::MissingSingleton`]
+    /// as [`crate::decode`] returns it.
+    pub fn run_and_decode(
+        &self,
+        messages: &mut Messages,
+        opts: &RunOptions,
+        ws: &mut Workspace,
+    ) -> Result<(usize, Vec<usize>), InferenceError> {
+        let g = self.graph;
+        let singletons = (0..g.num_variables())
+            .map(|variable| g.singleton(variable).ok_or(InferenceError::MissingSingleton { variable }))
+            .collect::<Result<Vec<_>, _>>()?;
+        let iterations = self.pass_messages(messages, opts, ws)?;
+        let lambda = messages.as_slice();
+        let (t, mu) = (&mut ws.logm, &mut ws.sums);
+        let labels = singletons
+            .into_iter()
+            .map(|r| {
+                let len = g.num_configs(r);
+                // θ̃ and the beliefs of r as the report's refresh and beliefs compute them.
+                self.region_reparameterized(lambda, r, &mut t[..len]);
+                region_beliefs(&t[..len], self.plan.region_eps[r], &mut mu[..len]);
+                first_argmax(&mu[..len])
+            })
+            .collect();
+        Ok((iterations, labels))
+    }
+
+    /// The message passing of [`Self::run`], without the report; returns the
+    /// iterations done. Leaves `θ̃` in the workspace stale.
+    fn pass_messages(
+        &self,
+        messages: &mut Messages,
+        opts: &RunOptions,
+        ws: &mut Workspace,
+    ) -> Result<usize, InferenceError> {
         messages.check(self.graph)?;
         let default_order;
         let order: &[usize] = match &opts.order {
@@ -691,18 +763,10 @@ impl<'a> InferenceProblem<'a> {
                 }
             }
         }
-        // Report from a fresh θ̃, free of the rounding the incremental updates accumulate.
-        let tt = &mut ws.tt[..total];
-        self.refresh_all(lambda, tt);
-        let regions = self.graph.num_regions();
-        ws.parts.resize(ws.parts.len().max(regions), [0.0; 2]);
-        let parts = &mut ws.parts[..regions];
-        let (max_violation, dual_value) = self.violation_and_dual_of(tt, &mut ws.beliefs[..total], &mut ws.sums, parts);
-        ws.last_beliefs = total;
-        ws.last_parts = regions;
-        ws.last_tt = total;
-        let converged = opts.tolerance.is_some_and(|tol| max_violation < tol);
-        Ok(RunReport { iterations, dual_value, max_violation, converged })
+        ws.last_beliefs = 0;
+        ws.last_parts = 0;
+        ws.last_tt = 0;
+        Ok(iterations)
     }
 
     /// What the report of [`Self::run`] leaves in the workspace, at `messages`
@@ -929,15 +993,7 @@ impl<'a> InferenceProblem<'a> {
             let range = self.graph.config_range(r);
             let (t, mu) = (&tt[range.clone()], &mut out[range]);
             let eps = self.plan.region_eps[r];
-            // The maximum is exact in any order.
-            let m = star::max_of(t);
-            for (u, &v) in mu.iter_mut().zip(t) {
-                *u = exp_nonpos::<Plain>((v - m) / eps);
-            }
-            let z: f64 = mu.iter().sum();
-            for u in mu.iter_mut() {
-                *u /= z;
-            }
+            let (m, z) = region_beliefs(t, eps, mu);
             if let Some(part) = parts.get_mut(r) {
                 *part = [m, z];
             }
@@ -1083,6 +1139,23 @@ fn out_of_reach(previous: Option<(usize, f64)>, (k, v): (usize, f64), tol: f64, 
     k as f64 + 0.5 * needed >= max_iterations as f64
 }
 
+/// `μ = exp((t − m)/ε) / z` of one region from its `θ̃` `t`, with `m = max t`
+/// and `z = Σ exp((t − m)/ε)`; returns `(m, z)`. The one computation of
+/// every belief the report and the decoder read.
+#[inline(always)]
+fn region_beliefs(t: &[f64], eps: f64, mu: &mut [f64]) -> (f64, f64) {
+    // The maximum is exact in any order.
+    let m = star::max_of(t);
+    for (u, &v) in mu.iter_mut().zip(t) {
+        *u = exp_nonpos::<Plain>((v - m) / eps);
+    }
+    let z: f64 = mu.iter().sum();
+    for u in mu.iter_mut() {
+        *u /= z;
+    }
+    (m, z)
+}
+
 /// `t ← exp((t − max t)·inv_eps)` in place; returns the sum (≥ 1 when some
 /// entry is finite).
 #[inline(always)]
@@ -1202,12 +1275,9 @@ fn binary_pairs(graph: &RegionGraph, region_eps: &[f64], strides: &[usize]) -> V
                 .map(|&e| graph.config_range(graph.edge_child(e)).start)
         };
         match (graph.num_configs(r), kids.len(), binary_kid(2), binary_kid(1)) {
-            (4, 2, Some(first), Some(second)) => pairs.push(PairCheck {
-                offset: graph.config_range(r).start,
-                inv_eps: 1.0 / eps,
-                first,
-                second,
-            }),
+            (4, 2, Some(first), Some(second)) => {
+                pairs.push(PairCheck { offset: graph.config_range(r).start, inv_eps: 1.0 / eps, first, second })
+            }
             _ => return Vec::new(),
         }
     }
@@ -1670,6 +1740,45 @@ mod tests {
             let theta = vec![0.0; g.total_configs()];
             assert!(InferenceProblem::uniform(&g, &theta, 1.0).unwrap().plan.binary_pairs.is_empty());
         }
+    }
+
+    /// `run_and_decode` leaves the messages `run` leaves and returns the
+    /// iterations it reports and the labels `decode` reads from its beliefs,
+    /// bit for bit: binary and 8-label grids and a general graph, `−∞`
+    /// potentials, budgets that stop early at the tolerance and that run out;
+    /// and a graph without singletons is `decode`'s error before any work.
+    #[test]
+    fn run_and_decode_is_run_then_decode() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(21);
+        let graphs = [factor_graph::grid(6, 5, 2).unwrap(), factor_graph::grid(4, 5, 8).unwrap(), general_graph()];
+        let mut stopped_early = false;
+        for g in &graphs {
+            for (hard, eps, iterations, tolerance) in
+                [(0.0, 0.5, 40, Some(1e-3)), (0.1, 0.05, 7, Some(1e-9)), (0.1, 0.2, 3, None)]
+            {
+                let theta = random_theta(g, &mut rng, hard);
+                let p = InferenceProblem::uniform(g, &theta, eps).unwrap();
+                let opts = RunOptions { iterations, tolerance, order: None };
+                let (mut a, mut b, mut ws) = (Messages::zeros(g), Messages::zeros(g), Workspace::new(g));
+                let (done, labels) = p.run_and_decode(&mut a, &opts, &mut ws).unwrap();
+                let report = p.run(&mut b, &opts, &mut ws).unwrap();
+                stopped_early |= report.iterations < iterations;
+                assert_eq!(done, report.iterations);
+                assert_eq!(labels, crate::decode(g, ws.beliefs()).unwrap());
+                let bits = |m: &Messages| m.as_slice().iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&a), bits(&b));
+            }
+        }
+        assert!(stopped_early);
+        let mut b = factor_graph::RegionGraphBuilder::new(vec![2, 2]).unwrap();
+        let t = b.add_factor_type("p").unwrap();
+        b.add_region(&[0, 1], t).unwrap();
+        let g = b.build().unwrap();
+        let theta = vec![0.0; g.total_configs()];
+        let p = InferenceProblem::uniform(&g, &theta, 1.0).unwrap();
+        let (mut m, mut ws) = (Messages::zeros(&g), Workspace::new(&g));
+        let err = p.run_and_decode(&mut m, &RunOptions::default(), &mut ws).unwrap_err();
+        assert!(matches!(err, InferenceError::MissingSingleton { variable: 0 }), "{err:?}");
     }
 
     /// Problems on one shared [`ProblemPlan`] are the problems

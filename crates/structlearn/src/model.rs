@@ -387,8 +387,14 @@ impl StructuredModel {
             .with_max_len(1)
             .map(|(k, m)| {
                 let truth = data.labels(k)?;
-                let p = self.predict_planned(data, k, &plans[k], opts, m)?;
-                Ok(count_errors(data, k, &p.labels, truth))
+                let theta = self.energies(data, k)?;
+                let inference = |source| LearnError::Inference { example: k, source };
+                let problem = InferenceProblem::planned(&plans[k], &theta).map_err(inference)?;
+                let run = RunOptions { iterations: opts.iterations, tolerance: opts.tolerance, order: None };
+                // Only the labels: the same as the prediction's, without its report.
+                let (_, labels) =
+                    with_thread_workspace(|ws| problem.run_and_decode(m, &run, ws)).map_err(inference)?;
+                Ok(count_errors(data, k, &labels, truth))
             })
             .collect::<Result<_, LearnError>>()?;
         let (wrong, total) = counts.iter().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
