@@ -412,6 +412,11 @@ impl BiasRows for MessageBias<'_> {
     }
 }
 
+/// Largest bias array (rows × classes, 64 MiB of `f64`) a fit of an oracle that
+/// keeps its scores ([`oracles::Oracle::maintains_scores`]) gets whole; larger
+/// ones (a Stanford-scale pair type: 1.8 GB) are computed row by row.
+const DENSE_BIAS_ENTRIES: usize = 1 << 23;
+
 /// What [`gather_theta`] reads.
 #[derive(Clone, Copy)]
 struct ThetaSource<'t> {
@@ -982,7 +987,18 @@ impl<'a> Trainer<'a> {
         self.pool_features(t, 0..self.train.len(), &mut values);
         let features = Features::new(&values, n, ft.dim).map_err(|e| oracle_err(ft, e))?;
         let (oracle, warm, ctx) = (self.oracles[t].as_ref(), self.models[t].as_deref(), FitContext { seed });
-        if holds_scores {
+        if holds_scores && n * c <= DENSE_BIAS_ENTRIES {
+            // Small enough to hold beside the scores: the biases once, in parallel and in
+            // order, instead of row by row at random (the same numbers).
+            let mut bias = vec![0.0; n * c];
+            pooled
+                .example_chunks(c, &mut bias)
+                .into_par_iter()
+                .enumerate()
+                .for_each(|(k, chunk)| source.fill(k, c, chunk));
+            let problem = Problem::new(features, &pooled.labels, &bias, c, None).map_err(|e| oracle_err(ft, e))?;
+            fit_monotone_scored(oracle, &problem, warm, ctx, buffer)
+        } else if holds_scores {
             let problem =
                 Problem::with_bias_rows(features, &pooled.labels, &source, c, None).map_err(|e| oracle_err(ft, e))?;
             fit_monotone_scored(oracle, &problem, warm, ctx, buffer)
