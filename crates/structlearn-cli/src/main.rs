@@ -228,7 +228,7 @@ fn run(cli: Cli) -> Result<()> {
     }
     match cli.command {
         Command::Infer { model, eps, iterations, tolerance, polish, output } => {
-            infer(&model, eps, iterations, tolerance, polish, output.as_deref())
+            infer(&model, eps, iterations, tolerance, polish, output.as_deref(), verbosity)
         }
         Command::Train(args) => train(*args, verbosity),
         Command::PredictImage(args) => predict_image(args),
@@ -346,6 +346,7 @@ fn infer(
     tolerance: Option<f64>,
     polish: usize,
     output: Option<&Path>,
+    verbosity: Verbosity,
 ) -> Result<()> {
     let uai = UaiModel::read(path)?;
     let m = uai.to_region_graph()?;
@@ -365,7 +366,10 @@ fn infer(
                  the beliefs are not marginalisation-consistent to that tolerance (raise --polish or --iterations)",
                 report.max_violation
             ),
-            _ => eprintln!("dual polish reached a largest violation of {:.3e}", report.max_violation),
+            _ if verbosity.normal() => {
+                eprintln!("dual polish reached a largest violation of {:.3e}", report.max_violation)
+            }
+            _ => {}
         }
     }
     if !report.dual_value.is_finite() {

@@ -59,6 +59,13 @@ fn the_dual_polish_reports_the_violation_reached_and_warns_above_the_tolerance()
     assert_eq!(v["converged"], serde_json::json!(false));
     let reached: f64 = v["max_violation"].as_f64().unwrap();
     assert!(e.contains(&format!("{reached:.3e}")), "{e} vs {reached}");
+    // No tolerance: the polish reports what it reached, unless --quiet; a warning is never quiet.
+    let o = run(&["infer", uai, "--eps", "0.1", "--iterations", "3", "--polish", "50"]);
+    assert!(stderr(&o).contains("dual polish reached"), "{}", stderr(&o));
+    let o = run(&["infer", uai, "--eps", "0.1", "--iterations", "3", "--polish", "50", "-q"]);
+    assert!(o.status.success() && stderr(&o).is_empty(), "{}", stderr(&o));
+    let o = run(&["infer", uai, "--eps", "0.1", "--iterations", "3", "--polish", "1", "--tolerance", "1e-12", "-q"]);
+    assert!(stderr(&o).contains("warning"), "{}", stderr(&o));
     // Met tolerance: no warning.
     let o = run(&["infer", uai, "--eps", "0.1", "--iterations", "200", "--tolerance", "1e-6"]);
     assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
