@@ -392,8 +392,7 @@ impl StructuredModel {
                 let problem = InferenceProblem::planned(&plans[k], &theta).map_err(inference)?;
                 let run = RunOptions { iterations: opts.iterations, tolerance: opts.tolerance, order: None };
                 // Only the labels: the same as the prediction's, without its report.
-                let (_, labels) =
-                    with_thread_workspace(|ws| problem.run_and_decode(m, &run, ws)).map_err(inference)?;
+                let (_, labels) = with_thread_workspace(|ws| problem.run_and_decode(m, &run, ws)).map_err(inference)?;
                 Ok(count_errors(data, k, &labels, truth))
             })
             .collect::<Result<_, LearnError>>()?;
