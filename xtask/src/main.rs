@@ -81,6 +81,11 @@ enum Command {
         /// reproducible for a given seed and thread count.
         #[arg(long, value_name = "N")]
         threads: Option<usize>,
+        /// Cells trained at the same time, each on threads / J of the worker threads (at least 1).
+        /// The results do not depend on it; cells keep little of the cores idle that way (a cell's
+        /// serial parts: checkpoints, SGD epochs), at J times the memory.
+        #[arg(long, value_name = "J", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        jobs: u64,
         /// Folder holding the downloaded data sets (horses, stanford); default: $STRUCTLEARN_DATA_DIR.
         #[arg(long)]
         data_dir: Option<PathBuf>,
@@ -262,6 +267,7 @@ fn run() -> Result<()> {
             quiet,
             verbose,
             threads,
+            jobs,
             data_dir,
             cache_dir,
             no_cache,
@@ -295,6 +301,7 @@ fn run() -> Result<()> {
                 no_cache,
                 verbosity: structlearn_cli::Verbosity::from_flags(quiet, verbose),
                 merge: merge.clone(),
+                jobs: jobs as usize,
             };
             let experiment = experiment.unwrap_or(Experiment::Denoising);
             anyhow::ensure!(

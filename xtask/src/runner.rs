@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
@@ -102,6 +102,9 @@ pub struct Options {
     /// Output folders of other runs of the same preset (e.g. disjoint cells run
     /// in parallel): their finished cells are copied in instead of trained.
     pub merge: Vec<PathBuf>,
+    /// Cells trained at the same time, each with `threads / jobs` threads (at
+    /// least 1); the results are the same for any split.
+    pub jobs: usize,
 }
 
 /// The learning budget of a run (part of every preset).
@@ -300,7 +303,10 @@ pub fn model_path(out: &Path, seed: u64, unary: &str, pairwise: &str) -> PathBuf
 }
 
 /// Runs the selected cells of an experiment and writes everything into the output folder.
-pub fn reproduce<E: Experiment>(exp: &E, opts: &Options) -> Result<()> {
+pub fn reproduce<E: Experiment + Sync>(exp: &E, opts: &Options) -> Result<()>
+where
+    E::Data: Sync,
+{
     if opts.seeds == 0 {
         bail!("--seeds must be at least 1");
     }
@@ -361,55 +367,100 @@ pub fn reproduce<E: Experiment>(exp: &E, opts: &Options) -> Result<()> {
     overall.set_position(done.len() as u64);
     let done_before = done.len();
     let mut data_by_seed: BTreeMap<u64, E::Data> = BTreeMap::new();
-    let mut interrupted = false;
-    for (seed, u, pw) in &todo {
-        if stop.load(Ordering::SeqCst) {
-            interrupted = true;
-            break;
+    for seed in todo.iter().map(|t| t.0).collect::<std::collections::BTreeSet<_>>() {
+        let data = exp.data(seed)?;
+        if opts.save_data {
+            exp.save_data(&out, seed, &data)?;
         }
-        if !data_by_seed.contains_key(seed) {
-            let data = exp.data(*seed)?;
-            if opts.save_data {
-                exp.save_data(&out, *seed, &data)?;
-            }
-            data_by_seed.insert(*seed, data);
-        }
-        let data = &data_by_seed[seed];
-        overall.set_message(format!("seed {seed} {u}/{pw}"));
-        let bar = multi.add(mode.bar(0, "{prefix:>20} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}"));
-        let label = format!("cell {}/{total_cells} {u}/{pw} seed {seed}", done.len() + 1);
-        let progress = ProgressObserver::with_bar(bar.clone(), &label, opts.verbosity);
-        match run_cell(exp, &budget, data, (*seed, u, pw), &stop, progress, &out, opts.resume) {
-            Ok(result) => {
-                if mode != ProgressMode::Off {
-                    let finished_here = done.len() + 1 - done_before;
-                    let elapsed = wall.elapsed().as_secs_f64();
-                    let eta = elapsed / finished_here as f64 * (total_cells - done.len() - 1) as f64;
-                    let line = format!(
-                        "{label}: done in {}: train error {:.4}, test error {:.4} (paper {:.3}); {} elapsed, ETA {}",
-                        human_duration(result.seconds),
-                        result.train_error,
-                        result.test_error,
-                        paper_error(exp.paper_test(), u, pw),
-                        human_duration(elapsed),
-                        human_duration(eta)
-                    );
-                    if mode == ProgressMode::Bar { multi.suspend(|| eprintln!("{line}")) } else { eprintln!("{line}") }
-                }
-                done.push(result);
-                write_outputs(exp, &out, &done, &seeds, &cells, &data_by_seed)?;
-                info.write(&out, &done, seconds_before + wall.elapsed().as_secs_f64(), true)?;
-            }
-            Err(e) if matches!(e.downcast_ref::<LearnError>(), Some(LearnError::Interrupted { .. })) => {
-                interrupted = true;
-                multi.remove(&bar);
-                break;
-            }
-            Err(e) => return Err(e.context(format!("cell {u}/{pw}, seed {seed}"))),
-        }
-        multi.remove(&bar);
-        overall.inc(1);
+        data_by_seed.insert(seed, data);
     }
+    // `jobs` cells at a time, each on its own pool of threads; the results do
+    // not depend on the number of threads, so neither do the outputs.
+    let jobs = opts.jobs.clamp(1, todo.len().max(1));
+    let threads_per_job = (rayon::current_num_threads() / jobs).max(1);
+    let pools = (0..jobs)
+        .map(|_| rayon::ThreadPoolBuilder::new().num_threads(threads_per_job).build())
+        .collect::<Result<Vec<_>, _>>()?;
+    let next = AtomicUsize::new(0);
+    let mut interrupted = false;
+    let mut failure = None;
+    std::thread::scope(|scope| {
+        let (sender, finished) = std::sync::mpsc::channel();
+        for pool in &pools {
+            let sender = sender.clone();
+            let (next, stop, multi, data_by_seed, todo, budget, out) =
+                (&next, &stop, &multi, &data_by_seed, &todo, &budget, &out);
+            scope.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= todo.len() || stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let (seed, u, pw) = &todo[i];
+                    let bar = multi.add(mode.bar(0, "{prefix:>20} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}"));
+                    let label = format!("cell {}/{total_cells} {u}/{pw} seed {seed}", done_before + i + 1);
+                    let progress = ProgressObserver::with_bar(bar.clone(), &label, opts.verbosity);
+                    let data = &data_by_seed[seed];
+                    let result =
+                        pool.install(|| run_cell(exp, budget, data, (*seed, u, pw), stop, progress, out, opts.resume));
+                    multi.remove(&bar);
+                    let failed = result.is_err();
+                    if sender.send((i, result.map(|r| (r, label)))).is_err() || failed {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(sender);
+        for (i, result) in finished {
+            let (seed, u, pw) = &todo[i];
+            match result {
+                Ok((result, label)) => {
+                    if mode != ProgressMode::Off {
+                        let finished_here = done.len() + 1 - done_before;
+                        let elapsed = wall.elapsed().as_secs_f64();
+                        let eta = elapsed / finished_here as f64 * (total_cells - done.len() - 1) as f64;
+                        let line = format!(
+                            "{label}: done in {}: train error {:.4}, test error {:.4} (paper {:.3}); {} elapsed, ETA {}",
+                            human_duration(result.seconds),
+                            result.train_error,
+                            result.test_error,
+                            paper_error(exp.paper_test(), u, pw),
+                            human_duration(elapsed),
+                            human_duration(eta)
+                        );
+                        if mode == ProgressMode::Bar {
+                            multi.suspend(|| eprintln!("{line}"))
+                        } else {
+                            eprintln!("{line}")
+                        }
+                    }
+                    done.push(result);
+                    // Cells finish in any order; the outputs list them in the run's order.
+                    done.sort_by_key(|r| (r.seed, cells.iter().position(|c| c.0 == r.unary && c.1 == r.pairwise)));
+                    overall.inc(1);
+                    let written = write_outputs(exp, &out, &done, &seeds, &cells, &data_by_seed)
+                        .and_then(|()| info.write(&out, &done, seconds_before + wall.elapsed().as_secs_f64(), true));
+                    if let Err(e) = written {
+                        stop.store(true, Ordering::SeqCst);
+                        failure.get_or_insert(e);
+                    }
+                }
+                Err(e) if matches!(e.downcast_ref::<LearnError>(), Some(LearnError::Interrupted { .. })) => {
+                    interrupted = true;
+                }
+                Err(e) => {
+                    // The other cells stop after their current learning iteration (checkpointed).
+                    stop.store(true, Ordering::SeqCst);
+                    failure.get_or_insert(e.context(format!("cell {u}/{pw}, seed {seed}")));
+                }
+            }
+        }
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    interrupted |= stop.load(Ordering::SeqCst) && done.len() < total_cells;
     overall.finish_and_clear();
     let seconds = seconds_before + wall.elapsed().as_secs_f64();
     let first = seeds[0];
@@ -428,7 +479,7 @@ pub fn reproduce<E: Experiment>(exp: &E, opts: &Options) -> Result<()> {
     println!("wall-clock: {seconds:.1} s; outputs in {}", out.display());
     if interrupted {
         bail!(
-            "interrupted: finished cells are in {} (the interrupted cell keeps a checkpoint of its last finished \
+            "interrupted: finished cells are in {} (each interrupted cell keeps a checkpoint of its last finished \
              learning iteration); rerun with --resume to continue",
             out.display()
         );
@@ -918,6 +969,8 @@ impl RunInfo<'_> {
             "cells": self.opts.cells,
             "wall_clock_seconds": seconds,
             "threads": rayon::current_num_threads(),
+            // Cells trained at once, each on threads / jobs threads (peak RSS is the process's).
+            "jobs": self.opts.jobs,
             "peak_rss_mib": peak_rss_mib(),
             "cell_times": cells,
             "interrupted": interrupted,
@@ -950,6 +1003,7 @@ mod tests {
             no_cache: false,
             verbosity: Verbosity::Quiet,
             merge: Vec::new(),
+            jobs: 1,
         }
     }
 
