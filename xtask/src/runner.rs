@@ -1007,6 +1007,39 @@ mod tests {
         }
     }
 
+    /// Cells trained two at a time give the outputs of one at a time: the
+    /// same models, results, curves and table, in the same order.
+    #[test]
+    fn cells_in_parallel_give_the_outputs_of_cells_in_turn() {
+        let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+        for (dir, jobs) in dirs.iter().zip([1, 2]) {
+            let o = Options {
+                out: Some(dir.path().to_path_buf()),
+                cells: ["linear/linear", "zero/zero", "constant/mlp"].map(String::from).to_vec(),
+                iterations: Some(2),
+                resume: false,
+                jobs,
+                ..opts()
+            };
+            reproduce(&crate::denoising::Denoising::new(&o), &o).unwrap();
+        }
+        let read = |d: &tempfile::TempDir, f: &str| std::fs::read_to_string(d.path().join(f)).unwrap();
+        // Every field but the times (seconds, elapsed, peak memory).
+        let fields = |text: String, keep: usize| -> Vec<String> {
+            text.lines().map(|l| l.split(',').take(keep).collect::<Vec<_>>().join(",")).collect()
+        };
+        assert_eq!(fields(read(&dirs[0], "results.csv"), 4), fields(read(&dirs[1], "results.csv"), 4));
+        assert_eq!(fields(read(&dirs[0], "curves.csv"), 7), fields(read(&dirs[1], "curves.csv"), 7));
+        assert_eq!(read(&dirs[0], "table.md"), read(&dirs[1], "table.md"));
+        let cells: Vec<String> = fields(read(&dirs[1], "results_by_seed.csv"), 3).into_iter().skip(1).collect();
+        assert_eq!(cells, ["0,linear,linear", "0,zero,zero", "0,constant,mlp"]);
+        for cell in ["linear-linear", "zero-zero", "constant-mlp"] {
+            let model =
+                |d: &tempfile::TempDir| std::fs::read(d.path().join(format!("models/seed0-{cell}.slm"))).unwrap();
+            assert_eq!(model(&dirs[0]), model(&dirs[1]), "{cell}");
+        }
+    }
+
     #[test]
     fn run_json_records_the_typed_command() {
         let args = ["/x/target/debug/xtask", "reproduce", "--quick", "--out", "my dir"].map(String::from);
