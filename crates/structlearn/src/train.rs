@@ -112,7 +112,10 @@ pub enum Evaluate {
 pub struct CheckpointConfig {
     /// The checkpoint file (written atomically).
     pub path: PathBuf,
-    /// Write after every this many learning iterations (≥ 1).
+    /// Write after every this many learning iterations (≥ 1), after the
+    /// last, and when the stop flag interrupts training between two of them
+    /// (so an interruption keeps every finished iteration; a killed process
+    /// loses at most the `every − 1` since the last checkpoint).
     pub every: usize,
 }
 
@@ -1104,8 +1107,16 @@ impl<'a> Trainer<'a> {
             steps_per_iteration: self.steps.len(),
             completed: self.completed,
         })?;
+        // The last iteration whose state is in the checkpoint file.
+        let mut checkpointed = self.completed;
         while self.completed < total {
             if self.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
+                // Stopped between checkpoints: keep the finished iterations too.
+                if let Some(c) = self.config.checkpoint.clone()
+                    && checkpointed < self.completed
+                {
+                    self.checkpoint(&c.path, self.completed, start)?;
+                }
                 return Err(LearnError::Interrupted { completed: self.completed });
             }
             let iteration = self.completed + 1;
@@ -1178,10 +1189,8 @@ impl<'a> Trainer<'a> {
             if let Some(c) = self.config.checkpoint.clone()
                 && (iteration.is_multiple_of(c.every) || iteration == total)
             {
-                self.elapsed_before += start.elapsed().as_secs_f64();
-                self.save_checkpoint(&c.path)?;
-                self.elapsed_before -= start.elapsed().as_secs_f64();
-                self.emit(&TrainEvent::Checkpointed { iteration, path: &c.path })?;
+                self.checkpoint(&c.path, iteration, start)?;
+                checkpointed = iteration;
             }
             if verdict == Some(Verdict::Stop) && iteration < total {
                 stopped_early = true;
@@ -1199,6 +1208,17 @@ impl<'a> Trainer<'a> {
             stopped_early,
             history: self.history.clone(),
         })
+    }
+
+    /// Saves a checkpoint after `iteration` with the time spent so far
+    /// (`start`: when this call of [`Trainer::train`] began) and tells the
+    /// observers.
+    fn checkpoint(&mut self, path: &Path, iteration: usize, start: Instant) -> Result<(), LearnError> {
+        self.elapsed_before += start.elapsed().as_secs_f64();
+        let saved = self.save_checkpoint(path);
+        self.elapsed_before -= start.elapsed().as_secs_f64();
+        saved?;
+        self.emit(&TrainEvent::Checkpointed { iteration, path })
     }
 
     /// Writes the learner's state (models, messages, completed iterations,
