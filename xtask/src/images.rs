@@ -409,6 +409,7 @@ impl Experiment for Images {
             learning_iterations: self.p.learning_iterations,
             predict: self.p.predict,
             train_error_every: self.p.train_error_every,
+            checkpoint_every: 1,
         }
     }
 

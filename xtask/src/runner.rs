@@ -118,6 +118,10 @@ pub struct Budget {
     /// iterations and after the last (the test error after every one):
     /// [`structlearn::TrainConfig::evaluate_train_every`].
     pub train_error_every: usize,
+    /// Checkpoint after every this many learning iterations (and after the
+    /// last, and when interrupted): more than 1 where an iteration takes about
+    /// as long as writing the checkpoint's messages.
+    pub checkpoint_every: usize,
 }
 
 /// The training and test sets of one seed, with anything an experiment keeps
@@ -511,10 +515,12 @@ pub fn checkpoint_path(out: &Path, seed: u64, unary: &str, pairwise: &str) -> Pa
     out.join("checkpoints").join(format!("seed{seed}-{unary}-{pairwise}.ckpt"))
 }
 
-/// Trains one cell. The trainer checkpoints after every learning iteration, so
-/// an interrupted cell (Ctrl-C, a killed session) continues with `--resume`
-/// from its last finished iteration, with the same result as an uninterrupted
-/// run; the checkpoint is removed once the cell's model is saved.
+/// Trains one cell. The trainer checkpoints after every
+/// [`Budget::checkpoint_every`]-th learning iteration and when Ctrl-C stops it,
+/// so an interrupted cell continues with `--resume` from its last finished
+/// iteration (a killed session: from its last checkpoint), with the same
+/// result as an uninterrupted run; the checkpoint is removed once the cell's
+/// model is saved.
 #[allow(clippy::too_many_arguments)]
 fn run_cell<E: Experiment>(
     exp: &E,
@@ -546,7 +552,10 @@ fn run_cell<E: Experiment>(
         evaluate: Evaluate::EveryIteration,
         evaluate_train: true,
         evaluate_train_every: budget.train_error_every,
-        checkpoint: Some(CheckpointConfig { path: checkpoint_path(out, seed, unary, pairwise), every: 1 }),
+        checkpoint: Some(CheckpointConfig {
+            path: checkpoint_path(out, seed, unary, pairwise),
+            every: budget.checkpoint_every,
+        }),
         ..TrainConfig::default()
     };
     let checkpoint = checkpoint_path(out, seed, unary, pairwise);
