@@ -1077,6 +1077,11 @@ impl<'a> InferenceProblem<'a> {
         parts: &mut [[f64; 2]],
     ) -> (f64, f64) {
         let dual = self.beliefs_of(tt, beliefs, parts);
+        #[cfg(target_arch = "x86_64")]
+        if simd512::available() && !self.plan.binary_pairs.is_empty() {
+            // SAFETY: the CPU supports AVX-512 F, AVX2 and FMA (checked just above).
+            return (unsafe { simd512::report_binary(self, beliefs) }, dual);
+        }
         let mut worst = 0.0f64;
         for e in 0..self.graph.num_edges() {
             let child = &beliefs[self.graph.config_range(self.graph.edge_child(e))];
@@ -1412,6 +1417,17 @@ mod simd512 {
 
     pub(super) fn available() -> bool {
         super::simd::available() && fastmath::x86::available_512()
+    }
+
+    /// The violation of [`InferenceProblem::violation_and_dual_of`] from the
+    /// beliefs when the plan has [`super::Plan::binary_pairs`]: the same
+    /// number, bit for bit, with the pairs two per register.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F, AVX2 and FMA.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn report_binary(p: &InferenceProblem<'_>, beliefs: &[f64]) -> f64 {
+        unsafe { star::report_binary_pairs(&p.plan.binary_pairs, beliefs) }
     }
 
     /// [`InferenceProblem::check_violation`] when `θ̃` is fresh everywhere and

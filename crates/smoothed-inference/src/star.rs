@@ -79,7 +79,7 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(target_arch = "x86_64")]
-pub(crate) use avx512::check_binary_pairs;
+pub(crate) use avx512::{check_binary_pairs, report_binary_pairs};
 
 /// The arithmetic of a sweep ([`Arith`]) and which intrinsics kernels the
 /// function it runs in is compiled for (the binary and 8-label stars have
