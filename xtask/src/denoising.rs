@@ -131,6 +131,13 @@ impl Experiment for Denoising {
         serde_json::to_value(&self.p).unwrap_or_default()
     }
 
+    /// One cell per thread: a denoising cell needs little memory, and a cell
+    /// on one thread leaves nothing idle during its serial parts (the
+    /// results do not depend on the split).
+    fn default_jobs(&self, threads: usize) -> usize {
+        threads
+    }
+
     fn budget(&self) -> Budget {
         Budget {
             learning_iterations: self.p.learning_iterations,

@@ -81,11 +81,12 @@ enum Command {
         /// reproducible for a given seed and thread count.
         #[arg(long, value_name = "N")]
         threads: Option<usize>,
-        /// Cells trained at the same time, each on threads / J of the worker threads (at least 1).
+        /// Cells trained at the same time, each on threads / J of the worker threads (at least 1);
+        /// default: one cell per thread for denoising, one at a time for horses and stanford.
         /// The results do not depend on it; cells keep little of the cores idle that way (a cell's
         /// serial parts: checkpoints, SGD epochs), at J times the memory.
-        #[arg(long, value_name = "J", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
-        jobs: u64,
+        #[arg(long, value_name = "J", value_parser = clap::value_parser!(u64).range(1..))]
+        jobs: Option<u64>,
         /// Folder holding the downloaded data sets (horses, stanford); default: $STRUCTLEARN_DATA_DIR.
         #[arg(long)]
         data_dir: Option<PathBuf>,
@@ -301,7 +302,7 @@ fn run() -> Result<()> {
                 no_cache,
                 verbosity: structlearn_cli::Verbosity::from_flags(quiet, verbose),
                 merge: merge.clone(),
-                jobs: jobs as usize,
+                jobs: jobs.map(|j| j as usize),
             };
             let experiment = experiment.unwrap_or(Experiment::Denoising);
             anyhow::ensure!(

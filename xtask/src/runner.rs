@@ -103,8 +103,9 @@ pub struct Options {
     /// in parallel): their finished cells are copied in instead of trained.
     pub merge: Vec<PathBuf>,
     /// Cells trained at the same time, each with `threads / jobs` threads (at
-    /// least 1); the results are the same for any split.
-    pub jobs: usize,
+    /// least 1); the results are the same for any split. `None`: the
+    /// experiment's [`Experiment::default_jobs`].
+    pub jobs: Option<usize>,
 }
 
 /// The learning budget of a run (part of every preset).
@@ -172,6 +173,11 @@ pub trait Experiment {
     /// Class names for per-class accuracy and IoU on the test set; `None`: not reported.
     fn class_names(&self) -> Option<Vec<String>> {
         None
+    }
+    /// Cells trained at once without `--jobs`: one at a time on all the
+    /// threads (cells that need much memory), unless overridden.
+    fn default_jobs(&self, _threads: usize) -> usize {
+        1
     }
     /// Writes the data sets of `seed` into `out` (`--save-data`).
     fn save_data(&self, out: &Path, seed: u64, data: &Self::Data) -> Result<()> {
@@ -314,6 +320,11 @@ where
     if opts.seeds == 0 {
         bail!("--seeds must be at least 1");
     }
+    // The jobs actually used, as run.json records them.
+    let opts = &Options {
+        jobs: Some(opts.jobs.unwrap_or_else(|| exp.default_jobs(rayon::current_num_threads()))),
+        ..opts.clone()
+    };
     let budget = exp.budget();
     let out = opts
         .out
@@ -332,7 +343,7 @@ where
     for dir in &opts.merge {
         merge_cells(dir, &out, &preset, &seeds, &cells, &mut done)?;
     }
-    let todo: Vec<(u64, String, String)> = seeds
+    let mut todo: Vec<(u64, String, String)> = seeds
         .iter()
         .flat_map(|&s| cells.iter().map(move |(u, pw)| (s, u.clone(), pw.clone())))
         .filter(|(s, u, pw)| !done.iter().any(|r| r.seed == *s && &r.unary == u && &r.pairwise == pw))
@@ -380,7 +391,14 @@ where
     }
     // `jobs` cells at a time, each on its own pool of threads; the results do
     // not depend on the number of threads, so neither do the outputs.
-    let jobs = opts.jobs.clamp(1, todo.len().max(1));
+    let jobs = opts.jobs.unwrap_or(1).clamp(1, todo.len().max(1));
+    if jobs > 1 {
+        // Longest first, so that the last cells to finish, while other jobs
+        // have nothing left to start, are short ones.
+        let mut by_cost = todo.clone();
+        by_cost.sort_by_key(|(seed, u, pw)| (std::cmp::Reverse(expected_cost(u, pw)), *seed));
+        todo = by_cost;
+    }
     let threads_per_job = (rayon::current_num_threads() / jobs).max(1);
     let pools = (0..jobs)
         .map(|_| rayon::ThreadPoolBuilder::new().num_threads(threads_per_job).build())
@@ -489,6 +507,24 @@ where
         );
     }
     Ok(())
+}
+
+/// A cell's cost relative to the others, for the order of `--jobs`: every
+/// pairwise term couples the images (message passing no longer stops early)
+/// and MLP fits are the slowest (the full denoising table's times, in
+/// quarters of a zero/zero cell).
+fn expected_cost(unary: &str, pairwise: &str) -> u32 {
+    let pairwise_cost = match pairwise {
+        "zero" => 4,
+        "mlp" => 11,
+        _ => 7,
+    };
+    let unary_cost = match unary {
+        "mlp" => 2,
+        "boosting" => 1,
+        _ => 0,
+    };
+    pairwise_cost + unary_cost
 }
 
 /// The cells of `--cell` filters (all 25 without filters).
@@ -1012,7 +1048,7 @@ mod tests {
             no_cache: false,
             verbosity: Verbosity::Quiet,
             merge: Vec::new(),
-            jobs: 1,
+            jobs: Some(1),
         }
     }
 
@@ -1027,7 +1063,7 @@ mod tests {
                 cells: ["linear/linear", "zero/zero", "constant/mlp"].map(String::from).to_vec(),
                 iterations: Some(2),
                 resume: false,
-                jobs,
+                jobs: Some(jobs),
                 ..opts()
             };
             reproduce(&crate::denoising::Denoising::new(&o), &o).unwrap();
