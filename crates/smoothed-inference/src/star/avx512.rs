@@ -163,6 +163,27 @@ pub(super) unsafe fn factored8_star<A: Kernel>(
     }
 }
 
+/// `max` over `pairs` of the lanes `$of` computes for two pairs `$a`, `$b` at
+/// a time (the last pair twice when their number is odd); like `f64::max`, a
+/// NaN lane is ignored. A macro, not a function taking a closure: a closure
+/// is compiled without the caller's target features unless inlined, and the
+/// intrinsics in it would then be calls.
+macro_rules! max_over_pairs {
+    ($pairs:expr, |$a:ident, $b:ident| $of:expr) => {{
+        let mut worst = _mm512_setzero_pd();
+        let mut twos = $pairs.chunks_exact(2);
+        for two in &mut twos {
+            let ($a, $b) = (&two[0], &two[1]);
+            worst = _mm512_max_pd($of, worst);
+        }
+        if let [last] = twos.remainder() {
+            let ($a, $b) = (last, last);
+            worst = _mm512_max_pd($of, worst);
+        }
+        _mm512_reduce_max_pd(worst)
+    }};
+}
+
 /// The largest violation `max |μ_{αν} − μ_ν|` over the binary pairs of
 /// [`crate::problem::Plan`]'s `binary_pairs`, from `θ̃` of the pairs and the
 /// children's beliefs: bit for bit what the check's region loop computes
@@ -170,18 +191,22 @@ pub(super) unsafe fn factored8_star<A: Kernel>(
 /// sums of four and two added in the same order), two pairs per register.
 #[inline(always)]
 pub(crate) unsafe fn check_binary_pairs(pairs: &[PairCheck], tt: &[f64], beliefs: &[f64]) -> f64 {
-    max_over_pairs(pairs, |a, b| {
-        let t = load_pairs(tt, a, b);
-        // Each pair's maximum in all four of its lanes (exact in any order).
-        let m = _mm512_max_pd(t, _mm512_permutex_pd::<0b10_11_00_01>(t));
-        let m = _mm512_max_pd(m, _mm512_permutex_pd::<0b01_00_11_10>(m));
-        let inv_eps = _mm512_insertf64x4::<1>(_mm512_set1_pd(a.inv_eps), _mm256_set1_pd(b.inv_eps));
-        let e = exp_nonpos_8(_mm512_mul_pd(_mm512_sub_pd(t, m), inv_eps));
-        let (first, second) = variable_sums(e);
-        let z = _mm512_add_pd(first, _mm512_permutex_pd::<0b01_00_11_10>(first));
-        let inv_z = _mm512_div_pd(_mm512_set1_pd(1.0), z);
-        differences(_mm512_mul_pd(marginals(first, second), inv_z), a, b, beliefs)
-    })
+    max_over_pairs!(pairs, |a, b| check_two(a, b, tt, beliefs))
+}
+
+/// [`check_binary_pairs`]' lanes of pairs `a` and `b`.
+#[inline(always)]
+unsafe fn check_two(a: &PairCheck, b: &PairCheck, tt: &[f64], beliefs: &[f64]) -> __m512d {
+    let t = load_pairs(tt, a, b);
+    // Each pair's maximum in all four of its lanes (exact in any order).
+    let m = _mm512_max_pd(t, _mm512_permutex_pd::<0b10_11_00_01>(t));
+    let m = _mm512_max_pd(m, _mm512_permutex_pd::<0b01_00_11_10>(m));
+    let inv_eps = _mm512_insertf64x4::<1>(_mm512_set1_pd(a.inv_eps), _mm256_set1_pd(b.inv_eps));
+    let e = exp_nonpos_8(_mm512_mul_pd(_mm512_sub_pd(t, m), inv_eps));
+    let (first, second) = variable_sums(e);
+    let z = _mm512_add_pd(first, _mm512_permutex_pd::<0b01_00_11_10>(first));
+    let inv_z = _mm512_div_pd(_mm512_set1_pd(1.0), z);
+    differences(_mm512_mul_pd(marginals(first, second), inv_z), a, b, beliefs)
 }
 
 /// The largest violation over the binary pairs from the beliefs of every
@@ -189,33 +214,18 @@ pub(crate) unsafe fn check_binary_pairs(pairs: &[PairCheck], tt: &[f64], beliefs
 /// (each marginal the sum of two beliefs, in configuration order).
 #[inline(always)]
 pub(crate) unsafe fn report_binary_pairs(pairs: &[PairCheck], beliefs: &[f64]) -> f64 {
-    max_over_pairs(pairs, |a, b| {
+    max_over_pairs!(pairs, |a, b| {
         let (first, second) = variable_sums(load_pairs(beliefs, a, b));
         differences(marginals(first, second), a, b, beliefs)
     })
 }
 
-/// `max` over the pairs of the lanes `of(a, b)` computes for two pairs at a
-/// time (the last pair twice when their number is odd); like `f64::max`, a
-/// NaN lane is ignored.
-#[inline(always)]
-unsafe fn max_over_pairs(pairs: &[PairCheck], of: impl Fn(&PairCheck, &PairCheck) -> __m512d) -> f64 {
-    let mut worst = _mm512_setzero_pd();
-    let mut twos = pairs.chunks_exact(2);
-    for two in &mut twos {
-        worst = _mm512_max_pd(of(&two[0], &two[1]), worst);
-    }
-    if let [last] = twos.remainder() {
-        worst = _mm512_max_pd(of(last, last), worst);
-    }
-    _mm512_reduce_max_pd(worst)
-}
-
 /// The four configurations of pair `a` (lanes 0–3) and of `b` (lanes 4–7) from `values`.
 #[inline(always)]
 unsafe fn load_pairs(values: &[f64], a: &PairCheck, b: &PairCheck) -> __m512d {
-    let load4 = |offset: usize| _mm256_loadu_pd(values[offset..offset + 4].as_ptr());
-    _mm512_insertf64x4::<1>(_mm512_castpd256_pd512(load4(a.offset)), load4(b.offset))
+    let lo = _mm256_loadu_pd(values[a.offset..a.offset + 4].as_ptr());
+    let hi = _mm256_loadu_pd(values[b.offset..b.offset + 4].as_ptr());
+    _mm512_insertf64x4::<1>(_mm512_castpd256_pd512(lo), hi)
 }
 
 /// Configuration `y1·2 + y2`: `[v0 + v1, ·, v2 + v3, ·]` are the first
@@ -233,12 +243,18 @@ unsafe fn marginals(first: __m512d, second: __m512d) -> __m512d {
     _mm512_permutex2var_pd(first, _mm512_setr_epi64(0, 2, 8, 9, 4, 6, 12, 13), second)
 }
 
+/// The beliefs of pair `p`'s first variable, then of its second.
+#[inline(always)]
+unsafe fn children(p: &PairCheck, beliefs: &[f64]) -> __m256d {
+    let first = _mm_loadu_pd(beliefs[p.first..p.first + 2].as_ptr());
+    let second = _mm_loadu_pd(beliefs[p.second..p.second + 2].as_ptr());
+    _mm256_insertf128_pd::<1>(_mm256_castpd128_pd256(first), second)
+}
+
 /// `|marginal − μ_ν|` lane by lane, the children's beliefs in [`marginals`]' order.
 #[inline(always)]
 unsafe fn differences(marginals: __m512d, a: &PairCheck, b: &PairCheck, beliefs: &[f64]) -> __m512d {
-    let load2 = |offset: usize| _mm_loadu_pd(beliefs[offset..offset + 2].as_ptr());
-    let half = |p: &PairCheck| _mm256_insertf128_pd::<1>(_mm256_castpd128_pd256(load2(p.first)), load2(p.second));
-    let child = _mm512_insertf64x4::<1>(_mm512_castpd256_pd512(half(a)), half(b));
+    let child = _mm512_insertf64x4::<1>(_mm512_castpd256_pd512(children(a, beliefs)), children(b, beliefs));
     let d = _mm512_sub_pd(marginals, child);
     _mm512_castsi512_pd(_mm512_and_si512(_mm512_castpd_si512(d), _mm512_set1_epi64(i64::MAX)))
 }
