@@ -225,6 +225,15 @@ pub trait Oracle: Send + Sync + Debug {
         false
     }
 
+    /// Whether a fit reads the bias of every row (an epoch over all rows,
+    /// say) rather than of a subsample: a learner may then compute all the
+    /// biases once, up front, when they fit in memory, instead of row by row
+    /// as the fit asks for them ([`Problem::with_bias_rows`]). A hint for
+    /// speed only; the default is `false`.
+    fn reads_every_bias(&self) -> bool {
+        false
+    }
+
     /// [`Oracle::fit_with_losses`] given `scores`, the warm start's scores on
     /// the problem's rows (`rows × classes`, bit for bit what [`Model::score`]
     /// writes; zeros without a warm start). On success `scores` holds the

@@ -276,6 +276,11 @@ impl Oracle for MlpOracle {
         true
     }
 
+    /// Every epoch visits every row.
+    fn reads_every_bias(&self) -> bool {
+        true
+    }
+
     fn fit_scored(
         &self,
         problem: &Problem<'_>,

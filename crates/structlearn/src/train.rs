@@ -416,8 +416,10 @@ impl BiasRows for MessageBias<'_> {
 }
 
 /// Largest bias array (rows × classes, 64 MiB of `f64`) a fit of an oracle that
-/// keeps its scores ([`oracles::Oracle::maintains_scores`]) gets whole; larger
-/// ones (a Stanford-scale pair type: 1.8 GB) are computed row by row.
+/// keeps its scores ([`oracles::Oracle::maintains_scores`]) and reads every
+/// row's bias ([`oracles::Oracle::reads_every_bias`]) gets whole; larger ones
+/// (a Stanford-scale pair type: 1.8 GB), and those of oracles that read a
+/// subsample (boosting), are computed row by row.
 const DENSE_BIAS_ENTRIES: usize = 1 << 23;
 
 /// What [`gather_theta`] reads.
@@ -990,7 +992,7 @@ impl<'a> Trainer<'a> {
         self.pool_features(t, 0..self.train.len(), &mut values);
         let features = Features::new(&values, n, ft.dim).map_err(|e| oracle_err(ft, e))?;
         let (oracle, warm, ctx) = (self.oracles[t].as_ref(), self.models[t].as_deref(), FitContext { seed });
-        if holds_scores && n * c <= DENSE_BIAS_ENTRIES {
+        if holds_scores && oracle.reads_every_bias() && n * c <= DENSE_BIAS_ENTRIES {
             // Small enough to hold beside the scores: the biases once, in parallel and in
             // order, instead of row by row at random (the same numbers).
             let mut bias = vec![0.0; n * c];
