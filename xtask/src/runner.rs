@@ -395,9 +395,7 @@ where
     if jobs > 1 {
         // Longest first, so that the last cells to finish, while other jobs
         // have nothing left to start, are short ones.
-        let mut by_cost = todo.clone();
-        by_cost.sort_by_key(|(seed, u, pw)| (std::cmp::Reverse(expected_cost(u, pw)), *seed));
-        todo = by_cost;
+        todo.sort_by_key(|(seed, u, pw)| (std::cmp::Reverse(expected_cost(u, pw)), *seed));
     }
     let threads_per_job = (rayon::current_num_threads() / jobs).max(1);
     let pools = (0..jobs)

@@ -370,7 +370,7 @@ fn with_region_deltas(
 
 /// The biases `b^k_α(y) = (Δ_α(y) + message offsets) / ε_t` (Eq. 14) of one
 /// factor type, from the messages, region by region
-/// (`region_message_offsets`): written for a whole example at a time
+/// (`region_message_offsets`): written for every pooled row at once
 /// ([`MessageBias::fill`]) or computed one pooled row at a time for the
 /// oracle ([`BiasRows`]).
 #[derive(Debug)]
@@ -383,12 +383,14 @@ struct MessageBias<'t> {
 }
 
 impl MessageBias<'_> {
-    /// Example `k`'s rows (`classes` entries each) into `chunk`, laid out
-    /// like its pooled rows.
-    fn fill(&self, k: usize, classes: usize, chunk: &mut [f64]) {
-        for (&r, out) in self.pooled.regions[k].iter().zip(chunk.chunks_exact_mut(classes)) {
-            self.write_region(k, r, out);
-        }
+    /// Every pooled row (`classes` entries each) into `out`, laid out like
+    /// the pooled rows; examples in parallel.
+    fn fill(&self, classes: usize, out: &mut [f64]) {
+        self.pooled.example_chunks(classes, out).into_par_iter().enumerate().for_each(|(k, chunk)| {
+            for (&r, row) in self.pooled.regions[k].iter().zip(chunk.chunks_exact_mut(classes)) {
+                self.write_region(k, r, row);
+            }
+        });
     }
 
     /// The biases of region `r` of example `k`.
@@ -962,7 +964,9 @@ impl<'a> Trainer<'a> {
     /// Without `holds_scores` the biases are written into `buffer`; with it
     /// `buffer` holds the warm start's scores, the fit continues from them and
     /// leaves the kept model's there ([`oracles::fit_monotone_scored`]), and the
-    /// biases are computed row by row ([`MessageBias`]: the same bits).
+    /// biases are computed row by row ([`MessageBias`]: the same bits), or all
+    /// at once into an array of their own when the oracle reads every row and
+    /// they fit in [`DENSE_BIAS_ENTRIES`].
     fn fit_into(
         &self,
         t: usize,
@@ -982,11 +986,7 @@ impl<'a> Trainer<'a> {
             epsilon: self.epsilon[t],
         };
         if !holds_scores {
-            pooled
-                .example_chunks(c, buffer)
-                .into_par_iter()
-                .enumerate()
-                .for_each(|(k, chunk)| source.fill(k, c, chunk));
+            source.fill(c, buffer);
         }
         let mut values = Vec::with_capacity(n * ft.dim);
         self.pool_features(t, 0..self.train.len(), &mut values);
@@ -996,11 +996,7 @@ impl<'a> Trainer<'a> {
             // Small enough to hold beside the scores: the biases once, in parallel and in
             // order, instead of row by row at random (the same numbers).
             let mut bias = vec![0.0; n * c];
-            pooled
-                .example_chunks(c, &mut bias)
-                .into_par_iter()
-                .enumerate()
-                .for_each(|(k, chunk)| source.fill(k, c, chunk));
+            source.fill(c, &mut bias);
             let problem = Problem::new(features, &pooled.labels, &bias, c, None).map_err(|e| oracle_err(ft, e))?;
             fit_monotone_scored(oracle, &problem, warm, ctx, buffer)
         } else if holds_scores {
