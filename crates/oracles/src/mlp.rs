@@ -65,17 +65,33 @@
 //!
 //! # Performance
 //!
-//! The kernels process rows in blocks of `BLOCK` (4) and hidden units (and
-//! classes) in tiles of `TILE` (4), so each weight loaded serves several rows and
-//! the accumulators stay in registers. They work on a *packed* copy of the
-//! parameters (tiles contiguous, hidden units padded with zeros to whole
-//! tiles), converted from and to the model's layout once per call. There is no
-//! allocation per minibatch. A minibatch is split into row chunks whose size
-//! depends only on the shapes; their gradients are computed in parallel (rayon)
-//! and summed in chunk order, so the reduction is deterministic. Full-loss
-//! evaluation and [`Model::score`] run in parallel over rows. `tanh` is a
-//! vectorisable polynomial version (absolute error < 4·10⁻¹⁶). On x86-64 CPUs
-//! with AVX2 the same kernels are also compiled for AVX2 and chosen at run
+//! A minibatch is split into row chunks whose size depends only on the shapes;
+//! their gradients are computed in parallel (rayon) and summed in chunk order,
+//! so the reduction is deterministic. Within a chunk the rows' values are held
+//! value-major (`Rows`: one contiguous slice per input, hidden unit or class),
+//! and each pass runs over all the chunk's rows:
+//!
+//! * the forward pass computes blocks of `BLOCK` (4) rows as vector lanes, two
+//!   blocks at a time, with hidden units (and classes) in tiles of `TILE` (4),
+//!   so each weight loaded serves eight rows and the sums stay in registers; the
+//!   `tanh` of all rows follows in a pass of its own (its polynomial's latency
+//!   then overlaps between rows);
+//! * the row losses run four rows at a time, one lane each
+//!   (`problem::row_losses`, bit for bit [`crate::row_loss`]);
+//! * the backward pass forms each weight's gradient as a sum over the chunk's
+//!   rows held in registers (`outer_sums`), eight weights at a time.
+//!
+//! Every gradient entry receives its rows' terms one row at a time in row
+//! order, the bias entries per block of 4 rows first; how the passes are
+//! blocked does not change a bit (test
+//! `mlp_gradient_is_the_plain_arithmetic_bit_for_bit`). The kernels work on a
+//! *packed* copy of the parameters (tiles contiguous, hidden units padded with
+//! zeros to whole tiles), converted from and to the model's layout once per
+//! call; there is no allocation per minibatch. The next minibatch's rows (a
+//! random sample of the data) are prefetched while one is computed.
+//! Full-loss evaluation and [`Model::score`] run in parallel over rows. `tanh`
+//! is a vectorisable polynomial version (absolute error < 4·10⁻¹⁶). On x86-64
+//! CPUs with AVX2 the same kernels are also compiled for AVX2 and chosen at run
 //! time; they perform the same IEEE operations (no fused multiply-add), so the
 //! results are bit-identical on every x86-64 CPU.
 
@@ -88,7 +104,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     Features, FitContext, FitLosses, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer,
-    decode, downcast_warm, row_loss,
+    decode, downcast_warm, problem::row_losses,
 };
 
 /// Registry name of [`MlpModel`].
@@ -112,9 +128,16 @@ const CHUNK_WORK: usize = 1 << 17;
 /// Fewest rows in a minibatch chunk.
 const MIN_CHUNK_ROWS: usize = 8;
 
-/// Rows the kernels process together (register blocking: each weight loaded
-/// serves this many rows).
+/// Rows per block: minibatch chunks hold whole blocks (padded with zero rows),
+/// and the bias gradients sum their rows' terms per block first.
 const BLOCK: usize = 4;
+
+/// Rows of `V` (or `W`) whose gradient sums the backward pass holds in
+/// registers at once.
+const OUTER: usize = 8;
+
+/// Rows per step of the full-loss evaluation and of scoring.
+const EVAL_ROWS: usize = 16;
 
 /// Hidden units of `V`, and classes of `W`, per register tile.
 const TILE: usize = 4;
@@ -359,7 +382,12 @@ impl MlpOracle {
                 }
                 for _ in 0..self.epochs {
                     order.shuffle(&mut rng);
-                    for batch in order.chunks(self.minibatch) {
+                    let mut batches = order.chunks(self.minibatch).peekable();
+                    while let Some(batch) = batches.next() {
+                        // The next minibatch's rows (a random sample) load while this one is computed.
+                        for &k in batches.peek().copied().unwrap_or_default() {
+                            problem.prefetch_row(k);
+                        }
                         sgd.step(&mut params, problem, batch, step, self.momentum);
                     }
                     if !params.iter().all(|p| p.is_finite()) {
@@ -462,7 +490,7 @@ impl Model for MlpModel {
         let packed = self.layout.pack(&self.params);
         let net = self.layout.net(&packed);
         out.par_chunks_mut(EVAL_CHUNK * c).enumerate().for_each(|(chunk, out)| {
-            let mut block = Block::new(self.layout);
+            let mut block = Rows::new(self.layout, EVAL_ROWS);
             score_rows(&net, features, chunk * EVAL_CHUNK, &mut block, out);
         });
         Ok(())
@@ -683,7 +711,7 @@ impl Layout {
         let partial: Vec<f64> = (0..n.div_ceil(EVAL_CHUNK))
             .into_par_iter()
             .map(|chunk| {
-                let mut block = Block::new(*self);
+                let mut block = Rows::new(*self, EVAL_ROWS);
                 loss_rows(&net, problem, chunk * EVAL_CHUNK, ((chunk + 1) * EVAL_CHUNK).min(n), &mut block)
             })
             .collect();
@@ -699,7 +727,7 @@ impl Layout {
             .par_chunks_mut(EVAL_CHUNK * c)
             .enumerate()
             .map(|(chunk, out)| {
-                let mut block = Block::new(*self);
+                let mut block = Rows::new(*self, EVAL_ROWS);
                 loss_rows_scored(&net, problem, chunk * EVAL_CHUNK, &mut block, out)
             })
             .collect();
@@ -714,9 +742,6 @@ impl Layout {
         (CHUNK_WORK / work.max(1)).max(MIN_CHUNK_ROWS).div_ceil(BLOCK) * BLOCK
     }
 }
-
-/// One value per row of a block of [`BLOCK`] rows.
-type Lanes = [f64; BLOCK];
 
 /// Packed parameters (see [`Layout::for_each_index`]); `c`, `a` empty without biases.
 struct Net<'a> {
@@ -739,195 +764,345 @@ struct NetMut<'a> {
     a: &'a mut [f64],
 }
 
-/// Scratch for one block of rows, each array holding one [`Lanes`] per input,
-/// hidden unit or class.
-struct Block {
-    /// Inputs `φ` (zero for the padding rows of a short block).
-    x: Vec<Lanes>,
+/// Scratch for up to `stride` rows. Each array is value-major: entry
+/// `j · stride + r` holds value `j` (input, hidden unit or class) of row `r`,
+/// so the values of consecutive rows are contiguous (the forward pass's vector
+/// lanes) and each value's row is one contiguous slice (the backward pass's sums).
+struct Rows {
+    /// Rows the arrays hold, whole blocks of [`BLOCK`].
+    stride: usize,
+    /// Inputs `φ` (zero in the padding rows of a short last block).
+    x: Vec<f64>,
     /// Hidden activations `t = tanh(V φ + c)`.
-    t: Vec<Lanes>,
+    t: Vec<f64>,
     /// Scores `s = W t + a`.
-    s: Vec<Lanes>,
-    /// `∂ℓ/∂s` (zero for padding rows).
-    g: Vec<Lanes>,
+    s: Vec<f64>,
+    /// `∂ℓ/∂s` (zero in padding rows).
+    g: Vec<f64>,
     /// `∂ℓ/∂t`, then `∂ℓ/∂(V φ + c)`.
-    dt: Vec<Lanes>,
-    /// One row's scores, gradient and (computed) bias, for [`row_loss`].
-    row_s: Vec<f64>,
-    row_g: Vec<f64>,
+    dz: Vec<f64>,
+    /// `g` of the tiled classes row by row: `[class tile][row]`, `TILE` classes each.
+    g_rows: Vec<[f64; TILE]>,
+    /// `dz` row by row: `[hidden tile][row]`, `TILE` units each.
+    dz_rows: Vec<[f64; TILE]>,
+    /// One block's scores, biases and `∂ℓ/∂s` as [`row_losses`] takes them
+    /// (`[class]`, one lane per row).
+    s_block: Vec<Lanes>,
+    b_block: Vec<Lanes>,
+    g_block: Vec<Lanes>,
+    /// One row's (computed) bias.
     row_b: Vec<f64>,
 }
 
-impl Block {
-    fn new(layout: Layout) -> Self {
-        let hp = layout.padded_hidden();
+/// One value per row of a block.
+type Lanes = [f64; BLOCK];
+
+impl Rows {
+    /// Scratch for `rows` rows (rounded up to whole blocks).
+    fn new(layout: Layout, rows: usize) -> Self {
+        let (hp, c) = (layout.padded_hidden(), layout.classes);
+        let stride = rows.max(1).div_ceil(BLOCK) * BLOCK;
         Self {
-            x: vec![[0.0; BLOCK]; layout.dim],
-            t: vec![[0.0; BLOCK]; hp],
-            s: vec![[0.0; BLOCK]; layout.classes],
-            g: vec![[0.0; BLOCK]; layout.classes],
-            dt: vec![[0.0; BLOCK]; hp],
-            row_s: vec![0.0; layout.classes],
-            row_b: vec![0.0; layout.classes],
-            row_g: vec![0.0; layout.classes],
+            stride,
+            x: vec![0.0; layout.dim * stride],
+            t: vec![0.0; hp * stride],
+            s: vec![0.0; c * stride],
+            g: vec![0.0; c * stride],
+            dz: vec![0.0; hp * stride],
+            g_rows: vec![[0.0; TILE]; layout.tiled_classes() / TILE * stride],
+            dz_rows: vec![[0.0; TILE]; hp / TILE * stride],
+            s_block: vec![[0.0; BLOCK]; c],
+            b_block: vec![[0.0; BLOCK]; c],
+            g_block: vec![[0.0; BLOCK]; c],
+            row_b: vec![0.0; c],
         }
     }
 
-    /// Loads rows `rows[r]` (at most [`BLOCK`]) into the lanes of `x`.
+    /// Loads rows `rows` (at most `stride`) into the columns of `x` and zeroes
+    /// the padding up to a whole block; returns the columns in use.
     #[inline(always)]
-    fn gather(&mut self, features: Features<'_>, rows: impl Iterator<Item = usize>) {
-        let mut filled = 0;
-        for (r, k) in rows.enumerate().take(BLOCK) {
-            for (xi, &v) in self.x.iter_mut().zip(features.row(k)) {
+    fn gather(&mut self, features: Features<'_>, rows: impl ExactSizeIterator<Item = usize>) -> usize {
+        let (n, st) = (rows.len(), self.stride);
+        let used = n.div_ceil(BLOCK) * BLOCK;
+        for (r, k) in rows.enumerate() {
+            for (xi, &v) in self.x.chunks_exact_mut(st).zip(features.row(k)) {
                 xi[r] = v;
             }
-            filled = r + 1;
         }
-        for xi in &mut self.x {
-            xi[filled..].fill(0.0);
+        for xi in self.x.chunks_exact_mut(st) {
+            xi[n..used].fill(0.0);
         }
+        used
     }
 
-    /// Copies the scores of lane `r` into `row_s`.
+    /// The loss terms `scale · w_k ℓ_k` of the block of columns at `r0`, which
+    /// holds rows `rows` (at most [`BLOCK`]; [`row_losses`] lane by lane), and
+    /// with `GRAD` their gradients `∂/∂s` in the block's columns of `g` (zero
+    /// in padding columns).
     #[inline(always)]
-    fn row_scores(&mut self, r: usize) {
-        for (v, s) in self.row_s.iter_mut().zip(&self.s) {
-            *v = s[r];
+    fn block_losses<const GRAD: bool>(
+        &mut self,
+        problem: &Problem<'_>,
+        r0: usize,
+        rows: impl ExactSizeIterator<Item = usize>,
+        scale: f64,
+    ) -> Lanes {
+        let st = self.stride;
+        for (sb, sy) in self.s_block.iter_mut().zip(self.s.chunks_exact(st)) {
+            *sb = lanes(sy, r0);
+        }
+        let n = rows.len();
+        let (mut labels, mut weights) = ([0; BLOCK], [0.0; BLOCK]);
+        for (r, k) in rows.enumerate() {
+            for (bb, &v) in self.b_block.iter_mut().zip(problem.bias_row(k, &mut self.row_b)) {
+                bb[r] = v;
+            }
+            (labels[r], weights[r]) = (problem.labels()[k], problem.weight(k) * scale);
+        }
+        for bb in &mut self.b_block {
+            bb[n..].fill(0.0);
+        }
+        let grad = if GRAD { Some(self.g_block.as_mut_slice()) } else { None };
+        let losses = row_losses(&self.s_block, &self.b_block, &labels, &weights, n, grad);
+        if GRAD {
+            for (gy, gb) in self.g.chunks_exact_mut(st).zip(&self.g_block) {
+                gy[r0..r0 + BLOCK].copy_from_slice(gb);
+            }
+        }
+        losses
+    }
+}
+
+/// `a[at..at + L]` as an array (one vector of lanes).
+#[inline(always)]
+fn lanes<const L: usize>(a: &[f64], at: usize) -> [f64; L] {
+    *<&[f64; L]>::try_from(&a[at..at + L]).expect("a slice of L values")
+}
+
+/// `acc[q][r] += w[q] · x[r]`: one weight tile's products with a block of rows.
+#[inline(always)]
+fn add_products(acc: &mut [[f64; BLOCK]; TILE], w: &[f64], x: &[f64; BLOCK]) {
+    for (aq, &wq) in acc.iter_mut().zip(w) {
+        for r in 0..BLOCK {
+            aq[r] += wq * x[r];
         }
     }
 }
 
-/// `m` (`TILE` lanes) transposed: `out[r][k] = m[k][r]`.
+/// Rows `0..used` of the `TILE`-row tiles of the value-major `src` written row
+/// by row into `dst` (`[tile][row]`).
 #[inline(always)]
-fn transpose(m: &[Lanes]) -> [[f64; TILE]; BLOCK] {
-    let mut out = [[0.0; TILE]; BLOCK];
-    for (k, mk) in m.iter().enumerate().take(TILE) {
-        for r in 0..BLOCK {
-            out[r][k] = mk[r];
+fn rows_of_tiles(src: &[f64], st: usize, used: usize, dst: &mut [[f64; TILE]]) {
+    for (tile, out) in src.chunks_exact(TILE * st).zip(dst.chunks_exact_mut(st)) {
+        for (r, o) in out[..used].iter_mut().enumerate() {
+            for (k, ok) in o.iter_mut().enumerate() {
+                *ok = tile[k * st + r];
+            }
         }
     }
-    out
+}
+
+/// Outer-product sums of the backward pass: for every group `m` of `out`
+/// (`TILE` values each) and the matching row `a[m]` of the value-major `a`,
+/// `out[m][k] += a[m][r] · b[r][k]` for `r = 0, 1, …` in turn — the same
+/// operations, in the same order, as adding the rows' products one row at a
+/// time, but with the sums held in registers across the rows.
+#[inline(always)]
+fn outer_sums(out: &mut [f64], a: &[f64], st: usize, b: &[[f64; TILE]]) {
+    let mut outs = out.chunks_exact_mut(OUTER * TILE);
+    let mut rows = a.chunks_exact(OUTER * st);
+    for (o, a) in (&mut outs).zip(&mut rows) {
+        outer_sum::<OUTER>(o, a, st, b);
+    }
+    for (o, a) in outs.into_remainder().chunks_exact_mut(TILE).zip(rows.remainder().chunks_exact(st)) {
+        outer_sum::<1>(o, a, st, b);
+    }
+}
+
+/// [`outer_sums`] of `M` groups.
+#[inline(always)]
+fn outer_sum<const M: usize>(out: &mut [f64], a: &[f64], st: usize, b: &[[f64; TILE]]) {
+    let n = b.len();
+    let a: [&[f64]; M] = std::array::from_fn(|m| &a[m * st..m * st + n]);
+    let mut acc: [[f64; TILE]; M] = std::array::from_fn(|m| lanes::<TILE>(out, m * TILE));
+    for (r, br) in b.iter().enumerate() {
+        for m in 0..M {
+            let am = a[m][r];
+            for k in 0..TILE {
+                acc[m][k] += am * br[k];
+            }
+        }
+    }
+    for (o, am) in out.chunks_exact_mut(TILE).zip(&acc) {
+        o.copy_from_slice(am);
+    }
 }
 
 impl Net<'_> {
-    /// Forward pass of a block: `t = tanh(V φ + c)`, `s = W t + a`. Each lane is
-    /// computed by the same sequence of operations whatever the other lanes hold,
-    /// so a row's scores do not depend on the block it is in.
+    /// Forward pass of rows `0..used` (whole blocks): `t = tanh(V φ + c)`,
+    /// `s = W t + a`, two blocks at a time, then a last block. Each row is
+    /// computed by the same sequence of operations whatever the other rows
+    /// hold, so a row's scores do not depend on the rows beside it.
     #[inline(always)]
-    fn forward(&self, b: &mut Block) {
-        let tile_v = self.dim * TILE;
-        for (u, tu) in b.t.chunks_exact_mut(TILE).enumerate() {
-            // By index, not `chunks_exact(dim · TILE)`: with 0 features the tile has no weights.
-            let vu = &self.v[u * tile_v..(u + 1) * tile_v];
-            let mut acc = [[0.0; BLOCK]; TILE];
-            if !self.c.is_empty() {
-                for (q, aq) in acc.iter_mut().enumerate() {
-                    *aq = [self.c[u * TILE + q]; BLOCK];
-                }
-            }
-            for (vi, xi) in vu.chunks_exact(TILE).zip(&b.x) {
-                for q in 0..TILE {
-                    for r in 0..BLOCK {
-                        acc[q][r] += vi[q] * xi[r];
-                    }
-                }
-            }
-            for (tq, aq) in tu.iter_mut().zip(&acc) {
-                for r in 0..BLOCK {
-                    tq[r] = tanh(aq[r]);
-                }
+    fn forward(&self, b: &mut Rows, used: usize) {
+        let pairs = used / (2 * BLOCK) * (2 * BLOCK);
+        for r0 in (0..pairs).step_by(2 * BLOCK) {
+            self.hidden_sums::<true>(b, r0);
+        }
+        if pairs < used {
+            self.hidden_sums::<false>(b, pairs);
+        }
+        // In a pass of its own, the tanh of one row does not wait for the next.
+        for tj in b.t.chunks_exact_mut(b.stride) {
+            for t in &mut tj[..used] {
+                *t = tanh(*t);
             }
         }
-        let hp = self.hp;
-        let bias = |y: usize| self.a.get(y).copied().unwrap_or(0.0);
-        let (w_tiled, w_single) = self.w.split_at(self.tiled * hp);
-        let (s_tiled, s_single) = b.s.split_at_mut(self.tiled);
-        for (g, (wg, sg)) in w_tiled.chunks_exact(hp * TILE).zip(s_tiled.chunks_exact_mut(TILE)).enumerate() {
-            let mut acc = [[0.0; BLOCK]; TILE];
-            for (k, ak) in acc.iter_mut().enumerate() {
-                *ak = [bias(g * TILE + k); BLOCK];
-            }
-            for (wj, tj) in wg.chunks_exact(TILE).zip(&b.t) {
-                for k in 0..TILE {
-                    for r in 0..BLOCK {
-                        acc[k][r] += wj[k] * tj[r];
-                    }
-                }
-            }
-            sg.copy_from_slice(&acc);
+        for r0 in (0..pairs).step_by(2 * BLOCK) {
+            self.output_sums::<true>(b, r0);
         }
-        for (y, (wy, sy)) in w_single.chunks_exact(hp).zip(s_single).enumerate() {
-            let mut acc = [bias(self.tiled + y); BLOCK];
-            for (&wj, tj) in wy.iter().zip(&b.t) {
-                for r in 0..BLOCK {
-                    acc[r] += wj * tj[r];
-                }
-            }
-            *sy = acc;
+        if pairs < used {
+            self.output_sums::<false>(b, pairs);
         }
     }
 
-    /// Backward pass of a block after [`Net::forward`], with `b.g = ∂ℓ/∂s`:
-    /// adds the gradient of the block's loss to `grad`.
+    /// `t = V φ + c` (before the tanh) of the block of rows at `r0` and, if
+    /// `PAIR`, of the next block too, each block a vector of [`BLOCK`] lanes.
+    /// (The two blocks' sums are two named arrays: held in one array of
+    /// blocks, they are not kept in registers.)
     #[inline(always)]
-    fn backward(&self, b: &mut Block, grad: &mut NetMut<'_>) {
-        let hp = self.hp;
-        b.dt.fill([0.0; BLOCK]);
-        let (w_tiled, w_single) = self.w.split_at(self.tiled * hp);
-        let (gw_tiled, gw_single) = grad.w.split_at_mut(self.tiled * hp);
-        let (g_tiled, g_single) = b.g.split_at(self.tiled);
-        for ((wg, gwg), gg) in
-            w_tiled.chunks_exact(hp * TILE).zip(gw_tiled.chunks_exact_mut(hp * TILE)).zip(g_tiled.chunks_exact(TILE))
-        {
-            let gt = transpose(gg);
-            for (((wj, gwj), dtj), tj) in
-                wg.chunks_exact(TILE).zip(gwg.chunks_exact_mut(TILE)).zip(b.dt.iter_mut()).zip(&b.t)
-            {
-                for k in 0..TILE {
-                    for r in 0..BLOCK {
-                        dtj[r] += wj[k] * gg[k][r];
-                    }
-                }
-                for r in 0..BLOCK {
-                    for k in 0..TILE {
-                        gwj[k] += tj[r] * gt[r][k];
-                    }
-                }
-            }
-        }
-        for ((wy, gwy), gy) in w_single.chunks_exact(hp).zip(gw_single.chunks_exact_mut(hp)).zip(g_single) {
-            for (((&wj, gwj), dtj), tj) in wy.iter().zip(gwy.iter_mut()).zip(b.dt.iter_mut()).zip(&b.t) {
-                for r in 0..BLOCK {
-                    dtj[r] += wj * gy[r];
-                }
-                for r in 0..BLOCK {
-                    *gwj += tj[r] * gy[r];
-                }
-            }
-        }
-        for (ay, gy) in grad.a.iter_mut().zip(&b.g) {
-            *ay += gy.iter().sum::<f64>();
-        }
-        // dt becomes ∂ℓ/∂(Vφ + c) = W^T g ⊙ (1 − t²).
-        for (dtj, tj) in b.dt.iter_mut().zip(&b.t) {
-            for r in 0..BLOCK {
-                dtj[r] *= 1.0 - tj[r] * tj[r];
-            }
-        }
-        for (cj, dzj) in grad.c.iter_mut().zip(&b.dt) {
-            *cj += dzj.iter().sum::<f64>();
-        }
+    fn hidden_sums<const PAIR: bool>(&self, b: &mut Rows, r0: usize) {
+        let st = b.stride;
+        let r1 = r0 + BLOCK;
         let tile_v = self.dim * TILE;
-        for (u, dzu) in b.dt.chunks_exact(TILE).enumerate() {
-            let gvu = &mut grad.v[u * tile_v..(u + 1) * tile_v];
-            let dzt = transpose(dzu);
-            for (gvi, xi) in gvu.chunks_exact_mut(TILE).zip(&b.x) {
+        for (u, tu) in b.t.chunks_exact_mut(TILE * st).enumerate() {
+            // By index, not `chunks_exact(dim · TILE)`: with 0 features the tile has no weights.
+            let vu = &self.v[u * tile_v..(u + 1) * tile_v];
+            let start = match self.c.get(u * TILE..(u + 1) * TILE) {
+                Some(c) => std::array::from_fn(|q| [c[q]; BLOCK]),
+                None => [[0.0; BLOCK]; TILE],
+            };
+            let (mut a0, mut a1) = (start, start);
+            for (vi, xi) in vu.chunks_exact(TILE).zip(b.x.chunks_exact(st)) {
+                add_products(&mut a0, vi, &lanes(xi, r0));
+                if PAIR {
+                    add_products(&mut a1, vi, &lanes(xi, r1));
+                }
+            }
+            for (tq, (z0, z1)) in tu.chunks_exact_mut(st).zip(a0.iter().zip(&a1)) {
+                tq[r0..r1].copy_from_slice(z0);
+                if PAIR {
+                    tq[r1..r1 + BLOCK].copy_from_slice(z1);
+                }
+            }
+        }
+    }
+
+    /// `s = W t + a` of the block of rows at `r0` and, if `PAIR`, of the next
+    /// (as [`Net::hidden_sums`]).
+    #[inline(always)]
+    fn output_sums<const PAIR: bool>(&self, b: &mut Rows, r0: usize) {
+        let (st, hp) = (b.stride, self.hp);
+        let r1 = r0 + BLOCK;
+        let bias = |y: usize| self.a.get(y).copied().unwrap_or(0.0);
+        let (w_tiled, w_single) = self.w.split_at(self.tiled * hp);
+        let (s_tiled, s_single) = b.s.split_at_mut(self.tiled * st);
+        for (g, (wg, sg)) in w_tiled.chunks_exact(hp * TILE).zip(s_tiled.chunks_exact_mut(TILE * st)).enumerate() {
+            let start: [[f64; BLOCK]; TILE] = std::array::from_fn(|k| [bias(g * TILE + k); BLOCK]);
+            let (mut a0, mut a1) = (start, start);
+            for (wj, tj) in wg.chunks_exact(TILE).zip(b.t.chunks_exact(st)) {
+                add_products(&mut a0, wj, &lanes(tj, r0));
+                if PAIR {
+                    add_products(&mut a1, wj, &lanes(tj, r1));
+                }
+            }
+            for (sk, (s0, s1)) in sg.chunks_exact_mut(st).zip(a0.iter().zip(&a1)) {
+                sk[r0..r1].copy_from_slice(s0);
+                if PAIR {
+                    sk[r1..r1 + BLOCK].copy_from_slice(s1);
+                }
+            }
+        }
+        for (y, (wy, sy)) in w_single.chunks_exact(hp).zip(s_single.chunks_exact_mut(st)).enumerate() {
+            let (mut a0, mut a1) = ([bias(self.tiled + y); BLOCK], [bias(self.tiled + y); BLOCK]);
+            for (&wj, tj) in wy.iter().zip(b.t.chunks_exact(st)) {
+                let (t0, t1) = (lanes::<BLOCK>(tj, r0), lanes::<BLOCK>(tj, if PAIR { r1 } else { r0 }));
                 for r in 0..BLOCK {
-                    for q in 0..TILE {
-                        gvi[q] += xi[r] * dzt[r][q];
+                    a0[r] += wj * t0[r];
+                    if PAIR {
+                        a1[r] += wj * t1[r];
                     }
                 }
             }
+            sy[r0..r1].copy_from_slice(&a0);
+            if PAIR {
+                sy[r1..r1 + BLOCK].copy_from_slice(&a1);
+            }
+        }
+    }
+
+    /// Backward pass of rows `0..used` after [`Net::forward`], with `b.g =
+    /// ∂ℓ/∂s`: adds the gradient of the rows' loss to `grad`. Every gradient
+    /// entry receives its rows' terms one row at a time in row order; the
+    /// biases' terms are summed per block of [`BLOCK`] rows first.
+    #[inline(always)]
+    fn backward(&self, b: &mut Rows, used: usize, grad: &mut NetMut<'_>) {
+        let (st, hp) = (b.stride, self.hp);
+        for (ay, gy) in grad.a.iter_mut().zip(b.g.chunks_exact(st)) {
+            for block in gy[..used].chunks_exact(BLOCK) {
+                *ay += block.iter().sum::<f64>();
+            }
+        }
+        // dz = Wᵀ g, the classes in order.
+        for dzj in b.dz.chunks_exact_mut(st) {
+            dzj[..used].fill(0.0);
+        }
+        let (w_tiled, w_single) = self.w.split_at(self.tiled * hp);
+        let (g_tiled, g_single) = b.g.split_at(self.tiled * st);
+        for (wg, gg) in w_tiled.chunks_exact(hp * TILE).zip(g_tiled.chunks_exact(TILE * st)) {
+            for (wj, dzj) in wg.chunks_exact(TILE).zip(b.dz.chunks_exact_mut(st)) {
+                for (&w, gk) in wj.iter().zip(gg.chunks_exact(st)) {
+                    for (d, &gv) in dzj[..used].iter_mut().zip(&gk[..used]) {
+                        *d += w * gv;
+                    }
+                }
+            }
+        }
+        for (wy, gy) in w_single.chunks_exact(hp).zip(g_single.chunks_exact(st)) {
+            for (&w, dzj) in wy.iter().zip(b.dz.chunks_exact_mut(st)) {
+                for (d, &gv) in dzj[..used].iter_mut().zip(&gy[..used]) {
+                    *d += w * gv;
+                }
+            }
+        }
+        // ∂ℓ/∂W: the tiled classes through their rows, the others one by one.
+        rows_of_tiles(g_tiled, st, used, &mut b.g_rows);
+        let (gw_tiled, gw_single) = grad.w.split_at_mut(self.tiled * hp);
+        for (gwg, gr) in gw_tiled.chunks_exact_mut(hp * TILE).zip(b.g_rows.chunks_exact(st)) {
+            outer_sums(gwg, &b.t, st, &gr[..used]);
+        }
+        for (gwy, gy) in gw_single.chunks_exact_mut(hp).zip(g_single.chunks_exact(st)) {
+            for (gwj, tj) in gwy.iter_mut().zip(b.t.chunks_exact(st)) {
+                for (&t, &gv) in tj[..used].iter().zip(&gy[..used]) {
+                    *gwj += t * gv;
+                }
+            }
+        }
+        // dz becomes ∂ℓ/∂(Vφ + c) = Wᵀ g ⊙ (1 − t²).
+        for (dzj, tj) in b.dz.chunks_exact_mut(st).zip(b.t.chunks_exact(st)) {
+            for (d, &t) in dzj[..used].iter_mut().zip(&tj[..used]) {
+                *d *= 1.0 - t * t;
+            }
+        }
+        for (cj, dzj) in grad.c.iter_mut().zip(b.dz.chunks_exact(st)) {
+            for block in dzj[..used].chunks_exact(BLOCK) {
+                *cj += block.iter().sum::<f64>();
+            }
+        }
+        rows_of_tiles(&b.dz, st, used, &mut b.dz_rows);
+        let tile_v = self.dim * TILE;
+        for (u, dzr) in b.dz_rows.chunks_exact(st).enumerate() {
+            outer_sums(&mut grad.v[u * tile_v..(u + 1) * tile_v], &b.x, st, &dzr[..used]);
         }
     }
 }
@@ -955,104 +1130,102 @@ macro_rules! dispatch {
     };
 }
 
-/// Writes into `grad` (packed) the gradient of `scale · Σ_{k∈rows} w_k ℓ_k`.
+/// Writes into `grad` (packed) the gradient of `scale · Σ_{k∈rows} w_k ℓ_k`
+/// (`rows` at most `b.stride`).
 fn gradient_rows(
     net: &Net<'_>,
     problem: &Problem<'_>,
     rows: &[usize],
     scale: f64,
-    b: &mut Block,
+    b: &mut Rows,
     grad: &mut NetMut<'_>,
 ) {
     #[inline(always)]
-    fn generic(net: &Net<'_>, problem: &Problem<'_>, rows: &[usize], scale: f64, b: &mut Block, grad: &mut NetMut<'_>) {
-        for block in rows.chunks(BLOCK) {
-            b.gather(problem.features(), block.iter().copied());
-            net.forward(b);
-            for r in 0..BLOCK {
-                match block.get(r) {
-                    Some(&k) => {
-                        b.row_scores(r);
-                        let weight = problem.weight(k) * scale;
-                        let bias = problem.bias_row(k, &mut b.row_b);
-                        row_loss(&b.row_s, bias, problem.labels()[k], weight, Some(&mut b.row_g));
-                        for (gy, &v) in b.g.iter_mut().zip(&b.row_g) {
-                            gy[r] = v;
-                        }
-                    }
-                    None => b.g.iter_mut().for_each(|gy| gy[r] = 0.0),
-                }
-            }
-            net.backward(b, grad);
+    fn generic(net: &Net<'_>, problem: &Problem<'_>, rows: &[usize], scale: f64, b: &mut Rows, grad: &mut NetMut<'_>) {
+        let used = b.gather(problem.features(), rows.iter().copied());
+        net.forward(b, used);
+        for (n, block) in rows.chunks(BLOCK).enumerate() {
+            b.block_losses::<true>(problem, n * BLOCK, block.iter().copied(), scale);
         }
+        net.backward(b, used, grad);
     }
-    dispatch!(generic, avx2, (net: &Net<'_>, problem: &Problem<'_>, rows: &[usize], scale: f64, b: &mut Block, grad: &mut NetMut<'_>) -> ());
+    dispatch!(generic, avx2, (net: &Net<'_>, problem: &Problem<'_>, rows: &[usize], scale: f64, b: &mut Rows, grad: &mut NetMut<'_>) -> ());
     dispatched(net, problem, rows, scale, b, grad)
 }
 
 /// `Σ_{k ∈ start..end} w_k ℓ_k`, summed in row order.
-fn loss_rows(net: &Net<'_>, problem: &Problem<'_>, start: usize, end: usize, b: &mut Block) -> f64 {
+fn loss_rows(net: &Net<'_>, problem: &Problem<'_>, start: usize, end: usize, b: &mut Rows) -> f64 {
     #[inline(always)]
-    fn generic(net: &Net<'_>, problem: &Problem<'_>, start: usize, end: usize, b: &mut Block) -> f64 {
+    fn generic(net: &Net<'_>, problem: &Problem<'_>, start: usize, end: usize, b: &mut Rows) -> f64 {
         let mut sum = 0.0;
-        for k0 in (start..end).step_by(BLOCK) {
-            let k1 = (k0 + BLOCK).min(end);
-            b.gather(problem.features(), k0..k1);
-            net.forward(b);
-            for k in k0..k1 {
-                b.row_scores(k - k0);
-                sum +=
-                    row_loss(&b.row_s, problem.bias_row(k, &mut b.row_b), problem.labels()[k], problem.weight(k), None);
+        for k0 in (start..end).step_by(b.stride) {
+            let k1 = (k0 + b.stride).min(end);
+            let used = b.gather(problem.features(), k0..k1);
+            net.forward(b, used);
+            for r0 in (0..k1 - k0).step_by(BLOCK) {
+                let block = k0 + r0..(k0 + r0 + BLOCK).min(k1);
+                let n = block.len();
+                // Row by row into the running sum, as the loss's summation order says.
+                for loss in &b.block_losses::<false>(problem, r0, block, 1.0)[..n] {
+                    sum += loss;
+                }
             }
         }
         sum
     }
-    dispatch!(generic, avx2, (net: &Net<'_>, problem: &Problem<'_>, start: usize, end: usize, b: &mut Block) -> f64);
+    dispatch!(generic, avx2, (net: &Net<'_>, problem: &Problem<'_>, start: usize, end: usize, b: &mut Rows) -> f64);
     dispatched(net, problem, start, end, b)
 }
 
 /// [`loss_rows`] over rows `start..` (as many as `out` holds), also writing
 /// their scores into `out` (as [`score_rows`]).
-fn loss_rows_scored(net: &Net<'_>, problem: &Problem<'_>, start: usize, b: &mut Block, out: &mut [f64]) -> f64 {
+fn loss_rows_scored(net: &Net<'_>, problem: &Problem<'_>, start: usize, b: &mut Rows, out: &mut [f64]) -> f64 {
     #[inline(always)]
-    fn generic(net: &Net<'_>, problem: &Problem<'_>, start: usize, b: &mut Block, out: &mut [f64]) -> f64 {
-        let c = b.s.len();
+    fn generic(net: &Net<'_>, problem: &Problem<'_>, start: usize, b: &mut Rows, out: &mut [f64]) -> f64 {
+        let (c, st) = (problem.classes(), b.stride);
         let mut sum = 0.0;
-        for (n, out) in out.chunks_mut(BLOCK * c).enumerate() {
-            let k0 = start + n * BLOCK;
-            b.gather(problem.features(), k0..k0 + out.len() / c);
-            net.forward(b);
+        for (n, out) in out.chunks_mut(st * c).enumerate() {
+            let k0 = start + n * st;
+            let k1 = k0 + out.len() / c;
+            let used = b.gather(problem.features(), k0..k1);
+            net.forward(b, used);
             for (r, row) in out.chunks_exact_mut(c).enumerate() {
-                for (v, s) in row.iter_mut().zip(&b.s) {
+                for (v, s) in row.iter_mut().zip(b.s.chunks_exact(st)) {
                     *v = s[r];
                 }
-                let k = k0 + r;
-                sum += row_loss(row, problem.bias_row(k, &mut b.row_b), problem.labels()[k], problem.weight(k), None);
+            }
+            for r0 in (0..k1 - k0).step_by(BLOCK) {
+                let block = k0 + r0..(k0 + r0 + BLOCK).min(k1);
+                let n = block.len();
+                // Row by row into the running sum, as the loss's summation order says.
+                for loss in &b.block_losses::<false>(problem, r0, block, 1.0)[..n] {
+                    sum += loss;
+                }
             }
         }
         sum
     }
-    dispatch!(generic, avx2, (net: &Net<'_>, problem: &Problem<'_>, start: usize, b: &mut Block, out: &mut [f64]) -> f64);
+    dispatch!(generic, avx2, (net: &Net<'_>, problem: &Problem<'_>, start: usize, b: &mut Rows, out: &mut [f64]) -> f64);
     dispatched(net, problem, start, b, out)
 }
 
 /// Scores of rows `start..` into `out` (row-major, as many rows as `out` holds).
-fn score_rows(net: &Net<'_>, features: Features<'_>, start: usize, b: &mut Block, out: &mut [f64]) {
+fn score_rows(net: &Net<'_>, features: Features<'_>, start: usize, b: &mut Rows, out: &mut [f64]) {
     #[inline(always)]
-    fn generic(net: &Net<'_>, features: Features<'_>, start: usize, b: &mut Block, out: &mut [f64]) {
-        let c = b.s.len();
-        for (n, out) in out.chunks_mut(BLOCK * c).enumerate() {
-            let k0 = start + n * BLOCK;
-            b.gather(features, k0..k0 + out.len() / c);
-            net.forward(b);
+    fn generic(net: &Net<'_>, features: Features<'_>, start: usize, b: &mut Rows, out: &mut [f64]) {
+        let (c, st) = (b.row_b.len(), b.stride);
+        for (n, out) in out.chunks_mut(st * c).enumerate() {
+            let k0 = start + n * st;
+            let used = b.gather(features, k0..k0 + out.len() / c);
+            net.forward(b, used);
             for (r, row) in out.chunks_exact_mut(c).enumerate() {
-                for (v, s) in row.iter_mut().zip(&b.s) {
+                for (v, s) in row.iter_mut().zip(b.s.chunks_exact(st)) {
                     *v = s[r];
                 }
             }
         }
     }
-    dispatch!(generic, avx2, (net: &Net<'_>, features: Features<'_>, start: usize, b: &mut Block, out: &mut [f64]) -> ());
+    dispatch!(generic, avx2, (net: &Net<'_>, features: Features<'_>, start: usize, b: &mut Rows, out: &mut [f64]) -> ());
     dispatched(net, features, start, b, out)
 }
 
@@ -1109,7 +1282,7 @@ struct Sgd {
     inv_mean_weight: f64,
     /// One packed gradient per chunk, `chunks × packed_len`; chunk 0 receives the sum.
     grads: Vec<f64>,
-    blocks: Vec<Block>,
+    blocks: Vec<Rows>,
     /// The momentum step `s`.
     velocity: Vec<f64>,
 }
@@ -1127,7 +1300,7 @@ impl Sgd {
             chunk_rows,
             inv_mean_weight: problem.rows() as f64 / problem.total_weight(),
             grads: vec![0.0; chunks * len],
-            blocks: (0..chunks).map(|_| Block::new(layout)).collect(),
+            blocks: (0..chunks).map(|_| Rows::new(layout, chunk_rows)).collect(),
             velocity: vec![0.0; len],
         }
     }
@@ -1140,7 +1313,7 @@ impl Sgd {
         let len = layout.packed_len();
         let net = layout.net(q);
         let chunks = rows.len().div_ceil(self.chunk_rows);
-        let work = |(grad, (block, rows)): (&mut [f64], (&mut Block, &[usize]))| {
+        let work = |(grad, (block, rows)): (&mut [f64], (&mut Rows, &[usize]))| {
             grad.fill(0.0);
             gradient_rows(&net, problem, rows, scale, block, &mut layout.net_mut(grad));
         };
@@ -1289,6 +1462,113 @@ mod tests {
             assert!((fast - exact).abs() <= 4e-16, "tanh({x}) = {fast}, std {exact}");
             assert_eq!(fast.is_sign_negative(), exact.is_sign_negative(), "sign of tanh({x})");
             assert!(fast.abs() <= 1.0);
+        }
+    }
+
+    /// The minibatch gradient of the documented arithmetic, written plainly:
+    /// rows in order, chunk by chunk (each chunk's sums from zero, the chunks'
+    /// sums added in order), the bias gradients summed per block of `BLOCK`
+    /// rows first (padding rows count as zeros). Model layout.
+    fn plain_gradient(
+        layout: Layout,
+        p: &[f64],
+        problem: &Problem<'_>,
+        rows: &[usize],
+        chunk_rows: usize,
+        scale: f64,
+    ) -> Vec<f64> {
+        let (d, h, c) = (layout.dim, layout.hidden, layout.classes);
+        let (v, hb, w, a) = (&p[layout.v()], &p[layout.hidden_bias()], &p[layout.w()], &p[layout.output_bias()]);
+        let mut total = vec![0.0; layout.len()];
+        for chunk in rows.chunks(chunk_rows) {
+            let mut part = vec![0.0; layout.len()];
+            for block in chunk.chunks(BLOCK) {
+                let (mut a_lanes, mut c_lanes) = (vec![[0.0; BLOCK]; c], vec![[0.0; BLOCK]; h]);
+                for (r, &k) in block.iter().enumerate() {
+                    let x = problem.features().row(k);
+                    let t: Vec<f64> = (0..h)
+                        .map(|j| {
+                            let mut z = hb.get(j).copied().unwrap_or(0.0);
+                            for i in 0..d {
+                                z += v[i * h + j] * x[i];
+                            }
+                            tanh(z)
+                        })
+                        .collect();
+                    let s: Vec<f64> = (0..c)
+                        .map(|y| {
+                            let mut s = a.get(y).copied().unwrap_or(0.0);
+                            for j in 0..h {
+                                s += w[y * h + j] * t[j];
+                            }
+                            s
+                        })
+                        .collect();
+                    let mut g = vec![0.0; c];
+                    let mut bias = vec![0.0; c];
+                    let bias = problem.bias_row(k, &mut bias);
+                    crate::row_loss(&s, bias, problem.labels()[k], problem.weight(k) * scale, Some(&mut g));
+                    for y in 0..c {
+                        a_lanes[y][r] = g[y];
+                        for j in 0..h {
+                            part[layout.w().start + y * h + j] += t[j] * g[y];
+                        }
+                    }
+                    for j in 0..h {
+                        let mut dz = 0.0;
+                        for y in 0..c {
+                            dz += w[y * h + j] * g[y];
+                        }
+                        dz *= 1.0 - t[j] * t[j];
+                        c_lanes[j][r] = dz;
+                        for i in 0..d {
+                            part[i * h + j] += x[i] * dz;
+                        }
+                    }
+                }
+                if layout.biases {
+                    for (y, lanes) in a_lanes.iter().enumerate() {
+                        part[layout.output_bias().start + y] += lanes.iter().sum::<f64>();
+                    }
+                    for (j, lanes) in c_lanes.iter().enumerate() {
+                        part[layout.hidden_bias().start + j] += lanes.iter().sum::<f64>();
+                    }
+                }
+            }
+            for (t, q) in total.iter_mut().zip(&part) {
+                *t += q;
+            }
+        }
+        total
+    }
+
+    /// The blocked kernels compute exactly [`plain_gradient`]'s arithmetic: bit
+    /// for bit, whatever the chunk size, class tiles (6 classes: a tile and two
+    /// single classes), padded hidden units, biases and weights.
+    #[test]
+    fn mlp_gradient_is_the_plain_arithmetic_bit_for_bit() {
+        for (dim, hidden, classes, rows, chunk_rows, seed) in
+            [(3, 5, 6, 37, 3, 1), (7, 9, 8, 50, 12, 2), (42, 17, 2, 61, 13, 3), (1, 4, 4, 9, 40, 4)]
+        {
+            let data = Data::random(rows, dim, classes, true, seed);
+            for (biases, weighted) in [(false, false), (true, true)] {
+                let problem = data.problem(weighted);
+                let layout = Layout { dim, hidden, classes, biases };
+                let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                let mut params = layout.init(1.0, &mut rng);
+                for p in &mut params {
+                    *p += rng.random_range(-0.5..0.5);
+                }
+                let mut order: Vec<usize> = (0..rows).collect();
+                order.shuffle(&mut rng);
+                let mut sgd = Sgd::with_chunk_rows(layout, rows, &problem, chunk_rows);
+                sgd.gradient(&layout.pack(&params), &problem, &order, 0.37);
+                let kernel = layout.unpack(&sgd.grads[..layout.packed_len()]);
+                let plain = plain_gradient(layout, &params, &problem, &order, chunk_rows, 0.37);
+                for (i, (k, p)) in kernel.iter().zip(&plain).enumerate() {
+                    assert_eq!(k.to_bits(), p.to_bits(), "{dim}×{hidden}×{classes}, parameter {i}: {k} vs {p}");
+                }
+            }
         }
     }
 
@@ -1487,7 +1767,7 @@ mod tests {
         let model = fit(&MlpOracle { biases: true, ..small_oracle() }, &problem, None, 1);
         let mut all = vec![0.0; 23 * 5];
         model.score(problem.features(), &mut all).unwrap();
-        for start in 1..BLOCK {
+        for start in 1..2 * BLOCK + 1 {
             let part = problem.features().slice_rows(start, 23);
             let mut scores = vec![0.0; (23 - start) * 5];
             model.score(part, &mut scores).unwrap();
