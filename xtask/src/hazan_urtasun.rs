@@ -32,7 +32,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use datasets::shapes::{Noise, Shape, ShapesConfig, Tying, generate, oracle_specs};
-use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace, decode};
+use smoothed_inference::{InferenceProblem, Messages, Workspace, decode};
 use structlearn::files::write_atomic;
 use structlearn::{
     Callback, Dataset, Evaluate, LearnError, LearnerKind, PredictOptions, StructuredModel, TrainConfig, TrainEvent,
@@ -160,7 +160,7 @@ pub(crate) fn error_at(model: &StructuredModel, data: &Dataset, eps: f64, opts: 
             let theta = model.energies(data, k)?;
             let problem = InferenceProblem::uniform(g, &theta, eps)?;
             let mut m = Messages::zeros(g);
-            let run = RunOptions { iterations: opts.iterations, tolerance: opts.tolerance, order: None };
+            let run = opts.run_options();
             problem.run(&mut m, &run, &mut Workspace::new(g))?;
             let mut beliefs = vec![0.0; g.total_configs()];
             problem.beliefs(&m, &mut beliefs);

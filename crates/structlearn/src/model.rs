@@ -53,6 +53,19 @@ pub struct PredictOptions {
     pub tolerance: Option<f64>,
 }
 
+impl PredictOptions {
+    /// The message-passing options of a prediction: these limits, the graph's
+    /// default update order.
+    ///
+    /// ```
+    /// let run = structlearn::PredictOptions { iterations: 20, tolerance: None }.run_options();
+    /// assert_eq!((run.iterations, run.tolerance, run.order), (20, None, None));
+    /// ```
+    pub fn run_options(&self) -> RunOptions {
+        RunOptions { iterations: self.iterations, tolerance: self.tolerance, order: None }
+    }
+}
+
 impl Default for PredictOptions {
     /// 100 iterations or a violation below 1e-4, whichever comes first.
     fn default() -> Self {
@@ -337,7 +350,7 @@ impl StructuredModel {
         let theta = self.energies(data, k)?;
         let problem =
             InferenceProblem::planned(plan, &theta).map_err(|source| LearnError::Inference { example: k, source })?;
-        let run = RunOptions { iterations: opts.iterations, tolerance: opts.tolerance, order: None };
+        let run = opts.run_options();
         // The run computes the final beliefs for its report; take them from its workspace.
         let (report, beliefs) =
             with_thread_workspace(|ws| problem.run(messages, &run, ws).map(|r| (r, ws.beliefs().to_vec())))
@@ -390,7 +403,7 @@ impl StructuredModel {
                 let theta = self.energies(data, k)?;
                 let inference = |source| LearnError::Inference { example: k, source };
                 let problem = InferenceProblem::planned(&plans[k], &theta).map_err(inference)?;
-                let run = RunOptions { iterations: opts.iterations, tolerance: opts.tolerance, order: None };
+                let run = opts.run_options();
                 // Only the labels: the same as the prediction's, without its report.
                 let (_, labels) = with_thread_workspace(|ws| problem.run_and_decode(m, &run, ws)).map_err(inference)?;
                 Ok(count_errors(data, k, &labels, truth))
