@@ -406,12 +406,7 @@ impl TreeBuilder {
         // `stats(j)` is the node's `j`-th total.
         let term = |stats: &dyn Fn(usize) -> f64, weight: f64| match gain_kind {
             SplitGain::LeastSquares => (0..c).map(|y| stats(y) * stats(y)).sum::<f64>() / weight,
-            SplitGain::Newton => (0..c)
-                .map(|y| {
-                    let h = stats(c + y) + l2;
-                    if h > 0.0 { stats(y) * stats(y) / h } else { 0.0 }
-                })
-                .sum(),
+            SplitGain::Newton => newton_term(c, l2, stats),
         };
         let parent_term = if weight > 0.0 { term(&|j| total[j], weight) } else { 0.0 };
         let mut best: Option<Split> = None;
@@ -451,7 +446,10 @@ impl TreeBuilder {
                         }
                         (left_sq / left_weight, right_sq / right_weight)
                     }
-                    SplitGain::Newton => (term(&|j| left[j], left_weight), term(&|j| total[j] - left[j], right_weight)),
+                    // Generic, not through `term`'s `dyn Fn`: this runs for every bin.
+                    SplitGain::Newton => {
+                        (newton_term(c, l2, |j| left[j]), newton_term(c, l2, |j| total[j] - left[j]))
+                    }
                 };
                 let gain = left_term + right_term - parent_term;
                 // Rounding leaves a gain of ±ε·terms when no split helps.
@@ -462,4 +460,17 @@ impl TreeBuilder {
         }
         best
     }
+}
+
+/// The Newton gain term `Σ_y G_y² / (H_y + λ)` of a node whose `j`-th total
+/// is `stats(j)` (`G` the first `c`, `H` the next `c`; a class with
+/// `H_y + λ ≤ 0` adds nothing).
+#[inline(always)]
+fn newton_term(c: usize, l2: f64, stats: impl Fn(usize) -> f64) -> f64 {
+    (0..c)
+        .map(|y| {
+            let h = stats(c + y) + l2;
+            if h > 0.0 { stats(y) * stats(y) / h } else { 0.0 }
+        })
+        .sum()
 }
