@@ -460,9 +460,7 @@ impl TreeBuilder {
                         (left_sq / left_weight, right_sq / right_weight)
                     }
                     // Generic, not through `term`'s `dyn Fn`: this runs for every bin.
-                    SplitGain::Newton => {
-                        (newton_term(c, l2, |j| left[j]), newton_term(c, l2, |j| total[j] - left[j]))
-                    }
+                    SplitGain::Newton => (newton_term(c, l2, |j| left[j]), newton_term(c, l2, |j| total[j] - left[j])),
                 };
                 let gain = left_term + right_term - parent_term;
                 // Rounding leaves a gain of ±ε·terms when no split helps.
