@@ -879,6 +879,36 @@ fn lanes<const L: usize>(a: &[f64], at: usize) -> [f64; L] {
     *<&[f64; L]>::try_from(&a[at..at + L]).expect("a slice of L values")
 }
 
+/// `out[q][r] = start[q][r] + Σ_i w[i][q] · x[i][r]` (`i` in order) for one tile
+/// of `TILE` outputs and the block of rows at `r0` — and, if `PAIR`, the next
+/// block too: `w` holds the tile's weights input by input, `x` and `out` are
+/// value-major with row stride `st`. (The two blocks' sums are two named
+/// arrays: held in one array of blocks, they are not kept in registers.)
+#[inline(always)]
+fn tile_sums<const PAIR: bool>(
+    start: [[f64; BLOCK]; TILE],
+    w: &[f64],
+    x: &[f64],
+    st: usize,
+    r0: usize,
+    out: &mut [f64],
+) {
+    let r1 = r0 + BLOCK;
+    let (mut a0, mut a1) = (start, start);
+    for (wi, xi) in w.chunks_exact(TILE).zip(x.chunks_exact(st)) {
+        add_products(&mut a0, wi, &lanes(xi, r0));
+        if PAIR {
+            add_products(&mut a1, wi, &lanes(xi, r1));
+        }
+    }
+    for (oq, (s0, s1)) in out.chunks_exact_mut(st).zip(a0.iter().zip(&a1)) {
+        oq[r0..r1].copy_from_slice(s0);
+        if PAIR {
+            oq[r1..r1 + BLOCK].copy_from_slice(s1);
+        }
+    }
+}
+
 /// `acc[q][r] += w[q] · x[r]`: one weight tile's products with a block of rows.
 #[inline(always)]
 fn add_products(acc: &mut [[f64; BLOCK]; TILE], w: &[f64], x: &[f64; BLOCK]) {
@@ -967,13 +997,11 @@ impl Net<'_> {
     }
 
     /// `t = V φ + c` (before the tanh) of the block of rows at `r0` and, if
-    /// `PAIR`, of the next block too, each block a vector of [`BLOCK`] lanes.
-    /// (The two blocks' sums are two named arrays: held in one array of
-    /// blocks, they are not kept in registers.)
+    /// `PAIR`, of the next block too, each block a vector of [`BLOCK`] lanes
+    /// ([`tile_sums`] per tile of hidden units).
     #[inline(always)]
     fn hidden_sums<const PAIR: bool>(&self, b: &mut Rows, r0: usize) {
         let st = b.stride;
-        let r1 = r0 + BLOCK;
         let tile_v = self.dim * TILE;
         for (u, tu) in b.t.chunks_exact_mut(TILE * st).enumerate() {
             // By index, not `chunks_exact(dim · TILE)`: with 0 features the tile has no weights.
@@ -982,19 +1010,7 @@ impl Net<'_> {
                 Some(c) => std::array::from_fn(|q| [c[q]; BLOCK]),
                 None => [[0.0; BLOCK]; TILE],
             };
-            let (mut a0, mut a1) = (start, start);
-            for (vi, xi) in vu.chunks_exact(TILE).zip(b.x.chunks_exact(st)) {
-                add_products(&mut a0, vi, &lanes(xi, r0));
-                if PAIR {
-                    add_products(&mut a1, vi, &lanes(xi, r1));
-                }
-            }
-            for (tq, (z0, z1)) in tu.chunks_exact_mut(st).zip(a0.iter().zip(&a1)) {
-                tq[r0..r1].copy_from_slice(z0);
-                if PAIR {
-                    tq[r1..r1 + BLOCK].copy_from_slice(z1);
-                }
-            }
+            tile_sums::<PAIR>(start, vu, &b.x, st, r0, tu);
         }
     }
 
@@ -1008,20 +1024,8 @@ impl Net<'_> {
         let (w_tiled, w_single) = self.w.split_at(self.tiled * hp);
         let (s_tiled, s_single) = b.s.split_at_mut(self.tiled * st);
         for (g, (wg, sg)) in w_tiled.chunks_exact(hp * TILE).zip(s_tiled.chunks_exact_mut(TILE * st)).enumerate() {
-            let start: [[f64; BLOCK]; TILE] = std::array::from_fn(|k| [bias(g * TILE + k); BLOCK]);
-            let (mut a0, mut a1) = (start, start);
-            for (wj, tj) in wg.chunks_exact(TILE).zip(b.t.chunks_exact(st)) {
-                add_products(&mut a0, wj, &lanes(tj, r0));
-                if PAIR {
-                    add_products(&mut a1, wj, &lanes(tj, r1));
-                }
-            }
-            for (sk, (s0, s1)) in sg.chunks_exact_mut(st).zip(a0.iter().zip(&a1)) {
-                sk[r0..r1].copy_from_slice(s0);
-                if PAIR {
-                    sk[r1..r1 + BLOCK].copy_from_slice(s1);
-                }
-            }
+            let start = std::array::from_fn(|k| [bias(g * TILE + k); BLOCK]);
+            tile_sums::<PAIR>(start, wg, &b.t, st, r0, sg);
         }
         for (y, (wy, sy)) in w_single.chunks_exact(hp).zip(s_single.chunks_exact_mut(st)).enumerate() {
             let (mut a0, mut a1) = ([bias(self.tiled + y); BLOCK], [bias(self.tiled + y); BLOCK]);
