@@ -415,7 +415,8 @@ pub fn row_loss(scores: &[f64], bias: &[f64], label: usize, weight: f64, grad: O
 /// loss and gradient (`grad[y][r]`) are bit for bit [`row_loss`]'s for that
 /// row (a lane with non-finite scores is handed to [`row_loss`] itself).
 /// Only the first `rows` lanes are rows: the others return loss 0 and
-/// gradient 0.
+/// gradient 0. Inlined, so that a kernel compiled for AVX2 runs it with AVX2.
+#[inline(always)]
 pub(crate) fn row_losses<const L: usize>(
     scores: &[[f64; L]],
     bias: &[[f64; L]],
