@@ -909,6 +909,16 @@ fn tile_sums<const PAIR: bool>(
     }
 }
 
+/// `[[v(q); BLOCK]; TILE]`: each of a tile's starting values in every row's lane.
+#[inline(always)]
+fn splat(v: impl Fn(usize) -> f64) -> [[f64; BLOCK]; TILE] {
+    let mut out = [[0.0; BLOCK]; TILE];
+    for (q, oq) in out.iter_mut().enumerate() {
+        *oq = [v(q); BLOCK];
+    }
+    out
+}
+
 /// `acc[q][r] += w[q] · x[r]`: one weight tile's products with a block of rows.
 #[inline(always)]
 fn add_products(acc: &mut [[f64; BLOCK]; TILE], w: &[f64], x: &[f64; BLOCK]) {
@@ -953,8 +963,15 @@ fn outer_sums(out: &mut [f64], a: &[f64], st: usize, b: &[[f64; TILE]]) {
 #[inline(always)]
 fn outer_sum<const M: usize>(out: &mut [f64], a: &[f64], st: usize, b: &[[f64; TILE]]) {
     let n = b.len();
-    let a: [&[f64]; M] = std::array::from_fn(|m| &a[m * st..m * st + n]);
-    let mut acc: [[f64; TILE]; M] = std::array::from_fn(|m| lanes::<TILE>(out, m * TILE));
+    // Loops, not `std::array::from_fn`: that is not always inlined, and a call
+    // leaves the AVX2 build of the kernel.
+    let mut rows: [&[f64]; M] = [&[]; M];
+    let mut acc = [[0.0; TILE]; M];
+    for (m, (row, am)) in rows.iter_mut().zip(&mut acc).enumerate() {
+        *row = &a[m * st..m * st + n];
+        *am = lanes(out, m * TILE);
+    }
+    let a = rows;
     for (r, br) in b.iter().enumerate() {
         for m in 0..M {
             let am = a[m][r];
@@ -1007,7 +1024,7 @@ impl Net<'_> {
             // By index, not `chunks_exact(dim · TILE)`: with 0 features the tile has no weights.
             let vu = &self.v[u * tile_v..(u + 1) * tile_v];
             let start = match self.c.get(u * TILE..(u + 1) * TILE) {
-                Some(c) => std::array::from_fn(|q| [c[q]; BLOCK]),
+                Some(c) => splat(|q| c[q]),
                 None => [[0.0; BLOCK]; TILE],
             };
             tile_sums::<PAIR>(start, vu, &b.x, st, r0, tu);
@@ -1024,7 +1041,7 @@ impl Net<'_> {
         let (w_tiled, w_single) = self.w.split_at(self.tiled * hp);
         let (s_tiled, s_single) = b.s.split_at_mut(self.tiled * st);
         for (g, (wg, sg)) in w_tiled.chunks_exact(hp * TILE).zip(s_tiled.chunks_exact_mut(TILE * st)).enumerate() {
-            let start = std::array::from_fn(|k| [bias(g * TILE + k); BLOCK]);
+            let start = splat(|k| bias(g * TILE + k));
             tile_sums::<PAIR>(start, wg, &b.t, st, r0, sg);
         }
         for (y, (wy, sy)) in w_single.chunks_exact(hp).zip(s_single.chunks_exact_mut(st)).enumerate() {

@@ -439,7 +439,10 @@ pub(crate) fn row_losses<const L: usize>(
             z[r] += exp_nonpos::<Plain>(x);
         }
     }
-    let lse: [f64; L] = std::array::from_fn(|r| m[r] + ln_pos::<Plain>(z[r]));
+    let mut lse = [0.0; L];
+    for r in 0..L {
+        lse[r] = m[r] + ln_pos::<Plain>(z[r]);
+    }
     if let Some(g) = grad.as_deref_mut() {
         for (y, ((gy, sy), by)) in g.iter_mut().zip(scores).zip(bias).enumerate() {
             for r in 0..L {
@@ -448,10 +451,11 @@ pub(crate) fn row_losses<const L: usize>(
             }
         }
     }
-    let mut loss: [f64; L] = std::array::from_fn(|r| {
+    let mut loss = [0.0; L];
+    for (r, l) in loss.iter_mut().enumerate() {
         let y = labels[r].min(scores.len() - 1);
-        weights[r] * (lse[r] - scores[y][r] - bias[y][r])
-    });
+        *l = weights[r] * (lse[r] - scores[y][r] - bias[y][r]);
+    }
     for r in 0..L {
         if r >= rows {
             loss[r] = 0.0;
