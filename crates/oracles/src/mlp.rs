@@ -491,7 +491,8 @@ impl Model for MlpModel {
         let net = self.layout.net(&packed);
         out.par_chunks_mut(EVAL_CHUNK * c).enumerate().for_each(|(chunk, out)| {
             let mut block = Rows::new(self.layout, EVAL_ROWS);
-            score_rows(&net, features, chunk * EVAL_CHUNK, &mut block, out);
+            let start = chunk * EVAL_CHUNK;
+            evaluate_rows(&net, features, None, (start, start + out.len() / c), &mut block, Some(out));
         });
         Ok(())
     }
@@ -712,7 +713,8 @@ impl Layout {
             .into_par_iter()
             .map(|chunk| {
                 let mut block = Rows::new(*self, EVAL_ROWS);
-                loss_rows(&net, problem, chunk * EVAL_CHUNK, ((chunk + 1) * EVAL_CHUNK).min(n), &mut block)
+                let rows = (chunk * EVAL_CHUNK, ((chunk + 1) * EVAL_CHUNK).min(n));
+                evaluate_rows(&net, problem.features(), Some(problem), rows, &mut block, None)
             })
             .collect();
         partial.iter().sum()
@@ -728,7 +730,9 @@ impl Layout {
             .enumerate()
             .map(|(chunk, out)| {
                 let mut block = Rows::new(*self, EVAL_ROWS);
-                loss_rows_scored(&net, problem, chunk * EVAL_CHUNK, &mut block, out)
+                let start = chunk * EVAL_CHUNK;
+                let rows = (start, start + out.len() / c);
+                evaluate_rows(&net, problem.features(), Some(problem), rows, &mut block, Some(out))
             })
             .collect();
         partial.iter().sum()
@@ -1174,80 +1178,54 @@ fn gradient_rows(
     dispatched(net, problem, rows, scale, b, grad)
 }
 
-/// `Σ_{k ∈ start..end} w_k ℓ_k`, summed in row order.
-fn loss_rows(net: &Net<'_>, problem: &Problem<'_>, start: usize, end: usize, b: &mut Rows) -> f64 {
+/// The rows `start..end` of `features` through the network, [`EVAL_ROWS`] at
+/// a time: their scores into `scores` (row-major, `(end − start) × classes`)
+/// if given, and with `problem` (whose features these are) the sum of their
+/// loss terms `Σ_k w_k ℓ_k`, added row by row in row order (0 without).
+fn evaluate_rows(
+    net: &Net<'_>,
+    features: Features<'_>,
+    problem: Option<&Problem<'_>>,
+    (start, end): (usize, usize),
+    b: &mut Rows,
+    scores: Option<&mut [f64]>,
+) -> f64 {
     #[inline(always)]
-    fn generic(net: &Net<'_>, problem: &Problem<'_>, start: usize, end: usize, b: &mut Rows) -> f64 {
-        let mut sum = 0.0;
-        for k0 in (start..end).step_by(b.stride) {
-            let k1 = (k0 + b.stride).min(end);
-            let used = b.gather(problem.features(), k0..k1);
-            net.forward(b, used);
-            for r0 in (0..k1 - k0).step_by(BLOCK) {
-                let block = k0 + r0..(k0 + r0 + BLOCK).min(k1);
-                let n = block.len();
-                // Row by row into the running sum, as the loss's summation order says.
-                for loss in &b.block_losses::<false>(problem, r0, block, 1.0)[..n] {
-                    sum += loss;
-                }
-            }
-        }
-        sum
-    }
-    dispatch!(generic, avx2, (net: &Net<'_>, problem: &Problem<'_>, start: usize, end: usize, b: &mut Rows) -> f64);
-    dispatched(net, problem, start, end, b)
-}
-
-/// [`loss_rows`] over rows `start..` (as many as `out` holds), also writing
-/// their scores into `out` (as [`score_rows`]).
-fn loss_rows_scored(net: &Net<'_>, problem: &Problem<'_>, start: usize, b: &mut Rows, out: &mut [f64]) -> f64 {
-    #[inline(always)]
-    fn generic(net: &Net<'_>, problem: &Problem<'_>, start: usize, b: &mut Rows, out: &mut [f64]) -> f64 {
-        let (c, st) = (problem.classes(), b.stride);
-        let mut sum = 0.0;
-        for (n, out) in out.chunks_mut(st * c).enumerate() {
-            let k0 = start + n * st;
-            let k1 = k0 + out.len() / c;
-            let used = b.gather(problem.features(), k0..k1);
-            net.forward(b, used);
-            for (r, row) in out.chunks_exact_mut(c).enumerate() {
-                for (v, s) in row.iter_mut().zip(b.s.chunks_exact(st)) {
-                    *v = s[r];
-                }
-            }
-            for r0 in (0..k1 - k0).step_by(BLOCK) {
-                let block = k0 + r0..(k0 + r0 + BLOCK).min(k1);
-                let n = block.len();
-                // Row by row into the running sum, as the loss's summation order says.
-                for loss in &b.block_losses::<false>(problem, r0, block, 1.0)[..n] {
-                    sum += loss;
-                }
-            }
-        }
-        sum
-    }
-    dispatch!(generic, avx2, (net: &Net<'_>, problem: &Problem<'_>, start: usize, b: &mut Rows, out: &mut [f64]) -> f64);
-    dispatched(net, problem, start, b, out)
-}
-
-/// Scores of rows `start..` into `out` (row-major, as many rows as `out` holds).
-fn score_rows(net: &Net<'_>, features: Features<'_>, start: usize, b: &mut Rows, out: &mut [f64]) {
-    #[inline(always)]
-    fn generic(net: &Net<'_>, features: Features<'_>, start: usize, b: &mut Rows, out: &mut [f64]) {
+    fn generic(
+        net: &Net<'_>,
+        features: Features<'_>,
+        problem: Option<&Problem<'_>>,
+        (start, end): (usize, usize),
+        b: &mut Rows,
+        mut scores: Option<&mut [f64]>,
+    ) -> f64 {
         let (c, st) = (b.row_b.len(), b.stride);
-        for (n, out) in out.chunks_mut(st * c).enumerate() {
-            let k0 = start + n * st;
-            let used = b.gather(features, k0..k0 + out.len() / c);
+        let mut sum = 0.0;
+        for k0 in (start..end).step_by(st) {
+            let k1 = (k0 + st).min(end);
+            let used = b.gather(features, k0..k1);
             net.forward(b, used);
-            for (r, row) in out.chunks_exact_mut(c).enumerate() {
-                for (v, s) in row.iter_mut().zip(b.s.chunks_exact(st)) {
-                    *v = s[r];
+            if let Some(out) = scores.as_deref_mut() {
+                for (r, row) in out[(k0 - start) * c..(k1 - start) * c].chunks_exact_mut(c).enumerate() {
+                    for (v, s) in row.iter_mut().zip(b.s.chunks_exact(st)) {
+                        *v = s[r];
+                    }
+                }
+            }
+            let Some(problem) = problem else { continue };
+            for r0 in (0..k1 - k0).step_by(BLOCK) {
+                let block = k0 + r0..(k0 + r0 + BLOCK).min(k1);
+                let n = block.len();
+                // Row by row into the running sum, as the loss's summation order says.
+                for loss in &b.block_losses::<false>(problem, r0, block, 1.0)[..n] {
+                    sum += loss;
                 }
             }
         }
+        sum
     }
-    dispatch!(generic, avx2, (net: &Net<'_>, features: Features<'_>, start: usize, b: &mut Rows, out: &mut [f64]) -> ());
-    dispatched(net, features, start, b, out)
+    dispatch!(generic, avx2, (net: &Net<'_>, features: Features<'_>, problem: Option<&Problem<'_>>, rows: (usize, usize), b: &mut Rows, scores: Option<&mut [f64]>) -> f64);
+    dispatched(net, features, problem, (start, end), b, scores)
 }
 
 /// `tanh x` to an absolute error below `4·10⁻¹⁶`, branch-free so that a loop over
