@@ -381,9 +381,16 @@ impl TreeBuilder {
             let block = &mut block[..bins * stride];
             block.fill(0.0);
             let column = &sample.bins[f * sample.rows..(f + 1) * sample.rows];
-            for (&r, s) in rows.iter().zip(ordered.chunks_exact(stride)) {
-                let b = column[r as usize] as usize;
-                block[b * stride..(b + 1) * stride].iter_mut().zip(s).for_each(|(h, v)| *h += v);
+            match stride {
+                // One output: Newton's `[g, h, w, 1]`, least squares' `[g, w, 1]`.
+                4 => accumulate::<4>(block, column, rows, ordered),
+                3 => accumulate::<3>(block, column, rows, ordered),
+                _ => {
+                    for (&r, s) in rows.iter().zip(ordered.chunks_exact(stride)) {
+                        let b = column[r as usize] as usize;
+                        block[b * stride..(b + 1) * stride].iter_mut().zip(s).for_each(|(h, v)| *h += v);
+                    }
+                }
             }
         };
         if rows.len() * self.active >= PARALLEL_HISTOGRAM_WORK {
@@ -470,6 +477,22 @@ impl TreeBuilder {
             }
         }
         best
+    }
+}
+
+/// Adds each row's `S` statistics (`ordered`, in the order of `rows`) to the
+/// bin of `block` its `column` entry names: the general loop of
+/// [`TreeBuilder::build_histogram`] with the stride a constant, so a row's
+/// update is one fixed-size add (the same additions in the same order).
+#[inline(always)]
+fn accumulate<const S: usize>(block: &mut [f64], column: &[u8], rows: &[u32], ordered: &[f64]) {
+    let (block, _) = block.as_chunks_mut::<S>();
+    let (ordered, _) = ordered.as_chunks::<S>();
+    for (&r, s) in rows.iter().zip(ordered) {
+        let h = &mut block[usize::from(column[r as usize])];
+        for k in 0..S {
+            h[k] += s[k];
+        }
     }
 }
 
