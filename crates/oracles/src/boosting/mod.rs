@@ -461,7 +461,13 @@ impl BoostingOracle {
                     tree.leaf_ranges.len(),
                     u8::MAX,
                 );
-                add_tree(&descent, &values, c, &sub_rows, d, &mut sub_scores, &mut sub_leaf);
+                // The subsample's rows are grouped by leaf already: no descent.
+                for (v, &(start, end)) in values.chunks_exact(c).zip(&tree.leaf_ranges) {
+                    for &r in &tree.order[start..end] {
+                        let r = r as usize;
+                        sub_scores[r * c..(r + 1) * c].iter_mut().zip(v).for_each(|(s, v)| *s += v);
+                    }
+                }
                 model.push_tree(tree, &edges, &values);
                 pending.push((descent, values.clone()));
             }
