@@ -166,7 +166,7 @@ pub enum OracleError {
     Optimizer(String),
     /// The group-index feature (the last one) of an indexed linear model's
     /// row is not an integer in `0..groups`.
-    #[error("row {row}: group index (last feature) is {value}; it must be an integer in 0..{groups}")]
+    #[error("row {row}: group index (last feature) is {value}; it must be {}", group_range(*groups))]
     GroupIndex {
         /// Row.
         row: usize,
@@ -175,4 +175,32 @@ pub enum OracleError {
         /// Groups of the model.
         groups: usize,
     },
+}
+
+/// What a group index must be: an integer in `0..groups`, or (`groups` =
+/// `usize::MAX`: counting the groups of a problem) any whole number ≥ 0.
+fn group_range(groups: usize) -> String {
+    if groups == usize::MAX { "a whole number ≥ 0".into() } else { format!("an integer in 0..{groups}") }
+}
+
+/// The most `f64` values an oracle allocates for one model's parameters or
+/// its optimiser's memory: 2^28 (2 GiB). A larger size comes from a typo in
+/// a hyper-parameter (or a problem far beyond this library's scale), and is
+/// refused before anything is allocated instead of aborting the process.
+pub const MAX_VALUES: usize = 1 << 28;
+
+/// `count` (`None` when computing it overflowed) if it is at most
+/// [`MAX_VALUES`]; else an invalid hyper-parameter `name`, saying that `what`
+/// would need `count` values.
+pub(crate) fn check_size(name: &'static str, count: Option<usize>, what: &str) -> Result<usize, OracleError> {
+    match count {
+        Some(n) if n <= MAX_VALUES => Ok(n),
+        _ => Err(OracleError::InvalidHyperParameter {
+            name,
+            reason: format!(
+                "{what} would need {} values, more than the {MAX_VALUES} (2 GiB) an oracle allocates",
+                count.map_or_else(|| "more than 2^64".to_string(), |n| n.to_string())
+            ),
+        }),
+    }
 }

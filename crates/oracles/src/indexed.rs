@@ -142,9 +142,11 @@ impl IndexedLinearModel {
 
     /// All weights zero (the cold start).
     pub fn zeros(dim: usize, groups: usize, classes: usize) -> Result<Self, OracleError> {
-        let n = groups.checked_mul(classes).and_then(|n| n.checked_mul(dim.saturating_sub(1))).ok_or_else(|| {
-            OracleError::InvalidHyperParameter { name: "groups", reason: format!("{groups} groups overflow") }
-        })?;
+        let n = crate::error::check_size(
+            "groups",
+            groups.checked_mul(classes).and_then(|n| n.checked_mul(dim.saturating_sub(1))),
+            &format!("{groups} groups × {classes} classes × {} features", dim.saturating_sub(1)),
+        )?;
         Self::new(dim, groups, classes, vec![0.0; n])
     }
 

@@ -329,7 +329,13 @@ impl MlpOracle {
         mut scores: Option<&mut [f64]>,
     ) -> Result<(Box<dyn Model>, FitLosses), OracleError> {
         self.validate()?;
-        let layout = self.layout(problem.dim(), problem.classes());
+        let (dim, classes) = (problem.dim(), problem.classes());
+        crate::error::check_size(
+            "hidden",
+            dim.checked_add(classes + 1).and_then(|n| n.checked_mul(self.hidden)).and_then(|n| n.checked_add(classes)),
+            &format!("{} hidden units over {dim} features and {classes} classes", self.hidden),
+        )?;
+        let layout = self.layout(dim, classes);
         let warm = downcast_warm::<MlpModel>(warm, KIND)?;
         let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed);
         let start = match warm {

@@ -43,6 +43,9 @@ const C2: f64 = 0.9;
 /// Function evaluations allowed to one line search.
 const MAX_LINE_SEARCH_EVALUATIONS: usize = 40;
 
+/// The most correction pairs [`LbfgsOptions::memory`] may keep (3–20 is usual).
+pub const MAX_MEMORY: usize = 1000;
+
 /// Settings of [`lbfgs_minimize`].
 ///
 /// ```
@@ -53,7 +56,7 @@ const MAX_LINE_SEARCH_EVALUATIONS: usize = 40;
 pub struct LbfgsOptions {
     /// Most iterations (accepted steps); at least 1.
     pub max_iterations: usize,
-    /// Number of `(s, y)` pairs kept for the two-loop recursion; at least 1.
+    /// Number of `(s, y)` pairs kept for the two-loop recursion; in `1..=`[`MAX_MEMORY`].
     pub memory: usize,
     /// Stop once the Euclidean norm of the gradient is at most this (absolute); `≥ 0`.
     pub gradient_tolerance: f64,
@@ -83,10 +86,10 @@ impl LbfgsOptions {
                 reason: "must be at least 1".to_string(),
             });
         }
-        if self.memory == 0 {
+        if !(1..=MAX_MEMORY).contains(&self.memory) {
             return Err(OracleError::InvalidHyperParameter {
                 name: "memory",
-                reason: "must be at least 1".to_string(),
+                reason: format!("must be between 1 and {MAX_MEMORY}, got {}", self.memory),
             });
         }
         if !(self.gradient_tolerance.is_finite() && self.gradient_tolerance >= 0.0) {
@@ -165,6 +168,11 @@ pub fn lbfgs_minimize<F: FnMut(&[f64], &mut [f64]) -> f64>(
 ) -> Result<LbfgsReport, OracleError> {
     opts.validate()?;
     let n = x.len();
+    crate::error::check_size(
+        "memory",
+        n.checked_mul(2 * opts.memory),
+        &format!("L-BFGS memory {} over {n} parameters", opts.memory),
+    )?;
     let mut g = vec![0.0; n];
     let mut fx = f(x, &mut g);
     let mut evaluations = 1;
@@ -571,6 +579,7 @@ mod tests {
         let bad = [
             ("max_iterations", LbfgsOptions { max_iterations: 0, ..Default::default() }),
             ("memory", LbfgsOptions { memory: 0, ..Default::default() }),
+            ("memory", LbfgsOptions { memory: MAX_MEMORY + 1, ..Default::default() }),
             ("gradient_tolerance", LbfgsOptions { gradient_tolerance: -1.0, ..Default::default() }),
             ("gradient_tolerance", LbfgsOptions { gradient_tolerance: f64::NAN, ..Default::default() }),
             ("relative_decrease_tolerance", LbfgsOptions { relative_decrease_tolerance: -1e-3, ..Default::default() }),
