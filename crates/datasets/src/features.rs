@@ -302,6 +302,40 @@ impl Standardizer {
         Ok(Self { mean, std })
     }
 
+    /// Checks what [`Standardizer::fit`] guarantees: `dim` means and as many
+    /// standard deviations, the means finite, the deviations finite and > 0
+    /// (`what` names the standardisation in the error).
+    ///
+    /// ```
+    /// use datasets::features::Standardizer;
+    /// let s = Standardizer { mean: vec![0.0, 1.0], std: vec![1.0, 2.0] };
+    /// assert!(s.validate(2, "unary").is_ok());
+    /// assert!(Standardizer { std: vec![1.0], ..s.clone() }.validate(2, "unary").is_err());
+    /// assert!(Standardizer { std: vec![1.0, -2.0], ..s }.validate(2, "unary").is_err());
+    /// ```
+    pub fn validate(&self, dim: usize, what: &str) -> Result<(), DatasetError> {
+        if self.mean.len() != dim || self.std.len() != dim {
+            return Err(DatasetError::config(
+                "standardizers",
+                format!(
+                    "{what}: {} means and {} standard deviations for {dim} features",
+                    self.mean.len(),
+                    self.std.len()
+                ),
+            ));
+        }
+        if let Some(k) = self.mean.iter().position(|m| !m.is_finite()) {
+            return Err(DatasetError::config("standardizers", format!("{what}: mean {k} is {}", self.mean[k])));
+        }
+        if let Some(k) = self.std.iter().position(|s| !(s.is_finite() && *s > 0.0)) {
+            return Err(DatasetError::config(
+                "standardizers",
+                format!("{what}: standard deviation {k} is {}; it must be finite and > 0", self.std[k]),
+            ));
+        }
+        Ok(())
+    }
+
     /// Standardises a block in place.
     pub fn apply(&self, block: &mut FeatureBlock) -> Result<(), DatasetError> {
         if block.dim != self.mean.len() {

@@ -562,6 +562,14 @@ where
 /// assert_eq!((small.width(), small.height()), (8, 4));
 /// assert_eq!(data.examples[0].graph.num_variables(), 32);
 /// ```
+/// The largest `max_side` a [`Pipeline`] may reduce to.
+pub const MAX_REDUCED_SIDE: usize = 4096;
+
+/// The most pixels [`Pipeline::dataset`] featurises (1024 × 1024): every
+/// pixel carries 42 features, its messages and beliefs, and each of its pairs
+/// a table over the label pairs, so a few GB at this size.
+pub const MAX_REDUCED_PIXELS: usize = 1 << 20;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Pipeline {
@@ -608,13 +616,15 @@ impl Pipeline {
         if self.classes.len() < 2 || self.colors.len() != self.classes.len() {
             return Err(DatasetError::config("classes", "at least two classes, one colour each"));
         }
-        if self.standardizers[0].mean.len() != UNARY_DIM || self.standardizers[1].mean.len() != PAIR_DIM {
-            return Err(DatasetError::config("standardizers", "dimensions do not match the features"));
-        }
+        self.standardizers[0].validate(UNARY_DIM, "unary")?;
+        self.standardizers[1].validate(PAIR_DIM, "pairs")?;
         match (self.max_side, self.scale) {
-            (Some(m), None) if m >= 2 => Ok(()),
+            (Some(m), None) if (2..=MAX_REDUCED_SIDE).contains(&m) => Ok(()),
             (None, Some(s)) if s.is_finite() && s > 0.0 && s <= 1.0 => Ok(()),
-            _ => Err(DatasetError::config("max_side/scale", "exactly one of max_side (≥ 2) or scale (0, 1] is needed")),
+            _ => Err(DatasetError::config(
+                "max_side/scale",
+                format!("exactly one of max_side (2..={MAX_REDUCED_SIDE}) or scale (0, 1] is needed"),
+            )),
         }
     }
 
@@ -634,6 +644,17 @@ impl Pipeline {
         self.validate()?;
         let (w, h) = photo.dimensions();
         let (h, w) = self.reduced_size(h as usize, w as usize);
+        if h * w > MAX_REDUCED_PIXELS {
+            return Err(DatasetError::config(
+                "max_side/scale",
+                format!(
+                    "{name}: reduced to {h} × {w} it would have {} pixels, more than the {MAX_REDUCED_PIXELS} a \
+                     prediction featurises (each pixel holds its features, beliefs and pair tables); shrink the \
+                     photograph first or lower the pipeline's max_side/scale",
+                    h * w
+                ),
+            ));
+        }
         let small = resize_rgb(photo, h, w);
         let (mut unary, mut pair) = image_features(&small, &self.features)?;
         self.standardizers[0].apply(&mut unary)?;
@@ -676,6 +697,39 @@ mod tests {
         assert_eq!(reduced_size(240, 320, 0.2), (48, 64));
         assert_eq!(reduced_size(3, 3, 0.1), (2, 2));
         assert_eq!(scale_for_max_side(200, 400, 32), 0.08);
+    }
+
+    #[test]
+    fn pipelines_refuse_reductions_too_large_to_featurise_and_bad_standardisations() {
+        use crate::features::{FeatureConfig, PAIR_DIM, Standardizer, UNARY_DIM};
+        let identity = |d: usize| Standardizer { mean: vec![0.0; d], std: vec![1.0; d] };
+        let pipeline = |max_side: usize, std: Standardizer| Pipeline {
+            dataset: "horses".into(),
+            max_side: Some(max_side),
+            scale: None,
+            features: FeatureConfig::default(),
+            standardizers: [std, identity(PAIR_DIM)],
+            pair_types: PairTypes::Shared,
+            classes: vec!["a".into(), "b".into()],
+            colors: vec![[0, 0, 0], [255, 255, 255]],
+        };
+        // 2048 × 1024 reduced to itself: 2^21 pixels, twice the limit.
+        let photo = RgbImage::new(2048, 1024);
+        let err = pipeline(2048, identity(UNARY_DIM)).dataset(&photo, "big").unwrap_err().to_string();
+        assert!(err.contains("big") && err.contains(&MAX_REDUCED_PIXELS.to_string()), "{err}");
+        // A 1 × 1 photo enlarged to max_side: refused by the side limit.
+        let err = pipeline(MAX_REDUCED_SIDE + 1, identity(UNARY_DIM))
+            .dataset(&RgbImage::new(1, 1), "dot")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("max_side"), "{err}");
+        let small = RgbImage::new(4, 4);
+        assert!(pipeline(4, identity(UNARY_DIM)).dataset(&small, "ok").is_ok());
+        for std in [vec![1.0; 3], vec![0.0; UNARY_DIM], vec![-1.0; UNARY_DIM], vec![f64::NAN; UNARY_DIM]] {
+            let s = Standardizer { mean: vec![0.0; UNARY_DIM], std: std.clone() };
+            let err = pipeline(4, s).dataset(&small, "ok").unwrap_err().to_string();
+            assert!(err.contains("standard deviation"), "{std:?}: {err}");
+        }
     }
 
     #[test]
