@@ -246,7 +246,10 @@ fn run() -> Result<()> {
         Command::OracleFit { dir, oracle, repeat, seed, threads } => {
             let opts = oracle_fit::Options { dir, oracle, repeat, seed };
             match threads {
-                Some(n) => rayon::ThreadPoolBuilder::new().num_threads(n).build()?.install(|| oracle_fit::run(&opts)),
+                Some(n) => {
+                    let n = structlearn::threads::checked_thread_count(n).map_err(anyhow::Error::msg)?;
+                    rayon::ThreadPoolBuilder::new().num_threads(n).build()?.install(|| oracle_fit::run(&opts))
+                }
                 None => oracle_fit::run(&opts),
             }
         }
@@ -276,7 +279,7 @@ fn run() -> Result<()> {
             set,
         } => {
             if let Some(n) = threads {
-                anyhow::ensure!(n >= 1, "--threads must be at least 1");
+                let n = structlearn::threads::checked_thread_count(n).map_err(anyhow::Error::msg)?;
                 rayon::ThreadPoolBuilder::new().num_threads(n).build_global()?;
             }
             let scale = if quick {

@@ -30,6 +30,13 @@ pub struct Options {
     pub seed: u64,
 }
 
+/// The most zero biases (`rows × classes`, 2 GiB of `f64`) created for a
+/// problem without `bias.f64`; every other array's size is that of its file.
+const MAX_ZERO_BIAS: usize = 1 << 28;
+
+/// The most fits `--repeat` asks for.
+const MAX_REPEAT: usize = 1000;
+
 /// A problem read from raw arrays.
 struct RawProblem {
     rows: usize,
@@ -65,16 +72,31 @@ fn load(dir: &Path) -> Result<RawProblem> {
     let [rows, dim, classes] = numbers[..] else {
         bail!("{}: expected three numbers `rows dim classes`, found {}", shape_path.display(), numbers.len());
     };
-    let x = f64s(&read_array(&dir.join("x.f64"), rows.checked_mul(dim).context("shape too large")?, 8)?);
+    let too_large =
+        |what: &str| format!("{}: {rows} × {what} values overflow this machine's sizes", shape_path.display());
+    // Labels are u32, so no problem stored here has more classes.
+    if classes > 1 << 32 {
+        bail!("{}: {classes} classes, but labels.u32 holds labels below 2^32", shape_path.display());
+    }
+    let x = f64s(&read_array(&dir.join("x.f64"), rows.checked_mul(dim).with_context(|| too_large("dim"))?, 8)?);
     let labels = read_array(&dir.join("labels.u32"), rows, 4)?
         .chunks_exact(4)
         .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
         .collect();
     let bias_path = dir.join("bias.f64");
+    let entries = rows.checked_mul(classes).with_context(|| too_large("classes"))?;
     let bias = if bias_path.exists() {
-        f64s(&read_array(&bias_path, rows.checked_mul(classes).context("shape too large")?, 8)?)
+        f64s(&read_array(&bias_path, entries, 8)?)
     } else {
-        vec![0.0; rows * classes]
+        // Zero biases are not in a file, so their size is bounded here instead.
+        if entries > MAX_ZERO_BIAS {
+            bail!(
+                "{}: {rows} rows × {classes} classes is more than the {MAX_ZERO_BIAS} zero biases created without a \
+                 bias.f64; write the biases to bias.f64 (rows × classes little-endian f64)",
+                shape_path.display()
+            );
+        }
+        vec![0.0; entries]
     };
     Ok(RawProblem { rows, dim, classes, x, labels, bias })
 }
@@ -84,14 +106,18 @@ pub fn run(opts: &Options) -> Result<()> {
     let spec: serde_json::Value =
         serde_json::from_str(&opts.oracle).with_context(|| format!("--oracle `{}` is not JSON", opts.oracle))?;
     let oracle = oracle_from_json(&spec)?;
+    if !(1..=MAX_REPEAT).contains(&opts.repeat) {
+        bail!("--repeat {}: must be between 1 and {MAX_REPEAT}", opts.repeat);
+    }
     let raw = load(&opts.dir)?;
-    let features = Features::new(&raw.x, raw.rows, raw.dim).context("x.f64")?;
+    let features =
+        Features::new(&raw.x, raw.rows, raw.dim).with_context(|| opts.dir.join("x.f64").display().to_string())?;
     let problem = Problem::new(features, &raw.labels, &raw.bias, raw.classes, None)
         .with_context(|| format!("{}: not a valid problem", opts.dir.display()))?;
     let mut wall = Vec::with_capacity(opts.repeat);
     let mut cpu = Vec::with_capacity(opts.repeat);
     let mut loss = f64::NAN;
-    for _ in 0..opts.repeat.max(1) {
+    for _ in 0..opts.repeat {
         let (t0, c0) = (Instant::now(), crate::bench_scale::cpu_seconds());
         let model = oracle.fit(&problem, None, FitContext { seed: opts.seed })?;
         wall.push(t0.elapsed().as_secs_f64());
@@ -147,5 +173,28 @@ mod tests {
         assert!(err.contains("x.f64") && err.contains("64"), "{err}");
         write(dir.path(), "shape.txt", b"4 2\n");
         assert!(load(dir.path()).is_err());
+    }
+
+    #[test]
+    fn shapes_that_would_allocate_beyond_the_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let x: Vec<u8> = [0.5f64, 1.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        write(dir.path(), "x.f64", &x);
+        write(dir.path(), "labels.u32", &[0; 8]);
+        // Classes beyond the u32 labels, zero biases beyond the limit, a product that overflows.
+        for (shape, expected) in [
+            ("2 1 1000000000000", "labels below 2^32"),
+            ("2 1 4294967296", "zero biases"),
+            ("2 1 9223372036854775808", "labels below 2^32"),
+        ] {
+            write(dir.path(), "shape.txt", shape.as_bytes());
+            let err = load(dir.path()).err().unwrap().to_string();
+            assert!(err.contains("shape.txt") && err.contains(expected), "{shape}: {err}");
+        }
+        write(dir.path(), "shape.txt", b"2 1 2");
+        let opts = |repeat| Options { dir: dir.path().into(), oracle: r#"{"kind":"linear"}"#.into(), repeat, seed: 0 };
+        for repeat in [0, MAX_REPEAT + 1] {
+            assert!(run(&opts(repeat)).unwrap_err().to_string().contains("--repeat"));
+        }
     }
 }

@@ -1,15 +1,14 @@
 //! Command-line value parsers that reject bad numbers with a message naming
 //! the option's meaning, and error printing that shows each cause once.
 
-/// Smallest and largest entropy weight `ε` the command line accepts. Outside
-/// this range `θ/ε` or `ε·ln|Y|` leave the range where double precision keeps
-/// the smoothed dual accurate (at `ε = 1e308` it overflows to NaN).
+/// Smallest and largest entropy weight `ε` the command line accepts: those
+/// training accepts ([`structlearn::train::EPSILON_RANGE`]).
 ///
 /// ```
 /// let (lo, hi) = structlearn_cli::EPS_RANGE;
 /// assert!(lo > 0.0 && hi.is_finite());
 /// ```
-pub const EPS_RANGE: (f64, f64) = (1e-6, 1e6);
+pub const EPS_RANGE: (f64, f64) = structlearn::train::EPSILON_RANGE;
 
 /// Parses an entropy weight `ε`: a number in [`EPS_RANGE`].
 ///

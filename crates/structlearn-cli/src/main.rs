@@ -156,7 +156,7 @@ struct PredictImageArgs {
     #[arg(long, default_value_t = 300)]
     iterations: usize,
     /// Stop once the largest violation is below this.
-    #[arg(long, default_value_t = 1e-4)]
+    #[arg(long, default_value_t = 1e-4, allow_hyphen_values = true, value_parser = parse_tolerance)]
     tolerance: f64,
 }
 
@@ -168,6 +168,7 @@ fn predict_image(args: PredictImageArgs) -> Result<()> {
     let pipeline = datasets::photos::Pipeline::load(&pipeline_path)
         .context("reading the feature pipeline (give it with --pipeline)")?;
     let model = StructuredModel::load(&args.model, &ModelRegistry::with_builtin())?;
+    structlearn::files::check_writable(&args.output)?;
     let photo = datasets::image::load_rgb(&args.image)?;
     let name = args.image.file_stem().map_or("image".into(), |s| s.to_string_lossy().into_owned());
     let (data, small) = pipeline.dataset(&photo, &name)?;
@@ -221,9 +222,7 @@ fn main() {
 fn run(cli: Cli) -> Result<()> {
     let verbosity = Verbosity::from_flags(cli.quiet, cli.verbose);
     if let Some(n) = cli.threads {
-        if n == 0 {
-            bail!("--threads must be at least 1");
-        }
+        let n = structlearn::threads::checked_thread_count(n).map_err(anyhow::Error::msg)?;
         rayon::ThreadPoolBuilder::new().num_threads(n).build_global().context("--threads: starting the thread pool")?;
     }
     match cli.command {
@@ -240,7 +239,8 @@ fn run(cli: Cli) -> Result<()> {
             structlearn::files::check_writable(&output)?;
             let opts = PredictOptions { iterations, tolerance: Some(tolerance) };
             let start = std::time::Instant::now();
-            let predictions = report::predict_all(&model, &data, &opts, "predict", verbosity)?;
+            let predictions = report::predict_all(&model, &data, &opts, "predict", verbosity)
+                .with_context(|| format!("predicting {} with {}", data_path.display(), model_path.display()))?;
             let out: Vec<serde_json::Value> = predictions
                 .iter()
                 .zip(&data.examples)
@@ -267,7 +267,7 @@ fn run(cli: Cli) -> Result<()> {
                     model_path.display(),
                     structlearn_cli::human_duration(start.elapsed().as_secs_f64())
                 );
-                if (0..data.len()).all(|k| data.labels(k).is_ok()) {
+                if (0..data.len()).all(|k| data.labels(k).is_ok()) && data.labelled_variables() > 0 {
                     let m = ConfusionMatrix::from_predictions(&data, &predictions)?;
                     eprintln!(
                         "labels present: error {:.6}, mean IoU {}",
@@ -292,13 +292,25 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Eval { model, data, iterations, tolerance, json } => {
-            let model = StructuredModel::load(&model, &ModelRegistry::with_builtin())?;
-            let data = Dataset::load(&data)?;
+            if let Some(json) = &json {
+                structlearn::files::check_writable(json)?;
+            }
+            let model_path = model;
+            let model = StructuredModel::load(&model_path, &ModelRegistry::with_builtin())?;
+            let data_path = data;
+            let data = Dataset::load(&data_path)?;
             for k in 0..data.len() {
-                data.labels(k)?;
+                data.labels(k).with_context(|| data_path.display().to_string())?;
+            }
+            if data.labelled_variables() == 0 {
+                bail!(
+                    "{}: no labelled variables (no examples, or every label unknown): there is nothing to evaluate",
+                    data_path.display()
+                );
             }
             let opts = PredictOptions { iterations, tolerance: Some(tolerance) };
-            let predictions = report::predict_all(&model, &data, &opts, "eval", verbosity)?;
+            let predictions = report::predict_all(&model, &data, &opts, "eval", verbosity)
+                .with_context(|| format!("evaluating {} on {}", model_path.display(), data_path.display()))?;
             let metrics = ConfusionMatrix::from_predictions(&data, &predictions)?.report();
             let (converged, worst) = report::convergence(&predictions);
             print!("{}", report::metrics_text(&metrics));
@@ -507,7 +519,7 @@ struct TrainArgs {
     #[arg(long, value_name = "N", requires = "validation")]
     patience: Option<usize>,
     /// With --patience: least decrease of the validation error that counts as an improvement.
-    #[arg(long, default_value_t = 0.0, requires = "patience")]
+    #[arg(long, default_value_t = 0.0, requires = "patience", allow_hyphen_values = true)]
     min_delta: f64,
     /// Checkpoint file, written after every learning iteration.
     #[arg(long)]
@@ -521,7 +533,7 @@ fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
     let data = Dataset::load(&a.data).context("training set")?;
     let validation = a.validation.as_deref().map(Dataset::load).transpose().context("validation set")?;
     // Outputs are checked before any learning iteration, not found unwritable after the last.
-    for out in [Some(&a.model), a.checkpoint.as_ref()].into_iter().flatten() {
+    for out in [Some(&a.model), a.checkpoint.as_ref(), a.curve.as_ref(), a.curve_png.as_ref()].into_iter().flatten() {
         structlearn::files::check_writable(out)?;
     }
     let (mut config, mut oracle_specs) = match &a.config {
@@ -537,11 +549,14 @@ fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
                 Some(t) => serde_json::from_value(t.clone()).with_context(|| format!("{}: `train`", p.display()))?,
                 None => TrainConfig::default(),
             };
-            let specs: Vec<(String, serde_json::Value)> = obj
-                .get("oracles")
-                .and_then(|o| o.as_object())
-                .map(|o| o.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-                .unwrap_or_default();
+            let specs: Vec<(String, serde_json::Value)> = match obj.get("oracles") {
+                None => Vec::new(),
+                Some(serde_json::Value::Object(o)) => o.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                Some(other) => bail!(
+                    "{}: `oracles` must be an object {{\"FACTOR TYPE\": {{\"kind\": …}}}}, not {other}",
+                    p.display()
+                ),
+            };
             (config, specs)
         }
         None => (TrainConfig::default(), Vec::new()),

@@ -317,6 +317,33 @@ impl Dataset {
         self.ignored(k).is_none_or(|m| !m[i])
     }
 
+    /// Number of variables with a known label, over the examples that have
+    /// labels: what an error rate on this set divides by.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+    /// let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
+    /// let example = Example {
+    ///     name: "pair".into(),
+    ///     graph,
+    ///     labels: Some(vec![0, 1]),
+    ///     features: vec![FeatureBlock { dim: 1, values: vec![1.0; 2] }, FeatureBlock { dim: 1, values: vec![1.0] }],
+    /// };
+    /// let types = vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)];
+    /// let mut data = Dataset::new(types, vec![example.clone(), example]).unwrap();
+    /// assert_eq!(data.labelled_variables(), 4);
+    /// data.set_ignored(0, Some(vec![true, false])).unwrap();
+    /// data.set_ignored(1, Some(vec![true, true])).unwrap();
+    /// assert_eq!(data.labelled_variables(), 1);
+    /// ```
+    pub fn labelled_variables(&self) -> usize {
+        (0..self.len())
+            .filter(|&k| self.examples[k].labels.is_some())
+            .map(|k| (0..self.examples[k].graph.num_variables()).filter(|&i| self.is_labelled(k, i)).count())
+            .sum()
+    }
+
     /// Number of examples.
     pub fn len(&self) -> usize {
         self.examples.len()

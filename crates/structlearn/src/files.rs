@@ -109,6 +109,9 @@ pub fn write_atomic_with(
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
+    if path.is_dir() {
+        return Err(std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a folder, not a file"));
+    }
     let name = path
         .file_name()
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names a folder, not a file"))?;

@@ -25,6 +25,7 @@ pub mod objective;
 pub mod observer;
 pub mod oracle_config;
 pub mod perceptron;
+pub mod threads;
 pub mod train;
 
 pub use data::{Dataset, DatasetFile, Example, ExampleRecord, FactorTypeInfo, FeatureBlock};

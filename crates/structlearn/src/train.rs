@@ -119,6 +119,18 @@ pub struct CheckpointConfig {
     pub every: usize,
 }
 
+/// Smallest and largest entropy weight `ε` (of [`TrainConfig::epsilon`] and
+/// every [`TrainConfig::type_epsilon`]) training accepts. Outside this range
+/// `θ/ε` or `ε·ln|Y|` leave the range where double precision keeps the
+/// smoothed dual accurate (at `ε = 1e308` it overflows to NaN; at `1e-300`
+/// every message underflows).
+///
+/// ```
+/// let (lo, hi) = structlearn::train::EPSILON_RANGE;
+/// assert!(lo > 0.0 && hi.is_finite());
+/// ```
+pub const EPSILON_RANGE: (f64, f64) = (1e-6, 1e6);
+
 /// Default [`TrainConfig::message_passing_tolerance`]: a violation of `1e-6`
 /// changes the learning objective by far less than one fit does, and on the
 /// denoising and Stanford-shaped benchmarks most examples reach it within a
@@ -251,9 +263,10 @@ impl TrainConfig {
             .iter()
             .map(|ft| self.type_epsilon.iter().rev().find(|(n, _)| *n == ft.name).map_or(self.epsilon, |(_, e)| *e))
             .collect();
-        if let Some((t, e)) = eps.iter().enumerate().find(|(_, e)| !(**e > 0.0 && e.is_finite())) {
+        let (lo, hi) = EPSILON_RANGE;
+        if let Some((t, e)) = eps.iter().enumerate().find(|(_, e)| !(lo..=hi).contains(*e)) {
             return Err(LearnError::Config(format!(
-                "epsilon of factor type `{}` is {e}; it must be > 0 and finite",
+                "epsilon of factor type `{}` is {e:e}; it must be between {lo:e} and {hi:e}",
                 data.factor_types[t].name
             )));
         }
@@ -1094,7 +1107,15 @@ impl<'a> Trainer<'a> {
             let model = self.model()?;
             let check = || {
                 model.check_dataset(v)?;
-                (0..v.len()).try_for_each(|k| v.labels(k).map(|_| ()))
+                (0..v.len()).try_for_each(|k| v.labels(k).map(|_| ()))?;
+                if v.labelled_variables() == 0 {
+                    return Err(LearnError::Config(
+                        "it has no labelled variables (no examples, or every label unknown), so its error is \
+                         undefined"
+                            .into(),
+                    ));
+                }
+                Ok(())
             };
             check().map_err(|e| LearnError::Validation(Box::new(e)))?;
         }

@@ -1,0 +1,190 @@
+//! Regressions of a hostile-input review of the command line: values that
+//! used to abort the process, hang it, or give a score for nothing now give
+//! errors naming the option, the file and the limit.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_structlearn");
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).env("RAYON_NUM_THREADS", "2").output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Asserts `o` failed with a plain error (exit code 1, not a panic or an
+/// abort) whose text contains every one of `parts`.
+fn refused(o: &Output, parts: &[&str]) {
+    let e = stderr(o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.starts_with("error: ") && !e.contains("panicked"), "{e}");
+    for p in parts {
+        assert!(e.contains(p), "`{p}` missing from: {e}");
+    }
+}
+
+/// A small training set with 4 examples, saved as `name`.
+fn data_file(dir: &Path, name: &str, data: &structlearn::Dataset) -> PathBuf {
+    let path = dir.join(name);
+    data.save(&path).unwrap();
+    path
+}
+
+fn train_model(dir: &Path) -> (PathBuf, PathBuf) {
+    let data = data_file(dir, "train.sld", &structlearn_fuzz::seeds::dataset(4, 3, 4, 9));
+    let model = dir.join("m.slm");
+    let o = run(&[
+        "train",
+        "-q",
+        "--data",
+        data.to_str().unwrap(),
+        "--model",
+        model.to_str().unwrap(),
+        "--oracle",
+        "unary=linear",
+        "--oracle",
+        "pairwise=linear",
+        "--iterations",
+        "1",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    (data, model)
+}
+
+#[test]
+fn thread_counts_far_beyond_the_machine_are_refused() {
+    for n in ["100000", "18446744073709551615"] {
+        let o = run(&["--threads", n, "infer", "missing.uai"]);
+        refused(&o, &[&format!("--threads {n}"), "must be between 1 and"]);
+    }
+}
+
+#[test]
+fn sets_without_labelled_variables_are_not_perfect_scores() {
+    let dir = tempfile::tempdir().unwrap();
+    let (train, model) = train_model(dir.path());
+    let mut unknown = structlearn_fuzz::seeds::dataset(2, 3, 4, 1);
+    for k in 0..unknown.len() {
+        let n = unknown.examples[k].graph.num_variables();
+        unknown.set_ignored(k, Some(vec![true; n])).unwrap();
+    }
+    let unknown = data_file(dir.path(), "unknown.sld", &unknown);
+    let o = run(&["eval", "--model", model.to_str().unwrap(), "--data", unknown.to_str().unwrap()]);
+    refused(&o, &["unknown.sld", "no labelled variables"]);
+    let o = run(&[
+        "train",
+        "-q",
+        "--data",
+        train.to_str().unwrap(),
+        "--model",
+        dir.path().join("t.slm").to_str().unwrap(),
+        "--oracle",
+        "unary=linear",
+        "--oracle",
+        "pairwise=linear",
+        "--validation",
+        unknown.to_str().unwrap(),
+        "--patience",
+        "2",
+        "--iterations",
+        "3",
+    ]);
+    refused(&o, &["validation set", "no labelled variables"]);
+}
+
+#[test]
+fn configuration_files_get_the_command_lines_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_file(dir.path(), "train.sld", &structlearn_fuzz::seeds::dataset(2, 3, 4, 9));
+    let model = dir.path().join("m.slm");
+    let config = dir.path().join("config.json");
+    let train = |text: &str| {
+        std::fs::write(&config, text).unwrap();
+        run(&[
+            "train",
+            "-q",
+            "--data",
+            data.to_str().unwrap(),
+            "--model",
+            model.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "--oracle",
+            "unary=linear",
+            "--oracle",
+            "pairwise=linear",
+            "--iterations",
+            "1",
+        ])
+    };
+    for eps in ["1e-300", "1e300"] {
+        let o = train(&format!(r#"{{"train": {{"epsilon": {eps}}}}}"#));
+        refused(&o, &["epsilon", "between 1e-6 and 1e6"]);
+    }
+    let o = train(r#"{"train": {"type_epsilon": [["unary", 1e300]]}}"#);
+    refused(&o, &["epsilon of factor type `unary`", "between 1e-6 and 1e6"]);
+    let o = train(r#"{"oracles": [1, 2]}"#);
+    refused(&o, &["config.json", "`oracles` must be an object"]);
+    assert!(!model.exists());
+}
+
+#[test]
+fn oversized_oracle_settings_are_errors_not_aborts() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_file(dir.path(), "train.sld", &structlearn_fuzz::seeds::dataset(2, 3, 4, 9));
+    for (oracle, name) in [
+        ("unary=mlp:hidden=100000000000", "hidden"),
+        ("unary=linear:lbfgs.memory=1000000000000", "memory"),
+        ("unary=indexed-linear:groups=100000000000", "groups"),
+    ] {
+        let o = run(&[
+            "train",
+            "-q",
+            "--data",
+            data.to_str().unwrap(),
+            "--model",
+            dir.path().join("m.slm").to_str().unwrap(),
+            "--oracle",
+            oracle,
+            "--oracle",
+            "pairwise=zero",
+            "--iterations",
+            "1",
+        ]);
+        refused(&o, &[&format!("`{name}`")]);
+    }
+}
+
+#[test]
+fn folders_given_as_output_files_are_refused_before_the_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, model) = train_model(dir.path());
+    let folder = dir.path().to_str().unwrap();
+    let o = run(&["eval", "--model", model.to_str().unwrap(), "--data", data.to_str().unwrap(), "--json", folder]);
+    refused(&o, &["is a folder, not a file"]);
+    assert!(o.stdout.is_empty(), "eval ran before refusing its output");
+    let o = run(&[
+        "train",
+        "-q",
+        "--data",
+        data.to_str().unwrap(),
+        "--model",
+        dir.path().join("t.slm").to_str().unwrap(),
+        "--curve-png",
+        folder,
+    ]);
+    refused(&o, &["is a folder, not a file"]);
+    assert!(!dir.path().join("t.slm").exists());
+}
+
+#[test]
+fn predict_image_checks_its_tolerance_like_the_other_commands() {
+    for tol in ["nan", "0", "-1", "inf"] {
+        let o = run(&["predict-image", "--model", "m", "--image", "i.png", "--output", "o.png", "--tolerance", tol]);
+        assert_eq!(o.status.code(), Some(2), "--tolerance {tol}: {}", stderr(&o));
+        assert!(stderr(&o).contains("tolerance (largest marginalisation violation)"), "{}", stderr(&o));
+    }
+}
