@@ -111,6 +111,10 @@ pub struct RegionGraphSpec {
 pub struct RegionGraphBuilder {
     spec: RegionGraphSpec,
     by_variables: HashMap<Vec<usize>, usize>,
+    /// Each region's variables, sorted: an edge's subset test is a binary
+    /// search per child variable, not a scan of the parent per child variable
+    /// (which made a region of k variables and its k singleton children O(k²)).
+    sorted_variables: Vec<Vec<usize>>,
     edge_set: HashMap<(usize, usize), usize>,
 }
 
@@ -123,6 +127,7 @@ impl RegionGraphBuilder {
         Ok(Self {
             spec: RegionGraphSpec { cardinalities, factor_types: Vec::new(), regions: Vec::new(), edges: Vec::new() },
             by_variables: HashMap::new(),
+            sorted_variables: Vec::new(),
             edge_set: HashMap::new(),
         })
     }
@@ -170,7 +175,8 @@ impl RegionGraphBuilder {
         if let Some(&first) = self.by_variables.get(&sorted) {
             return Err(GraphError::DuplicateRegion { first, second: region, variables: sorted });
         }
-        self.by_variables.insert(sorted, region);
+        self.by_variables.insert(sorted.clone(), region);
+        self.sorted_variables.push(sorted);
         self.spec.regions.push(RegionSpec { variables: variables.to_vec(), factor_type });
         Ok(region)
     }
@@ -191,10 +197,11 @@ impl RegionGraphBuilder {
                 return Err(GraphError::UnknownRegion { parent, child, region, num_regions });
             }
         }
-        let pv = &self.spec.regions[parent].variables;
+        let sorted_parent = &self.sorted_variables[parent];
         let cv = &self.spec.regions[child].variables;
-        if cv.len() >= pv.len() || !cv.iter().all(|v| pv.contains(v)) {
-            return Err(GraphError::NotSubset { parent, child, parent_vars: pv.clone(), child_vars: cv.clone() });
+        if cv.len() >= sorted_parent.len() || !cv.iter().all(|v| sorted_parent.binary_search(v).is_ok()) {
+            let parent_vars = self.spec.regions[parent].variables.clone();
+            return Err(GraphError::NotSubset { parent, child, parent_vars, child_vars: cv.clone() });
         }
         if self.edge_set.contains_key(&(parent, child)) {
             return Err(GraphError::DuplicateEdge { parent, child });
@@ -286,19 +293,15 @@ impl RegionGraphSpec {
     /// assert_eq!(g.spec().flat_len(), Some(12 + 36 + 8 * 12));
     /// ```
     pub fn flat_len(&self) -> Option<usize> {
-        let configs = |r: usize| -> Option<usize> {
-            self.regions
-                .get(r)?
-                .variables
-                .iter()
-                .try_fold(1usize, |acc, &v| acc.checked_mul(*self.cardinalities.get(v)?))
-        };
-        let mut total = 0usize;
-        for r in 0..self.regions.len() {
-            total = total.checked_add(configs(r)?)?;
-        }
+        // Each region's count once (O(its variables)), then O(1) per edge.
+        let configs = self
+            .regions
+            .iter()
+            .map(|r| r.variables.iter().try_fold(1usize, |acc, &v| acc.checked_mul(*self.cardinalities.get(v)?)))
+            .collect::<Option<Vec<usize>>>()?;
+        let mut total = configs.iter().try_fold(0usize, |acc, &c| acc.checked_add(c))?;
         for &(p, c) in &self.edges {
-            total = total.checked_add(configs(p)?)?.checked_add(configs(c)?)?;
+            total = total.checked_add(*configs.get(p)?)?.checked_add(*configs.get(c)?)?;
         }
         Some(total)
     }
@@ -355,31 +358,55 @@ impl RegionGraph {
         // the child in its pair), which keeps the graph small for many labels.
         let mut interned: HashMap<Vec<u32>, usize> = HashMap::new();
         let mut map = Vec::new();
+        // A parent's variables with more than one label, as (variable,
+        // cardinality). Variables of cardinality 1 are always at label 0 and
+        // move no index, and there are at most 28 others (a region has at most
+        // 2^28 configurations), so an edge costs O(its child's variables + its
+        // parent's configurations). For a wide parent the list is computed
+        // once and kept for all its edges: a region of k variables with k
+        // singleton children costs O(k), not O(k²).
+        let moving_of = |p: usize| {
+            spec.regions[p].variables.iter().map(|&v| (v, spec.cardinalities[v])).filter(|&(_, card)| card > 1)
+        };
+        let mut wide: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
+        let mut narrow = Vec::new();
+        let mut digits = Vec::new();
+        let mut counter = Vec::new();
         for &(p, c) in &spec.edges {
             edge_parent.push(p);
             edge_child.push(c);
-            let pv = &spec.regions[p].variables;
             let cv = &spec.regions[c].variables;
-            // Stride, in the child's index, of each parent variable (0 if absent).
+            let parent_moving = if spec.regions[p].variables.len() > 16 {
+                &*wide.entry(p).or_insert_with(|| moving_of(p).collect())
+            } else {
+                narrow.clear();
+                narrow.extend(moving_of(p));
+                &narrow
+            };
+            // Stride, in the child's index, of each moving parent variable (0 if absent).
             let child_strides = strides(cv, &spec.cardinalities);
-            let contrib: Vec<usize> =
-                pv.iter().map(|v| cv.iter().position(|w| w == v).map_or(0, |j| child_strides[j])).collect();
-            let cards: Vec<usize> = pv.iter().map(|&v| spec.cardinalities[v]).collect();
-            let mut digits = vec![0usize; pv.len()];
+            digits.clear();
+            digits.extend(
+                parent_moving
+                    .iter()
+                    .map(|&(v, card)| (card, cv.iter().position(|&w| w == v).map_or(0, |j| child_strides[j]))),
+            );
+            counter.clear();
+            counter.resize(digits.len(), 0usize);
             let mut child_index = 0usize;
-            let parent_configs: usize = cards.iter().product();
+            let parent_configs = config_offsets[p + 1] - config_offsets[p];
             map.clear();
             for _ in 0..parent_configs {
                 map.push(child_index as u32);
                 // Increment the mixed-radix counter, last digit fastest.
-                for i in (0..digits.len()).rev() {
-                    digits[i] += 1;
-                    child_index += contrib[i];
-                    if digits[i] < cards[i] {
+                for (i, &(card, contrib)) in digits.iter().enumerate().rev() {
+                    counter[i] += 1;
+                    child_index += contrib;
+                    if counter[i] < card {
                         break;
                     }
-                    child_index -= contrib[i] * cards[i];
-                    digits[i] = 0;
+                    child_index -= contrib * card;
+                    counter[i] = 0;
                 }
             }
             let start = match interned.get(map.as_slice()) {
@@ -392,7 +419,7 @@ impl RegionGraph {
                 }
             };
             map_starts.push(start);
-            let child_configs: usize = cv.iter().map(|&v| spec.cardinalities[v]).product();
+            let child_configs = config_offsets[c + 1] - config_offsets[c];
             message_offsets.push(message_offsets.last().copied().unwrap_or(0) + child_configs);
         }
         let (parent_start, parent_edges) = csr(nr, edge_child.iter().copied());

@@ -190,13 +190,19 @@ impl UaiModel {
         }
         let nf = t.usize("number of factors")?;
         let mut scopes = Vec::with_capacity(nf.min(t.remaining()));
+        // `in_scope[v] == f + 1` while factor `f`'s scope is read and names `v`:
+        // a repeat is found in O(1), so a scope of k variables costs O(k), not O(k²).
+        let mut in_scope = vec![0usize; n];
         for f in 0..nf {
             let size = t.usize(&format!("scope size of factor {f}"))?;
             let mut scope = Vec::with_capacity(size.min(t.remaining()));
             for _ in 0..size {
                 let (line, tok) = t.next(&format!("variable of factor {f}'s scope"))?;
                 match tok.parse::<usize>() {
-                    Ok(v) if v < n && !scope.contains(&v) => scope.push(v),
+                    Ok(v) if v < n && in_scope[v] != f + 1 => {
+                        in_scope[v] = f + 1;
+                        scope.push(v);
+                    }
                     _ => {
                         return Err(UaiError::Parse {
                             line,
@@ -354,26 +360,34 @@ impl UaiModel {
 
 /// `map[k]` = configuration index in region `r` of the configuration with table
 /// index `k` under the variable order `scope` (a permutation of the region's variables).
+///
+/// Variables of cardinality 1 are always at label 0 and move no index, so only
+/// the others (at most 28 of them: a table has at most 2^28 entries) take
+/// part in the mixed-radix count; a scope of k variables costs O(k + entries),
+/// not O(k²).
 fn table_to_region_map(graph: &RegionGraph, r: usize, scope: &[usize]) -> Vec<usize> {
     let region_vars = graph.region_variables(r);
     let region_strides = strides(region_vars, graph.cardinalities());
-    let contrib: Vec<usize> =
-        scope.iter().map(|v| region_strides[region_vars.iter().position(|w| w == v).unwrap_or(0)]).collect();
-    let cards: Vec<usize> = scope.iter().map(|&v| graph.cardinality(v)).collect();
-    let total: usize = cards.iter().product();
+    // (cardinality, stride in the region) of the scope's variables with more than one label.
+    let digits: Vec<(usize, usize)> = scope
+        .iter()
+        .filter(|&&v| graph.cardinality(v) > 1)
+        .map(|&v| (graph.cardinality(v), region_strides[region_vars.iter().position(|&w| w == v).unwrap_or(0)]))
+        .collect();
+    let total: usize = digits.iter().map(|&(c, _)| c).product();
     let mut map = Vec::with_capacity(total);
-    let mut digits = vec![0usize; scope.len()];
+    let mut count = vec![0usize; digits.len()];
     let mut idx = 0usize;
     for _ in 0..total {
         map.push(idx);
-        for i in (0..digits.len()).rev() {
-            digits[i] += 1;
-            idx += contrib[i];
-            if digits[i] < cards[i] {
+        for (i, &(card, contrib)) in digits.iter().enumerate().rev() {
+            count[i] += 1;
+            idx += contrib;
+            if count[i] < card {
                 break;
             }
-            idx -= contrib[i] * cards[i];
-            digits[i] = 0;
+            idx -= contrib * card;
+            count[i] = 0;
         }
     }
     map

@@ -120,3 +120,48 @@ proptest! {
         prop_assert_eq!(UaiModel::parse(&back.to_uai_string()).unwrap(), m);
     }
 }
+
+/// A factor over 20 000 variables: parsing (the repeated-variable check) and
+/// conversion (the table-to-region map) used to be O(k²) in the scope size.
+#[test]
+fn a_factor_over_20000_variables_loads() {
+    let k = 20_000;
+    let mut cards = vec!["1"; k];
+    cards[3] = "2";
+    cards[k - 2] = "3";
+    let scope: Vec<String> = (0..k).rev().map(|v| v.to_string()).collect();
+    let text = format!("MARKOV\n{k}\n{}\n1\n{k} {}\n6\n1 2 3 4 5 6\n", cards.join(" "), scope.join(" "));
+    let m = UaiModel::parse(&text).unwrap();
+    assert_eq!(m.factors[0].scope.len(), k);
+    let rm = m.to_region_graph().unwrap();
+    let g = &rm.graph;
+    assert_eq!((g.num_regions(), g.num_edges()), (k + 1, k));
+    let r = rm.placements[0].region.unwrap();
+    assert_eq!(g.region_variables(r).len(), k);
+    // Scope order (k−1, …, 0) is the region's order, so the table maps as is.
+    assert_eq!(rm.placements[0].map, (0..6).collect::<Vec<_>>());
+    let expect: Vec<f64> = (1..=6).map(|v| f64::from(v).ln()).collect();
+    assert_eq!(&rm.theta[g.config_range(r)], expect.as_slice());
+    // A repeated variable far into the scope is still refused.
+    let repeated = format!("MARKOV\n{k}\n{}\n1\n3 5 {} 5\n1\n1\n", cards.join(" "), k - 1);
+    assert!(UaiModel::parse(&repeated).unwrap_err().to_string().contains("distinct"));
+}
+
+/// A factor whose scope is a permutation of an earlier factor's, with fixed
+/// (cardinality 1) variables in between, adds into the same region with its
+/// entries in the right places.
+#[test]
+fn permuted_scopes_with_fixed_variables_map_correctly() {
+    let text = "MARKOV\n4\n2 1 3 1\n2\n4 0 1 2 3\n4 3 2 1 0\n6\n1 1 1 1 1 1\n6\n1 2 3 4 5 6\n";
+    let rm = UaiModel::parse(text).unwrap().to_region_graph().unwrap();
+    let r = rm.placements[0].region.unwrap();
+    assert_eq!(rm.placements[1].region, Some(r));
+    // Table of factor 1 over (y2, y0) (fixed variables at 0): index y2·2 + y0;
+    // region order (y0, y2): index y0·3 + y2.
+    assert_eq!(rm.placements[1].map, vec![0, 3, 1, 4, 2, 5]);
+    let th = &rm.theta[rm.graph.config_range(r)];
+    for (y0, y2) in [(0, 0), (1, 0), (0, 2), (1, 2)] {
+        let table = (y2 * 2 + y0 + 1) as f64;
+        assert!((th[y0 * 3 + y2] - table.ln()).abs() < 1e-15);
+    }
+}
