@@ -598,6 +598,126 @@ impl RegionGraph {
     }
 }
 
+/// What [`RegionGraph::propagate_zeros`] found.
+///
+/// ```
+/// # use factor_graph::graph::ZeroPropagation;
+/// assert_ne!(ZeroPropagation::Consistent, ZeroPropagation::Empty { region: 0 });
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ZeroPropagation {
+    /// No region was left without a possible configuration. This does not
+    /// prove that some labelling has every `θ` finite (propagation is sound,
+    /// not complete).
+    Consistent,
+    /// Region `region` was left with no possible configuration: every
+    /// labelling has `θ = −∞` in some region (probability 0).
+    Empty {
+        /// The first region found without a possible configuration.
+        region: usize,
+    },
+    /// The work limit was reached before either was found.
+    Undecided,
+}
+
+impl RegionGraph {
+    /// Propagates the forbidden configurations (`θ = −∞`) along the edges
+    /// until nothing changes (arc consistency): a parent configuration is
+    /// forbidden if the child configuration it maps to is, and a child
+    /// configuration if every parent configuration mapping to it is.
+    ///
+    /// A labelling whose configurations all have finite `θ` keeps them all,
+    /// so [`ZeroPropagation::Empty`] proves that every labelling has
+    /// probability 0 — and that the local polytope is empty, so the smoothed
+    /// dual is unbounded below and inference cannot give a meaningful result.
+    /// Each edge visit costs its parent's plus its child's configurations;
+    /// past `max_work` of those the answer is [`ZeroPropagation::Undecided`].
+    /// Without any `−∞` the answer is [`ZeroPropagation::Consistent`] after
+    /// one scan of `theta`. Panics if `theta` is not `total_configs()` long.
+    ///
+    /// ```
+    /// use factor_graph::graph::ZeroPropagation;
+    /// // Pairs (0, 1) and (1, 2) over binary variables: the first allows only
+    /// // y1 = 0, the second only y1 = 1.
+    /// let g = factor_graph::grid(1, 3, 2).unwrap();
+    /// let mut theta = vec![0.0; g.total_configs()];
+    /// let (a, b) = (g.config_range(3), g.config_range(4));
+    /// for y in 0..4 {
+    ///     theta[a.start + y] = if y % 2 == 0 { 0.0 } else { f64::NEG_INFINITY }; // y1 = 0 only
+    ///     theta[b.start + y] = if y / 2 == 1 { 0.0 } else { f64::NEG_INFINITY }; // y1 = 1 only
+    /// }
+    /// assert!(matches!(g.propagate_zeros(&theta, usize::MAX), ZeroPropagation::Empty { .. }));
+    /// theta[b.start] = 0.0; // (y1, y2) = (0, 0) allowed again
+    /// assert_eq!(g.propagate_zeros(&theta, usize::MAX), ZeroPropagation::Consistent);
+    /// ```
+    pub fn propagate_zeros(&self, theta: &[f64], max_work: usize) -> ZeroPropagation {
+        assert_eq!(theta.len(), self.total_configs(), "one θ per configuration");
+        if !theta.contains(&f64::NEG_INFINITY) {
+            return ZeroPropagation::Consistent;
+        }
+        let mut allowed: Vec<bool> = theta.iter().map(|&t| t != f64::NEG_INFINITY).collect();
+        let mut left: Vec<usize> =
+            (0..self.num_regions()).map(|r| allowed[self.config_range(r)].iter().filter(|&&a| a).count()).collect();
+        if let Some(region) = left.iter().position(|&n| n == 0) {
+            return ZeroPropagation::Empty { region };
+        }
+        let mut queue: std::collections::VecDeque<usize> = (0..self.num_edges()).collect();
+        let mut queued = vec![true; self.num_edges()];
+        let mut support = Vec::new();
+        let mut work = 0usize;
+        while let Some(e) = queue.pop_front() {
+            queued[e] = false;
+            let (p, c) = (self.edge_parent(e), self.edge_child(e));
+            let (pr, cr) = (self.config_range(p), self.config_range(c));
+            work = work.saturating_add(pr.len() + cr.len());
+            if work > max_work {
+                return ZeroPropagation::Undecided;
+            }
+            let map = self.edge_map(e);
+            support.clear();
+            support.resize(cr.len(), false);
+            for (i, &m) in map.iter().enumerate() {
+                if allowed[pr.start + i] {
+                    support[m as usize] = true;
+                }
+            }
+            let mut child_changed = false;
+            for (y, &s) in support.iter().enumerate() {
+                if !s && allowed[cr.start + y] {
+                    allowed[cr.start + y] = false;
+                    left[c] -= 1;
+                    child_changed = true;
+                }
+            }
+            if left[c] == 0 {
+                return ZeroPropagation::Empty { region: c };
+            }
+            let mut parent_changed = false;
+            for (i, &m) in map.iter().enumerate() {
+                if allowed[pr.start + i] && !allowed[cr.start + m as usize] {
+                    allowed[pr.start + i] = false;
+                    left[p] -= 1;
+                    parent_changed = true;
+                }
+            }
+            if left[p] == 0 {
+                return ZeroPropagation::Empty { region: p };
+            }
+            for (r, changed) in [(c, child_changed), (p, parent_changed)] {
+                if changed {
+                    for &f in self.parent_edges(r).iter().chain(self.child_edges(r)) {
+                        if f != e && !queued[f] {
+                            queued[f] = true;
+                            queue.push_back(f);
+                        }
+                    }
+                }
+            }
+        }
+        ZeroPropagation::Consistent
+    }
+}
+
 fn check_flat_len(spec: &RegionGraphSpec, limit: usize) -> Result<(), GraphError> {
     match spec.flat_len() {
         Some(entries) if entries <= limit => Ok(()),

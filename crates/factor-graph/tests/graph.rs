@@ -246,3 +246,26 @@ fn edge_maps_skip_cardinality_one_variables() {
     assert_eq!(g.num_configs(all), 12);
     assert_edge_maps(&g);
 }
+
+/// Zero propagation stops at its work limit with `Undecided`, and without any
+/// `−∞` answers at once.
+#[test]
+fn zero_propagation_respects_its_work_limit() {
+    use factor_graph::graph::ZeroPropagation;
+    // A chain 0 - 1 - … - 9 of "equal" pairs, variable 0 forced to 0 and variable 9 to 1.
+    let scopes: Vec<Scope> = (0..9).map(|i| Scope { variables: vec![i, i + 1], factor_type: "pair".into() }).collect();
+    let g = factors_with_singletons(vec![2; 10], &scopes).unwrap();
+    let mut theta = vec![0.0; g.total_configs()];
+    for p in 10..19 {
+        let r = g.config_range(p);
+        theta[r.start + 1] = f64::NEG_INFINITY;
+        theta[r.start + 2] = f64::NEG_INFINITY;
+    }
+    theta[g.config_range(0).start + 1] = f64::NEG_INFINITY;
+    theta[g.config_range(9).start] = f64::NEG_INFINITY;
+    assert!(matches!(g.propagate_zeros(&theta, usize::MAX), ZeroPropagation::Empty { .. }));
+    assert_eq!(g.propagate_zeros(&theta, 20), ZeroPropagation::Undecided);
+    theta[g.config_range(9).start] = 0.0;
+    assert_eq!(g.propagate_zeros(&theta, usize::MAX), ZeroPropagation::Consistent);
+    assert_eq!(g.propagate_zeros(&vec![0.0; g.total_configs()], 0), ZeroPropagation::Consistent);
+}
