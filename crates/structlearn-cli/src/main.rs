@@ -434,8 +434,12 @@ fn infer(
     match output {
         Some(p) => write_json(p, &value),
         None => {
-            println!("{}", serde_json::to_string_pretty(&value)?);
-            Ok(())
+            // Not `println!`, which panics when the reader has gone (`infer m.uai | head`).
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{}", serde_json::to_string_pretty(&value)?)
+                .and_then(|()| out.flush())
+                .context("writing the result to standard output")
         }
     }
 }

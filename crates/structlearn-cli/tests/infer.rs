@@ -168,3 +168,29 @@ fn uai_errors_name_the_file() {
         )
     );
 }
+
+/// `infer m.uai | head -c 10`: standard output closed early is an error, not
+/// a panic ("failed printing to stdout: Broken pipe").
+#[cfg(unix)]
+#[test]
+fn a_closed_standard_output_is_an_error_not_a_panic() {
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    // Enough variables that the JSON exceeds a pipe's buffer.
+    let n = 20_000;
+    let cards = vec!["2"; n].join(" ");
+    let path = write(dir.path(), "big.uai", &format!("MARKOV\n{n}\n{cards}\n0\n"));
+    let mut child = Command::new(BIN)
+        .arg("infer")
+        .arg(&path)
+        .args(["--iterations", "0", "--polish", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let e = stderr(&o);
+    assert!(!e.contains("panicked"), "{e}");
+    assert!(!o.status.success() && e.contains("writing the result to standard output"), "{e}");
+}
