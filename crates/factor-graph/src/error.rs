@@ -151,6 +151,45 @@ pub enum UaiError {
     /// The model is syntactically valid but inconsistent.
     #[error("UAI model: {0}")]
     Invalid(String),
+    /// A factor's table would have more entries than a region may have
+    /// ([`crate::MAX_REGION_CONFIGS`]).
+    #[error(
+        "UAI line {line}: factor {factor}'s table would have {} entries (the product of the cardinalities of its {}), \
+         more than the limit of {limit} entries per factor; reduce the cardinalities or split the factor",
+        entries.map_or_else(|| "more than 2^128".to_string(), |e| e.to_string()),
+        if *scope_len == 1 { "variable".to_string() } else { format!("{scope_len} variables") }
+    )]
+    TableTooLarge {
+        /// 1-based line of the factor's scope declaration.
+        line: usize,
+        /// The factor (index in the file).
+        factor: usize,
+        /// Number of variables in its scope.
+        scope_len: usize,
+        /// Product of the scope's cardinalities (`None`: more than `u128::MAX`).
+        entries: Option<u128>,
+        /// The limit.
+        limit: usize,
+    },
+    /// The zero entries of the model's factors leave no labelling of positive
+    /// probability (found before inference, which would otherwise report a
+    /// meaningless dual value).
+    #[error("{}", infeasible_text(factors, cause))]
+    Infeasible {
+        /// The factors involved, as (index in the file, scope).
+        factors: Vec<(usize, Vec<usize>)>,
+        /// How the zeros rule every labelling out.
+        cause: InfeasibleCause,
+    },
+    /// An error in a file: the file's path, then the error (see [`UaiError::in_file`]).
+    #[error("{path}: {source}")]
+    InFile {
+        /// Path of the UAI file.
+        path: String,
+        /// What is wrong with it.
+        #[source]
+        source: Box<UaiError>,
+    },
     /// The model's regions do not form a valid region graph.
     #[error("UAI model: {0}")]
     Graph(#[from] GraphError),
@@ -163,4 +202,106 @@ pub enum UaiError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// How the zero entries of a UAI model rule out every labelling ([`UaiError::Infeasible`]).
+///
+/// ```
+/// use factor_graph::{InfeasibleCause, UaiError};
+/// let err = UaiError::Infeasible { factors: vec![(0, vec![3])], cause: InfeasibleCause::AllZero };
+/// assert!(err.to_string().starts_with("factor 0 (variable 3) is 0 in every entry"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InfeasibleCause {
+    /// The factors are over the same variables (a factor over one variable
+    /// shares it with the others over that variable) and have no
+    /// configuration where every one of them is nonzero; with one factor,
+    /// its table is all zeros.
+    AllZero,
+    /// Propagating the zero entries from factor to factor along shared
+    /// variables leaves no possible configuration of these variables: the
+    /// zeros of different factors contradict each other. The factors named
+    /// are the ones over (one of) these variables.
+    Propagation {
+        /// The variables left without a possible configuration.
+        variables: Vec<usize>,
+    },
+}
+
+impl UaiError {
+    /// The error with the path of the file it comes from, so that it names the
+    /// file ([`UaiError::InFile`]). I/O errors and errors already in a file
+    /// name it already and are returned unchanged.
+    ///
+    /// ```
+    /// let err = factor_graph::UaiModel::parse("MARKOV\n2\n2 x\n").unwrap_err();
+    /// let err = err.in_file(std::path::Path::new("model.uai"));
+    /// assert!(err.to_string().starts_with("model.uai: UAI line 3: expected cardinality"));
+    /// ```
+    pub fn in_file(self, path: &std::path::Path) -> UaiError {
+        match self {
+            e @ (UaiError::Io { .. } | UaiError::InFile { .. }) => e,
+            e => UaiError::InFile { path: path.display().to_string(), source: Box::new(e) },
+        }
+    }
+}
+
+/// `factor 0 (variables 0, 1)`, with at most 8 variables spelt out.
+fn describe_factor(index: usize, scope: &[usize]) -> String {
+    let shown: Vec<String> = scope.iter().take(8).map(usize::to_string).collect();
+    match scope.len() {
+        0 => format!("factor {index} (no variables)"),
+        1 => format!("factor {index} (variable {})", shown[0]),
+        n if n <= 8 => format!("factor {index} (variables {})", shown.join(", ")),
+        n => format!("factor {index} (variables {}, …; {n} in all)", shown.join(", ")),
+    }
+}
+
+/// `factors 0 (…), 1 (…) and 2 (…)`, with at most 6 factors spelt out.
+fn describe_factors(factors: &[(usize, Vec<usize>)]) -> String {
+    let mut names: Vec<String> = factors.iter().take(6).map(|(i, s)| describe_factor(*i, s)).collect();
+    if factors.len() > 6 {
+        names.push(format!("{} more", factors.len() - 6));
+    }
+    match names.len() {
+        0 => "no factor".to_string(),
+        1 => names.remove(0),
+        _ => {
+            // "factors 0 (…), 1 (…) and 2 (…)"
+            let rest: Vec<&str> = names.iter().map(|n| n.strip_prefix("factor ").unwrap_or(n)).collect();
+            let (last, init) = rest.split_last().unwrap_or((&"", &[]));
+            format!("factors {} and {last}", init.join(", "))
+        }
+    }
+}
+
+fn describe_variables(variables: &[usize]) -> String {
+    let shown: Vec<String> = variables.iter().take(8).map(usize::to_string).collect();
+    match variables.len() {
+        1 => format!("variable {}", shown[0]),
+        n if n <= 8 => format!("variables {}", shown.join(", ")),
+        n => format!("variables {}, … ({n} in all)", shown.join(", ")),
+    }
+}
+
+fn infeasible_text(factors: &[(usize, Vec<usize>)], cause: &InfeasibleCause) -> String {
+    const ALL_ZERO: &str = "so the model gives every labelling probability 0";
+    match cause {
+        InfeasibleCause::AllZero if factors.len() == 1 => format!(
+            "{} is 0 in every entry of its table, {ALL_ZERO}; give some entry a positive value",
+            describe_factor(factors[0].0, &factors[0].1)
+        ),
+        InfeasibleCause::AllZero => format!(
+            "{} are over the same variables and no configuration is nonzero in all of them, {ALL_ZERO} \
+             (their zero entries contradict each other); make some configuration nonzero in every one",
+            describe_factors(factors)
+        ),
+        InfeasibleCause::Propagation { variables } => format!(
+            "the zero entries of different factors contradict each other: following them from factor to factor \
+             through shared variables rules out every {} of {} (in {}), {ALL_ZERO}; check the zero entries of these factors",
+            if variables.len() == 1 { "label" } else { "configuration" },
+            describe_variables(variables),
+            describe_factors(factors)
+        ),
+    }
 }

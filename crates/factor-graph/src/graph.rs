@@ -111,6 +111,10 @@ pub struct RegionGraphSpec {
 pub struct RegionGraphBuilder {
     spec: RegionGraphSpec,
     by_variables: HashMap<Vec<usize>, usize>,
+    /// Each region's variables, sorted: an edge's subset test is a binary
+    /// search per child variable, not a scan of the parent per child variable
+    /// (which made a region of k variables and its k singleton children O(k²)).
+    sorted_variables: Vec<Vec<usize>>,
     edge_set: HashMap<(usize, usize), usize>,
 }
 
@@ -123,6 +127,7 @@ impl RegionGraphBuilder {
         Ok(Self {
             spec: RegionGraphSpec { cardinalities, factor_types: Vec::new(), regions: Vec::new(), edges: Vec::new() },
             by_variables: HashMap::new(),
+            sorted_variables: Vec::new(),
             edge_set: HashMap::new(),
         })
     }
@@ -170,7 +175,8 @@ impl RegionGraphBuilder {
         if let Some(&first) = self.by_variables.get(&sorted) {
             return Err(GraphError::DuplicateRegion { first, second: region, variables: sorted });
         }
-        self.by_variables.insert(sorted, region);
+        self.by_variables.insert(sorted.clone(), region);
+        self.sorted_variables.push(sorted);
         self.spec.regions.push(RegionSpec { variables: variables.to_vec(), factor_type });
         Ok(region)
     }
@@ -191,10 +197,11 @@ impl RegionGraphBuilder {
                 return Err(GraphError::UnknownRegion { parent, child, region, num_regions });
             }
         }
-        let pv = &self.spec.regions[parent].variables;
+        let sorted_parent = &self.sorted_variables[parent];
         let cv = &self.spec.regions[child].variables;
-        if cv.len() >= pv.len() || !cv.iter().all(|v| pv.contains(v)) {
-            return Err(GraphError::NotSubset { parent, child, parent_vars: pv.clone(), child_vars: cv.clone() });
+        if cv.len() >= sorted_parent.len() || !cv.iter().all(|v| sorted_parent.binary_search(v).is_ok()) {
+            let parent_vars = self.spec.regions[parent].variables.clone();
+            return Err(GraphError::NotSubset { parent, child, parent_vars, child_vars: cv.clone() });
         }
         if self.edge_set.contains_key(&(parent, child)) {
             return Err(GraphError::DuplicateEdge { parent, child });
@@ -286,19 +293,15 @@ impl RegionGraphSpec {
     /// assert_eq!(g.spec().flat_len(), Some(12 + 36 + 8 * 12));
     /// ```
     pub fn flat_len(&self) -> Option<usize> {
-        let configs = |r: usize| -> Option<usize> {
-            self.regions
-                .get(r)?
-                .variables
-                .iter()
-                .try_fold(1usize, |acc, &v| acc.checked_mul(*self.cardinalities.get(v)?))
-        };
-        let mut total = 0usize;
-        for r in 0..self.regions.len() {
-            total = total.checked_add(configs(r)?)?;
-        }
+        // Each region's count once (O(its variables)), then O(1) per edge.
+        let configs = self
+            .regions
+            .iter()
+            .map(|r| r.variables.iter().try_fold(1usize, |acc, &v| acc.checked_mul(*self.cardinalities.get(v)?)))
+            .collect::<Option<Vec<usize>>>()?;
+        let mut total = configs.iter().try_fold(0usize, |acc, &c| acc.checked_add(c))?;
         for &(p, c) in &self.edges {
-            total = total.checked_add(configs(p)?)?.checked_add(configs(c)?)?;
+            total = total.checked_add(*configs.get(p)?)?.checked_add(*configs.get(c)?)?;
         }
         Some(total)
     }
@@ -355,31 +358,55 @@ impl RegionGraph {
         // the child in its pair), which keeps the graph small for many labels.
         let mut interned: HashMap<Vec<u32>, usize> = HashMap::new();
         let mut map = Vec::new();
+        // A parent's variables with more than one label, as (variable,
+        // cardinality). Variables of cardinality 1 are always at label 0 and
+        // move no index, and there are at most 28 others (a region has at most
+        // 2^28 configurations), so an edge costs O(its child's variables + its
+        // parent's configurations). For a wide parent the list is computed
+        // once and kept for all its edges: a region of k variables with k
+        // singleton children costs O(k), not O(k²).
+        let moving_of = |p: usize| {
+            spec.regions[p].variables.iter().map(|&v| (v, spec.cardinalities[v])).filter(|&(_, card)| card > 1)
+        };
+        let mut wide: HashMap<usize, Vec<(usize, usize)>> = HashMap::new();
+        let mut narrow = Vec::new();
+        let mut digits = Vec::new();
+        let mut counter = Vec::new();
         for &(p, c) in &spec.edges {
             edge_parent.push(p);
             edge_child.push(c);
-            let pv = &spec.regions[p].variables;
             let cv = &spec.regions[c].variables;
-            // Stride, in the child's index, of each parent variable (0 if absent).
+            let parent_moving = if spec.regions[p].variables.len() > 16 {
+                &*wide.entry(p).or_insert_with(|| moving_of(p).collect())
+            } else {
+                narrow.clear();
+                narrow.extend(moving_of(p));
+                &narrow
+            };
+            // Stride, in the child's index, of each moving parent variable (0 if absent).
             let child_strides = strides(cv, &spec.cardinalities);
-            let contrib: Vec<usize> =
-                pv.iter().map(|v| cv.iter().position(|w| w == v).map_or(0, |j| child_strides[j])).collect();
-            let cards: Vec<usize> = pv.iter().map(|&v| spec.cardinalities[v]).collect();
-            let mut digits = vec![0usize; pv.len()];
+            digits.clear();
+            digits.extend(
+                parent_moving
+                    .iter()
+                    .map(|&(v, card)| (card, cv.iter().position(|&w| w == v).map_or(0, |j| child_strides[j]))),
+            );
+            counter.clear();
+            counter.resize(digits.len(), 0usize);
             let mut child_index = 0usize;
-            let parent_configs: usize = cards.iter().product();
+            let parent_configs = config_offsets[p + 1] - config_offsets[p];
             map.clear();
             for _ in 0..parent_configs {
                 map.push(child_index as u32);
                 // Increment the mixed-radix counter, last digit fastest.
-                for i in (0..digits.len()).rev() {
-                    digits[i] += 1;
-                    child_index += contrib[i];
-                    if digits[i] < cards[i] {
+                for (i, &(card, contrib)) in digits.iter().enumerate().rev() {
+                    counter[i] += 1;
+                    child_index += contrib;
+                    if counter[i] < card {
                         break;
                     }
-                    child_index -= contrib[i] * cards[i];
-                    digits[i] = 0;
+                    child_index -= contrib * card;
+                    counter[i] = 0;
                 }
             }
             let start = match interned.get(map.as_slice()) {
@@ -392,7 +419,7 @@ impl RegionGraph {
                 }
             };
             map_starts.push(start);
-            let child_configs: usize = cv.iter().map(|&v| spec.cardinalities[v]).product();
+            let child_configs = config_offsets[c + 1] - config_offsets[c];
             message_offsets.push(message_offsets.last().copied().unwrap_or(0) + child_configs);
         }
         let (parent_start, parent_edges) = csr(nr, edge_child.iter().copied());
@@ -568,6 +595,126 @@ impl RegionGraph {
             out[i] = config % c;
             config /= c;
         }
+    }
+}
+
+/// What [`RegionGraph::propagate_zeros`] found.
+///
+/// ```
+/// # use factor_graph::graph::ZeroPropagation;
+/// assert_ne!(ZeroPropagation::Consistent, ZeroPropagation::Empty { region: 0 });
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ZeroPropagation {
+    /// No region was left without a possible configuration. This does not
+    /// prove that some labelling has every `θ` finite (propagation is sound,
+    /// not complete).
+    Consistent,
+    /// Region `region` was left with no possible configuration: every
+    /// labelling has `θ = −∞` in some region (probability 0).
+    Empty {
+        /// The first region found without a possible configuration.
+        region: usize,
+    },
+    /// The work limit was reached before either was found.
+    Undecided,
+}
+
+impl RegionGraph {
+    /// Propagates the forbidden configurations (`θ = −∞`) along the edges
+    /// until nothing changes (arc consistency): a parent configuration is
+    /// forbidden if the child configuration it maps to is, and a child
+    /// configuration if every parent configuration mapping to it is.
+    ///
+    /// A labelling whose configurations all have finite `θ` keeps them all,
+    /// so [`ZeroPropagation::Empty`] proves that every labelling has
+    /// probability 0 — and that the local polytope is empty, so the smoothed
+    /// dual is unbounded below and inference cannot give a meaningful result.
+    /// Each edge visit costs its parent's plus its child's configurations;
+    /// past `max_work` of those the answer is [`ZeroPropagation::Undecided`].
+    /// Without any `−∞` the answer is [`ZeroPropagation::Consistent`] after
+    /// one scan of `theta`. Panics if `theta` is not `total_configs()` long.
+    ///
+    /// ```
+    /// use factor_graph::graph::ZeroPropagation;
+    /// // Pairs (0, 1) and (1, 2) over binary variables: the first allows only
+    /// // y1 = 0, the second only y1 = 1.
+    /// let g = factor_graph::grid(1, 3, 2).unwrap();
+    /// let mut theta = vec![0.0; g.total_configs()];
+    /// let (a, b) = (g.config_range(3), g.config_range(4));
+    /// for y in 0..4 {
+    ///     theta[a.start + y] = if y % 2 == 0 { 0.0 } else { f64::NEG_INFINITY }; // y1 = 0 only
+    ///     theta[b.start + y] = if y / 2 == 1 { 0.0 } else { f64::NEG_INFINITY }; // y1 = 1 only
+    /// }
+    /// assert!(matches!(g.propagate_zeros(&theta, usize::MAX), ZeroPropagation::Empty { .. }));
+    /// theta[b.start] = 0.0; // (y1, y2) = (0, 0) allowed again
+    /// assert_eq!(g.propagate_zeros(&theta, usize::MAX), ZeroPropagation::Consistent);
+    /// ```
+    pub fn propagate_zeros(&self, theta: &[f64], max_work: usize) -> ZeroPropagation {
+        assert_eq!(theta.len(), self.total_configs(), "one θ per configuration");
+        if !theta.contains(&f64::NEG_INFINITY) {
+            return ZeroPropagation::Consistent;
+        }
+        let mut allowed: Vec<bool> = theta.iter().map(|&t| t != f64::NEG_INFINITY).collect();
+        let mut left: Vec<usize> =
+            (0..self.num_regions()).map(|r| allowed[self.config_range(r)].iter().filter(|&&a| a).count()).collect();
+        if let Some(region) = left.iter().position(|&n| n == 0) {
+            return ZeroPropagation::Empty { region };
+        }
+        let mut queue: std::collections::VecDeque<usize> = (0..self.num_edges()).collect();
+        let mut queued = vec![true; self.num_edges()];
+        let mut support = Vec::new();
+        let mut work = 0usize;
+        while let Some(e) = queue.pop_front() {
+            queued[e] = false;
+            let (p, c) = (self.edge_parent(e), self.edge_child(e));
+            let (pr, cr) = (self.config_range(p), self.config_range(c));
+            work = work.saturating_add(pr.len() + cr.len());
+            if work > max_work {
+                return ZeroPropagation::Undecided;
+            }
+            let map = self.edge_map(e);
+            support.clear();
+            support.resize(cr.len(), false);
+            for (i, &m) in map.iter().enumerate() {
+                if allowed[pr.start + i] {
+                    support[m as usize] = true;
+                }
+            }
+            let mut child_changed = false;
+            for (y, &s) in support.iter().enumerate() {
+                if !s && allowed[cr.start + y] {
+                    allowed[cr.start + y] = false;
+                    left[c] -= 1;
+                    child_changed = true;
+                }
+            }
+            if left[c] == 0 {
+                return ZeroPropagation::Empty { region: c };
+            }
+            let mut parent_changed = false;
+            for (i, &m) in map.iter().enumerate() {
+                if allowed[pr.start + i] && !allowed[cr.start + m as usize] {
+                    allowed[pr.start + i] = false;
+                    left[p] -= 1;
+                    parent_changed = true;
+                }
+            }
+            if left[p] == 0 {
+                return ZeroPropagation::Empty { region: p };
+            }
+            for (r, changed) in [(c, child_changed), (p, parent_changed)] {
+                if changed {
+                    for &f in self.parent_edges(r).iter().chain(self.child_edges(r)) {
+                        if f != e && !queued[f] {
+                            queued[f] = true;
+                            queue.push_back(f);
+                        }
+                    }
+                }
+            }
+        }
+        ZeroPropagation::Consistent
     }
 }
 

@@ -11,7 +11,7 @@ pub mod graph;
 pub mod uai;
 
 pub use builders::{GridLayout, PAIRWISE, Scope, UNARY, factors_with_singletons, grid};
-pub use error::{GraphError, UaiError};
+pub use error::{GraphError, InfeasibleCause, UaiError};
 pub use graph::{
     MAX_REGION_CONFIGS, MIN_GRAPH_BUDGET, RegionGraph, RegionGraphBuilder, RegionGraphSpec, RegionSpec, graph_budget,
 };

@@ -24,8 +24,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::graph::strides;
-use crate::{MIN_GRAPH_BUDGET, RegionGraph, RegionGraphBuilder, UNARY, UaiError};
+use crate::graph::{ZeroPropagation, strides};
+use crate::{InfeasibleCause, MAX_REGION_CONFIGS, MIN_GRAPH_BUDGET, RegionGraph, RegionGraphBuilder, UNARY, UaiError};
 
 /// Factor type name of the non-singleton regions of a converted UAI model.
 pub const UAI_FACTOR_TYPE: &str = "factor";
@@ -152,6 +152,62 @@ impl<'a> Tokens<'a> {
     }
 }
 
+impl UaiRegionModel {
+    /// Refuses a model whose zero entries rule out every labelling, naming
+    /// the factors of `model` (the model this one was converted from):
+    ///
+    /// * [`InfeasibleCause::AllZero`]: the factors placed in one region (one
+    ///   factor, factors over the same variables, or factors over one
+    ///   variable) are zero together in every configuration;
+    /// * [`InfeasibleCause::Propagation`]: following the zero entries from
+    ///   factor to factor through shared variables
+    ///   ([`RegionGraph::propagate_zeros`], at most 32 visits per flat entry
+    ///   of the graph) leaves some region with no possible configuration.
+    ///
+    /// Inference on such a model minimises a dual that is unbounded below and
+    /// reports meaningless numbers. `Ok` does not prove that a labelling of
+    /// positive probability exists: the propagation is sound, not complete.
+    ///
+    /// ```
+    /// use factor_graph::{InfeasibleCause, UaiError, UaiModel};
+    /// // f(0, 1) allows only (0, 0), f(1, 2) only (1, 1): jointly impossible.
+    /// let model = UaiModel::parse("MARKOV\n3\n2 2 2\n2\n2 0 1\n2 1 2\n4\n1 0 0 0\n4\n0 0 0 1\n").unwrap();
+    /// let err = model.to_region_graph().unwrap().check_feasible(&model).unwrap_err();
+    /// assert!(matches!(err, UaiError::Infeasible { cause: InfeasibleCause::Propagation { .. }, .. }));
+    /// ```
+    pub fn check_feasible(&self, model: &UaiModel) -> Result<(), UaiError> {
+        let g = &self.graph;
+        let placed = |r: usize| -> Vec<usize> {
+            self.placements.iter().enumerate().filter(|(_, p)| p.region == Some(r)).map(|(f, _)| f).collect()
+        };
+        let named = |factors: Vec<usize>| -> Vec<(usize, Vec<usize>)> {
+            factors.into_iter().map(|f| (f, model.factors[f].scope.clone())).collect()
+        };
+        for r in 0..g.num_regions() {
+            if self.theta[g.config_range(r)].iter().all(|&t| t == f64::NEG_INFINITY) {
+                let factors = placed(r);
+                // One factor that is all zeros by itself is the whole story.
+                let alone = factors.iter().copied().find(|&f| model.factors[f].table.iter().all(|&v| v == 0.0));
+                let factors = alone.map_or(factors, |f| vec![f]);
+                return Err(UaiError::Infeasible { factors: named(factors), cause: InfeasibleCause::AllZero });
+            }
+        }
+        let max_work = g.spec().flat_len().unwrap_or(usize::MAX).saturating_mul(32);
+        if let ZeroPropagation::Empty { region } = g.propagate_zeros(&self.theta, max_work) {
+            let variables = g.region_variables(region).to_vec();
+            let factors = match variables[..] {
+                [v] => (0..model.factors.len()).filter(|&f| model.factors[f].scope.contains(&v)).collect(),
+                _ => placed(region),
+            };
+            return Err(UaiError::Infeasible {
+                factors: named(factors),
+                cause: InfeasibleCause::Propagation { variables },
+            });
+        }
+        Ok(())
+    }
+}
+
 impl UaiModel {
     /// Parses UAI text. Errors name the line and what was expected.
     ///
@@ -190,13 +246,21 @@ impl UaiModel {
         }
         let nf = t.usize("number of factors")?;
         let mut scopes = Vec::with_capacity(nf.min(t.remaining()));
+        // `in_scope[v] == f + 1` while factor `f`'s scope is read and names `v`:
+        // a repeat is found in O(1), so a scope of k variables costs O(k), not O(k²).
+        let mut in_scope = vec![0usize; n];
+        let mut scope_lines = Vec::with_capacity(nf.min(t.remaining()));
         for f in 0..nf {
+            scope_lines.push(t.items.get(t.pos).map_or(0, |item| item.0));
             let size = t.usize(&format!("scope size of factor {f}"))?;
             let mut scope = Vec::with_capacity(size.min(t.remaining()));
             for _ in 0..size {
                 let (line, tok) = t.next(&format!("variable of factor {f}'s scope"))?;
                 match tok.parse::<usize>() {
-                    Ok(v) if v < n && !scope.contains(&v) => scope.push(v),
+                    Ok(v) if v < n && in_scope[v] != f + 1 => {
+                        in_scope[v] = f + 1;
+                        scope.push(v);
+                    }
                     _ => {
                         return Err(UaiError::Parse {
                             line,
@@ -210,11 +274,19 @@ impl UaiModel {
         }
         let mut factors = Vec::with_capacity(nf);
         for (f, scope) in scopes.into_iter().enumerate() {
-            let expected_len = scope
-                .iter()
-                .try_fold(1usize, |acc, &v| acc.checked_mul(cardinalities[v]))
-                .filter(|&c| c <= crate::MAX_REGION_CONFIGS)
-                .ok_or_else(|| UaiError::Invalid(format!("factor {f}'s table is too large")))?;
+            let entries = scope.iter().try_fold(1u128, |acc, &v| acc.checked_mul(cardinalities[v] as u128));
+            let expected_len = match entries {
+                Some(e) if e <= MAX_REGION_CONFIGS as u128 => e as usize,
+                _ => {
+                    return Err(UaiError::TableTooLarge {
+                        line: scope_lines[f],
+                        factor: f,
+                        scope_len: scope.len(),
+                        entries,
+                        limit: MAX_REGION_CONFIGS,
+                    });
+                }
+            };
             let (line, tok) = t.next(&format!("table size of factor {f}"))?;
             if tok.parse::<usize>().ok() != Some(expected_len) {
                 return Err(UaiError::Parse {
@@ -242,11 +314,19 @@ impl UaiModel {
         Ok(Self { cardinalities, factors })
     }
 
-    /// Reads and parses a UAI file.
+    /// Reads and parses a UAI file; errors name the file ([`UaiError::in_file`]).
+    ///
+    /// ```
+    /// let path = std::env::temp_dir().join(format!("read-doc-{}.uai", std::process::id()));
+    /// std::fs::write(&path, "MARKOV\n2\n2 x\n").unwrap();
+    /// let err = factor_graph::UaiModel::read(&path).unwrap_err().to_string();
+    /// assert!(err.contains(&path.display().to_string()) && err.contains("line 3"));
+    /// std::fs::remove_file(&path).unwrap();
+    /// ```
     pub fn read(path: &Path) -> Result<Self, UaiError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| UaiError::Io { path: path.display().to_string(), source })?;
-        Self::parse(&text)
+        Self::parse(&text).map_err(|e| e.in_file(path))
     }
 
     /// Writes the model as UAI text (entries printed exactly: shortest round-trip form).
@@ -291,6 +371,12 @@ impl UaiModel {
         }
         let entries = self.factors.iter().fold(0usize, |acc, f| acc.saturating_add(f.table.len()));
         let n = self.cardinalities.len();
+        // Named here by variable: the builder would report "region i".
+        if let Some((variable, &c)) = self.cardinalities.iter().enumerate().find(|&(_, &c)| c > MAX_REGION_CONFIGS) {
+            return Err(UaiError::Invalid(format!(
+                "variable {variable} has cardinality {c}, more than the limit of {MAX_REGION_CONFIGS} labels"
+            )));
+        }
         let mut b = RegionGraphBuilder::new(self.cardinalities.clone())?;
         let unary = b.add_factor_type(UNARY)?;
         for i in 0..n {
@@ -354,26 +440,34 @@ impl UaiModel {
 
 /// `map[k]` = configuration index in region `r` of the configuration with table
 /// index `k` under the variable order `scope` (a permutation of the region's variables).
+///
+/// Variables of cardinality 1 are always at label 0 and move no index, so only
+/// the others (at most 28 of them: a table has at most 2^28 entries) take
+/// part in the mixed-radix count; a scope of k variables costs O(k + entries),
+/// not O(k²).
 fn table_to_region_map(graph: &RegionGraph, r: usize, scope: &[usize]) -> Vec<usize> {
     let region_vars = graph.region_variables(r);
     let region_strides = strides(region_vars, graph.cardinalities());
-    let contrib: Vec<usize> =
-        scope.iter().map(|v| region_strides[region_vars.iter().position(|w| w == v).unwrap_or(0)]).collect();
-    let cards: Vec<usize> = scope.iter().map(|&v| graph.cardinality(v)).collect();
-    let total: usize = cards.iter().product();
+    // (cardinality, stride in the region) of the scope's variables with more than one label.
+    let digits: Vec<(usize, usize)> = scope
+        .iter()
+        .filter(|&&v| graph.cardinality(v) > 1)
+        .map(|&v| (graph.cardinality(v), region_strides[region_vars.iter().position(|&w| w == v).unwrap_or(0)]))
+        .collect();
+    let total: usize = digits.iter().map(|&(c, _)| c).product();
     let mut map = Vec::with_capacity(total);
-    let mut digits = vec![0usize; scope.len()];
+    let mut count = vec![0usize; digits.len()];
     let mut idx = 0usize;
     for _ in 0..total {
         map.push(idx);
-        for i in (0..digits.len()).rev() {
-            digits[i] += 1;
-            idx += contrib[i];
-            if digits[i] < cards[i] {
+        for (i, &(card, contrib)) in digits.iter().enumerate().rev() {
+            count[i] += 1;
+            idx += contrib;
+            if count[i] < card {
                 break;
             }
-            idx -= contrib[i] * cards[i];
-            digits[i] = 0;
+            idx -= contrib * card;
+            count[i] = 0;
         }
     }
     map

@@ -8,6 +8,7 @@ use crate::schedule::Schedule;
 use crate::star::{self, Bufs};
 use crate::{InferenceError, Messages, first_argmax};
 use fastmath::{Arith, Plain, exp_nonpos, ln_pos};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// How the star update at a child region is computed (all give the same result
@@ -143,7 +144,7 @@ pub(crate) struct Plan {
     region_eps: Vec<f64>,
     pub(crate) children: Vec<ChildPlan>,
     pub(crate) edges: Vec<EdgePlan>,
-    /// Per edge: the child's stride in the parent ([`singleton_stride`]), 0
+    /// Per edge: the child's stride in the parent ([`singleton_strides`]), 0
     /// when the child is not a single variable of the parent.
     edge_strides: Vec<usize>,
     sizes: Sizes,
@@ -173,8 +174,7 @@ impl Plan {
             return Err(InferenceError::InvalidEpsilon { factor_type, value });
         }
         let region_eps: Vec<f64> = (0..graph.num_regions()).map(|r| epsilon[graph.region_type(r)]).collect();
-        let edge_strides: Vec<usize> =
-            (0..graph.num_edges()).map(|e| singleton_stride(graph, e).unwrap_or(0)).collect();
+        let edge_strides = singleton_strides(graph);
         let (children, edges) = plans(graph, &region_eps, &edge_strides);
         let has_factored = children.iter().any(|c| matches!(c.kind, StarKind::Factored | StarKind::Factored8));
         let has_binary = children.iter().any(|c| c.kind == StarKind::Binary);
@@ -549,7 +549,7 @@ impl<'a> InferenceProblem<'a> {
         Factored { blocks }
     }
 
-    /// [`singleton_stride`] of edge `e`, from the plan.
+    /// [`singleton_strides`] of edge `e`, from the plan.
     #[inline(always)]
     fn stride_of(&self, e: usize) -> Option<usize> {
         let stride = self.plan.edge_strides[e];
@@ -1119,14 +1119,43 @@ fn check_theta(graph: &RegionGraph, theta: &[f64]) -> Result<(), InferenceError>
     Ok(())
 }
 
-/// For an edge `α → ν` with `ν` a single variable: its stride in `α`'s
+/// Per edge `α → ν` with `ν` a single variable: its stride in `α`'s
 /// configuration index (the product of the cardinalities after it), so that
-/// the fibre of `y` is `{h·stride·|Y| + y·stride + r : r < stride}`.
-fn singleton_stride(g: &RegionGraph, e: usize) -> Option<usize> {
-    let [v] = g.region_variables(g.edge_child(e)) else { return None };
-    let vars = g.region_variables(g.edge_parent(e));
-    let i = vars.iter().position(|w| w == v)?;
-    Some(vars[i + 1..].iter().map(|&w| g.cardinality(w)).product())
+/// the fibre of `y` is `{h·stride·|Y| + y·stride + r : r < stride}`; 0 for
+/// the other edges.
+///
+/// Each parent's strides are computed once for all its edges (and a wide
+/// parent's variable positions are looked up in a map), so a region of k
+/// variables with k singleton children costs O(k), not O(k²).
+fn singleton_strides(g: &RegionGraph) -> Vec<usize> {
+    let mut out = vec![0; g.num_edges()];
+    let mut strides = Vec::new();
+    let mut position: HashMap<usize, usize> = HashMap::new();
+    for p in 0..g.num_regions() {
+        let edges = g.child_edges(p);
+        if edges.is_empty() {
+            continue;
+        }
+        let vars = g.region_variables(p);
+        strides.clear();
+        strides.resize(vars.len(), 1usize);
+        for i in (0..vars.len().saturating_sub(1)).rev() {
+            strides[i] = strides[i + 1] * g.cardinality(vars[i + 1]);
+        }
+        let wide = vars.len() > 16;
+        if wide {
+            position.clear();
+            position.extend(vars.iter().enumerate().map(|(i, &v)| (v, i)));
+        }
+        for &e in edges {
+            let [v] = g.region_variables(g.edge_child(e)) else { continue };
+            let i = if wide { position.get(v).copied() } else { vars.iter().position(|w| w == v) };
+            if let Some(i) = i {
+                out[e] = strides[i];
+            }
+        }
+    }
+    out
 }
 
 /// Whether the violation cannot fall below `tol` by the last iteration, judged

@@ -186,3 +186,54 @@ proptest! {
         }
     }
 }
+
+/// A region over 20 000 variables (three of them free, the rest of
+/// cardinality 1) with a singleton child per variable: building the problem
+/// used to take O(k²) (the child's stride looked up by scanning the parent per
+/// edge). Fixed variables change no belief, so the beliefs must be those of
+/// the same model over the three free variables alone.
+#[test]
+fn a_region_of_20000_variables_matches_its_free_variables() {
+    use rand::RngExt;
+    let k = 20_000;
+    let free = [7, k / 2, k - 1];
+    let mut cards = vec![1; k];
+    for (&v, c) in free.iter().zip([2, 3, 2]) {
+        cards[v] = c;
+    }
+    let wide_graph =
+        factors_with_singletons(cards, &[Scope { variables: (0..k).collect(), factor_type: "wide".into() }]).unwrap();
+    let small_graph =
+        factors_with_singletons(vec![2, 3, 2], &[Scope { variables: vec![0, 1, 2], factor_type: "wide".into() }])
+            .unwrap();
+    let mut r = rng(5);
+    let region_theta: Vec<f64> = (0..12).map(|_| r.random_range(-2.0..2.0)).collect();
+    let single_theta: Vec<Vec<f64>> =
+        [2, 3, 2].iter().map(|&c| (0..c).map(|_| r.random_range(-2.0..2.0)).collect()).collect();
+    let solve = |g: &factor_graph::RegionGraph, region: usize, vars: &[usize]| {
+        let mut theta = vec![0.0; g.total_configs()];
+        theta[g.config_range(region)].copy_from_slice(&region_theta);
+        for (&v, t) in vars.iter().zip(&single_theta) {
+            theta[g.config_range(v)].copy_from_slice(t);
+        }
+        let problem = InferenceProblem::uniform(g, &theta, 0.7).unwrap();
+        let mut messages = Messages::zeros(g);
+        let opts = RunOptions { iterations: 500, tolerance: Some(1e-11), order: None };
+        let report = problem.run(&mut messages, &opts, &mut Workspace::new(g)).unwrap();
+        assert!(report.converged, "{report:?}");
+        let mut beliefs = vec![0.0; g.total_configs()];
+        problem.beliefs(&messages, &mut beliefs);
+        let mut out: Vec<f64> = beliefs[g.config_range(region)].to_vec();
+        for &v in vars {
+            out.extend_from_slice(&beliefs[g.config_range(v)]);
+        }
+        (out, beliefs)
+    };
+    let (wide, wide_beliefs) = solve(&wide_graph, k, &free);
+    let (small, _) = solve(&small_graph, 3, &[0, 1, 2]);
+    // A fixed variable's singleton believes its one label.
+    assert_eq!(wide_beliefs[wide_graph.config_range(3)], [1.0]);
+    for (i, (w, s)) in wide.iter().zip(&small).enumerate() {
+        assert!((w - s).abs() < 1e-8, "belief {i}: {w} vs {s}");
+    }
+}

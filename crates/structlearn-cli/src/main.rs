@@ -361,17 +361,40 @@ fn infer(
     verbosity: Verbosity,
 ) -> Result<()> {
     let uai = UaiModel::read(path)?;
-    let m = uai.to_region_graph()?;
+    let m = uai.to_region_graph().map_err(|e| e.in_file(path))?;
+    // Zero entries that rule out every labelling, named by the file's factors
+    // (inference would minimise an unbounded dual and print meaningless numbers).
+    m.check_feasible(&uai).map_err(|e| e.in_file(path))?;
     let g = &m.graph;
     let eps_types = vec![eps; g.factor_types().len()];
-    let problem = InferenceProblem::new(g, &m.theta, &eps_types)?;
+    let problem = InferenceProblem::new(g, &m.theta, &eps_types).with_context(|| path.display().to_string())?;
     let mut messages = Messages::zeros(g);
     let mut ws = Workspace::new(g);
     let mut report = problem.run(&mut messages, &RunOptions { iterations, tolerance, order: None }, &mut ws)?;
-    if !report.converged && polish > 0 {
+    let polished = !report.converged && polish > 0;
+    if polished {
         let star_iterations = report.iterations;
         report = polish_dual(&problem, &mut messages, polish, tolerance)?;
         report.iterations = star_iterations;
+    }
+    if !report.dual_value.is_finite() {
+        bail!(
+            "{}: the smoothed dual value is {} (the model may give every labelling probability 0)",
+            path.display(),
+            report.dual_value
+        );
+    }
+    if let Some(certificate) = infeasibility_certificate(&problem, &messages) {
+        bail!(
+            "{}: the model gives every labelling probability 0: zero entries of different factors contradict each other \
+             (message passing proves it: a labelling of positive probability would have to score at most {:.6e} \
+             and at least {:.6e}); check the factors' zero entries",
+            path.display(),
+            certificate.bound,
+            certificate.least_score
+        );
+    }
+    if polished {
         match tolerance {
             Some(t) if !report.converged => eprintln!(
                 "warning: the dual polish stopped at a largest violation of {:.3e}, above --tolerance {t:e}; \
@@ -383,13 +406,6 @@ fn infer(
             }
             _ => {}
         }
-    }
-    if !report.dual_value.is_finite() {
-        bail!(
-            "{}: the smoothed dual value is {} (the model may give every labelling probability 0)",
-            path.display(),
-            report.dual_value
-        );
     }
     let mut beliefs = vec![0.0; g.total_configs()];
     problem.beliefs(&messages, &mut beliefs);
@@ -405,6 +421,17 @@ fn infer(
         })
         .collect();
     let labels = smoothed_inference::decode(g, &beliefs)?;
+    // Decoding takes each variable's most believed label on its own, so where
+    // the relaxation is not tight it can pick a labelling the model forbids.
+    if let Some(f) = uai.factors.iter().position(|f| {
+        let index = f.scope.iter().fold(0, |acc, &v| acc * uai.cardinalities[v] + labels[v]);
+        f.table[index] == 0.0
+    }) {
+        eprintln!(
+            "warning: the decoded labelling has probability 0 under the model (factor {f} is 0 at it): \
+             the relaxation's beliefs do not single out a labelling the model allows"
+        );
+    }
     let value = serde_json::json!({
         "dual_value": report.dual_value + m.constant,
         "max_violation": report.max_violation,
@@ -419,10 +446,59 @@ fn infer(
     match output {
         Some(p) => write_json(p, &value),
         None => {
-            println!("{}", serde_json::to_string_pretty(&value)?);
-            Ok(())
+            // Not `println!`, which panics when the reader has gone (`infer m.uai | head`).
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{}", serde_json::to_string_pretty(&value)?)
+                .and_then(|()| out.flush())
+                .context("writing the result to standard output")
         }
     }
+}
+
+/// Proof, from the messages, that no labelling has positive probability
+/// ([`infeasibility_certificate`]).
+struct Infeasible {
+    /// `Σ_α max θ̃_α` over the configurations with finite `θ`.
+    bound: f64,
+    /// `Σ_α min θ_α` over the configurations with finite `θ`.
+    least_score: f64,
+}
+
+/// Whether the messages prove that every labelling has probability 0.
+///
+/// For a labelling `y` whose configurations all have finite `θ`, the messages
+/// cancel in `Σ_α θ̃_α(y_α) = Σ_α θ_α(y_α)` (docs/MATH.md §3), so its score is
+/// at most `bound = Σ_α max θ̃_α` (over finite-θ configurations) and at least
+/// `least_score = Σ_α min θ_α`. `bound < least_score` (by more than rounding
+/// could explain: 1e-9 of the magnitudes involved) leaves no such labelling.
+/// This is what happens when the zeros of different factors contradict each
+/// other in a way zero propagation does not see: the dual `A ≥ bound` is then
+/// unbounded below and message passing drives it towards −∞. A feasible model
+/// never passes the test, converged or not.
+fn infeasibility_certificate(problem: &InferenceProblem<'_>, messages: &Messages) -> Option<Infeasible> {
+    let g = problem.graph();
+    let theta = problem.theta();
+    let mut tt = vec![0.0; g.total_configs()];
+    problem.reparameterized(messages, &mut tt);
+    let (mut bound, mut least_score, mut scale) = (0.0f64, 0.0f64, 1.0f64);
+    for r in 0..g.num_regions() {
+        let range = g.config_range(r);
+        let (mut hi, mut lo, mut size) = (f64::NEG_INFINITY, f64::INFINITY, 0.0f64);
+        for (&t, &reparameterized) in theta[range.clone()].iter().zip(&tt[range]) {
+            if t.is_finite() {
+                hi = hi.max(reparameterized);
+                lo = lo.min(t);
+                size = size.max(t.abs()).max(reparameterized.abs());
+            }
+        }
+        bound += hi;
+        least_score += lo;
+        scale += size;
+    }
+    scale += 2.0 * messages.as_slice().iter().fold(0.0f64, |acc, &v| acc + v.abs());
+    (bound.is_finite() && least_score.is_finite() && bound < least_score - 1e-9 * scale)
+        .then_some(Infeasible { bound, least_score })
 }
 
 /// Minimises the smooth convex dual `A(λ, θ)` over the messages by L-BFGS from
@@ -655,6 +731,36 @@ fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The certificate of `infer`'s infeasibility check never fires on a
+    /// feasible model, whether message passing has converged or not (here
+    /// with hard zeros, after every one of the first 30 iterations and after
+    /// the polish), and fires on a model whose zeros contradict each other
+    /// only through the weights (x0+x1+x2 = 1, x0+x1+x3 = 2, x2 = x3).
+    #[test]
+    fn the_infeasibility_certificate_has_no_false_positives() {
+        let text = include_str!("../tests/slow_cycle4.uai").replacen("4.351310933531843", "0", 1);
+        let infeasible =
+            "MARKOV\n4\n2 2 2 2\n3\n3 0 1 2\n3 0 1 3\n2 2 3\n8\n0 1 1 0 1 0 0 0\n8\n0 0 0 1 0 1 1 0\n4\n1 0 0 1\n";
+        for (text, feasible) in [(text.as_str(), true), (infeasible, false)] {
+            let m = UaiModel::parse(text).unwrap().to_region_graph().unwrap();
+            for eps in [0.01, 0.1, 1.0] {
+                let eps = vec![eps; m.graph.factor_types().len()];
+                let problem = InferenceProblem::new(&m.graph, &m.theta, &eps).unwrap();
+                let mut messages = Messages::zeros(&m.graph);
+                let mut ws = Workspace::new(&m.graph);
+                let opts = RunOptions { iterations: 1, tolerance: None, order: None };
+                let mut found = false;
+                for _ in 0..30 {
+                    problem.run(&mut messages, &opts, &mut ws).unwrap();
+                    found |= infeasibility_certificate(&problem, &messages).is_some();
+                }
+                polish_dual(&problem, &mut messages, 200, None).unwrap();
+                found |= infeasibility_certificate(&problem, &messages).is_some();
+                assert_eq!(found, !feasible, "feasible {feasible}, eps {eps:?}");
+            }
+        }
+    }
 
     /// A 4-cycle on which star updates crawl (found by scripts/check_infer_cvxpy.py):
     /// after 200 iterations the violation is still ~1e-4; the dual polish must
