@@ -199,8 +199,8 @@ fn predict_image(args: PredictImageArgs) -> Result<()> {
         .zip(&counts)
         .map(|(c, &n)| format!("{c} {:.3}", n as f64 / labels.data().len() as f64))
         .collect();
-    println!(
-        "{}: {}×{} label map ({}; {} message-passing iterations, violation {:.2e}) → {}",
+    print_stdout(&format!(
+        "{}: {}×{} label map ({}; {} message-passing iterations, violation {:.2e}) → {}\n",
         args.image.display(),
         labels.height(),
         labels.width(),
@@ -208,8 +208,7 @@ fn predict_image(args: PredictImageArgs) -> Result<()> {
         prediction.report.iterations,
         prediction.report.max_violation,
         args.output.display()
-    );
-    Ok(())
+    ))
 }
 
 fn main() {
@@ -313,12 +312,12 @@ fn run(cli: Cli) -> Result<()> {
                 .with_context(|| format!("evaluating {} on {}", model_path.display(), data_path.display()))?;
             let metrics = ConfusionMatrix::from_predictions(&data, &predictions)?.report();
             let (converged, worst) = report::convergence(&predictions);
-            print!("{}", report::metrics_text(&metrics));
-            println!(
-                "{} examples; message passing from zero messages, up to {iterations} iterations: {converged} of {} reached the tolerance {tolerance:e} (largest violation {worst:.2e})",
+            print_stdout(&format!(
+                "{}{} examples; message passing from zero messages, up to {iterations} iterations: {converged} of {} reached the tolerance {tolerance:e} (largest violation {worst:.2e})\n",
+                report::metrics_text(&metrics),
                 data.len(),
                 data.len()
-            );
+            ))?;
             if verbosity.normal() && converged < data.len() {
                 eprintln!(
                     "note: not every example converged, so this error can differ from the one reported during training \
@@ -445,15 +444,16 @@ fn infer(
     });
     match output {
         Some(p) => write_json(p, &value),
-        None => {
-            // Not `println!`, which panics when the reader has gone (`infer m.uai | head`).
-            use std::io::Write as _;
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "{}", serde_json::to_string_pretty(&value)?)
-                .and_then(|()| out.flush())
-                .context("writing the result to standard output")
-        }
+        None => print_stdout(&format!("{}\n", serde_json::to_string_pretty(&value)?)),
     }
+}
+
+/// Writes `text` to standard output; an error, not `println!`'s panic, when
+/// the reader has gone (`structlearn infer m.uai | head`).
+fn print_stdout(text: &str) -> Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("writing the result to standard output")
 }
 
 /// Proof, from the messages, that no labelling has positive probability

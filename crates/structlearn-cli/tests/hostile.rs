@@ -188,3 +188,22 @@ fn predict_image_checks_its_tolerance_like_the_other_commands() {
         assert!(stderr(&o).contains("tolerance (largest marginalisation violation)"), "{}", stderr(&o));
     }
 }
+
+/// `structlearn eval … | head -c 0`: a reader gone before the report is an
+/// error, not `println!`'s panic.
+#[cfg(unix)]
+#[test]
+fn eval_into_a_closed_standard_output_is_an_error_not_a_panic() {
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let (data, model) = train_model(dir.path());
+    let mut child = Command::new(BIN)
+        .args(["eval", "--model", model.to_str().unwrap(), "--data", data.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    refused(&o, &["writing the result to standard output"]);
+}
