@@ -476,9 +476,30 @@ impl GridGraphs {
 /// println!("{err}"); // names the file
 /// ```
 pub fn load_image(path: &Path) -> Result<DynamicImage, DatasetError> {
-    let bytes = std::fs::read(path).map_err(|e| DatasetError::io(path, e))?;
+    let bad = |reason: String| DatasetError::BadImage { path: path.display().to_string(), reason };
+    let meta = std::fs::metadata(path).map_err(|e| DatasetError::io(path, e))?;
+    // A folder, a pipe or a device: reading would fail late, block, or never end.
+    if !meta.is_file() {
+        return Err(bad("not a regular file (a folder, pipe or device)".into()));
+    }
+    if meta.len() > MAX_IMAGE_FILE_BYTES {
+        return Err(bad(format!("{} bytes, more than the {MAX_IMAGE_FILE_BYTES} an image file may have", meta.len())));
+    }
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(
+            std::fs::File::open(path).map_err(|e| DatasetError::io(path, e))?,
+            MAX_IMAGE_FILE_BYTES,
+        ),
+        &mut bytes,
+    )
+    .map_err(|e| DatasetError::io(path, e))?;
     decode_image(&bytes, path)
 }
+
+/// The largest image file [`load_image`] reads (256 MiB; a photograph of
+/// these data sets is well under 1 MiB).
+pub const MAX_IMAGE_FILE_BYTES: u64 = 256 << 20;
 
 /// Decodes the bytes of a PNG or JPEG file like [`load_image`]; `source` names it in errors.
 ///

@@ -283,6 +283,16 @@ pub fn compute_features(images: &[SceneImage], cfg: &FeatureConfig) -> Result<Ve
 /// (normally the training images'; only labelled regions are used when
 /// `images` has unknown pixels, as in training).
 pub fn fit_standardizers(images: &[SceneImage], features: &[ImageFeatures]) -> Result<[Standardizer; 2], DatasetError> {
+    if !images.iter().any(|img| img.labels.iter().any(Option::is_some)) {
+        return Err(DatasetError::config(
+            "train",
+            format!(
+                "the training images ({}) have no labelled pixel, so nothing can be learned (and the features' \
+                 standardisation has no rows to fit); use more training images, or images with known labels",
+                images.len()
+            ),
+        ));
+    }
     let mut unary = Vec::new();
     let mut pair = Vec::new();
     for (img, f) in images.iter().zip(features) {
@@ -452,10 +462,21 @@ pub fn list_files(
     let mut names = Vec::new();
     for e in entries {
         let e = e.map_err(|e| DatasetError::io(dir, e))?;
-        if let Some(name) = e.file_name().to_str()
-            && name.ends_with(suffix)
-        {
-            names.push(name.to_string());
+        let file_name = e.file_name();
+        // `.jpg` and `.JPG` alike; a name that is not UTF-8 cannot be paired
+        // with its label file, so it is an error rather than a silent skip.
+        let lossy = file_name.to_string_lossy();
+        if !has_suffix(&lossy, suffix) {
+            continue;
+        }
+        match file_name.to_str() {
+            Some(name) => names.push(name.to_string()),
+            None => {
+                return Err(DatasetError::Malformed {
+                    path: e.path().display().to_string(),
+                    reason: "the file name is not UTF-8; rename the file".into(),
+                });
+            }
         }
     }
     if names.is_empty() {
@@ -470,6 +491,77 @@ pub fn list_files(
     Ok(names)
 }
 
+/// Whether `name` ends with `suffix`, ignoring ASCII case (`a.JPG` is a `.jpg`).
+fn has_suffix(name: &str, suffix: &str) -> bool {
+    name.len() >= suffix.len()
+        && name.is_char_boundary(name.len() - suffix.len())
+        && name[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
+}
+
+/// `name` without its `suffix` (matched ignoring ASCII case, as
+/// [`list_files`] does).
+///
+/// ```
+/// assert_eq!(datasets::photos::stem_of("horse001.JPG", ".jpg"), "horse001");
+/// assert_eq!(datasets::photos::stem_of("a.png", ".jpg"), "a.png");
+/// ```
+pub fn stem_of<'a>(name: &'a str, suffix: &str) -> &'a str {
+    if has_suffix(name, suffix) { &name[..name.len() - suffix.len()] } else { name }
+}
+
+/// Checks that a data file the layout requires (`what`, e.g. "mask") exists
+/// and is a regular file: a missing one is [`DatasetError::MissingData`] (with
+/// the layout and the download), a folder, pipe or device in its place is
+/// [`DatasetError::Malformed`] (reading it would fail, block or never end).
+pub fn require_file(
+    path: &Path,
+    what: &str,
+    dataset: &'static str,
+    layout: &'static str,
+    download: &'static str,
+) -> Result<(), DatasetError> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => Ok(()),
+        Ok(_) => Err(DatasetError::Malformed {
+            path: path.display().to_string(),
+            reason: format!("the {what} is not a regular file (a folder, pipe or device)"),
+        }),
+        Err(_) => {
+            Err(DatasetError::MissingData { dataset, missing: format!("{what} {}", path.display()), layout, download })
+        }
+    }
+}
+
+/// Checks that an image reduced to `height × width` stays within
+/// [`MAX_REDUCED_PIXELS`] (`source` names the image).
+pub(crate) fn check_reduced_size(source: &Path, height: usize, width: usize) -> Result<(), DatasetError> {
+    if height.saturating_mul(width) > MAX_REDUCED_PIXELS {
+        return Err(DatasetError::Malformed {
+            path: source.display().to_string(),
+            reason: format!(
+                "reduced to {height} × {width} it would have more than the {MAX_REDUCED_PIXELS} pixels an image \
+                 may have after reduction; lower max_side/scale"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// A token of a data file as an error message shows it: quoted with escapes
+/// (so a NUL byte or a byte-order mark is visible), and cut after 24
+/// characters.
+///
+/// ```
+/// assert_eq!(datasets::photos::shown("\u{feff}-1"), "\"\\u{feff}-1\"");
+/// assert!(datasets::photos::shown(&"9".repeat(1000)).len() < 40);
+/// ```
+pub fn shown(token: &str) -> String {
+    match token.char_indices().nth(24) {
+        Some((cut, _)) => format!("{:?}…", &token[..cut]),
+        None => format!("{token:?}"),
+    }
+}
+
 /// Images with their unstandardised features, as stored in the feature cache.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SceneData {
@@ -479,8 +571,32 @@ pub struct SceneData {
     pub features: Vec<ImageFeatures>,
 }
 
+impl SceneData {
+    /// Whether every image's pixels, labels and features have the sizes its
+    /// height and width imply (what [`compute_features`] writes); a cache
+    /// file that decodes but fails this is recomputed like a corrupt one.
+    fn is_consistent(&self) -> bool {
+        self.images.len() == self.features.len()
+            && self.images.iter().zip(&self.features).all(|(img, f)| {
+                let layout = GridLayout { height: img.height, width: img.width };
+                let pixels = img.height.checked_mul(img.width);
+                pixels.is_some_and(|n| n <= MAX_REDUCED_PIXELS)
+                    && img.rgb.len() == 3 * layout.num_pixels()
+                    && img.labels.len() == layout.num_pixels()
+                    && (f.unary.dim, f.unary.values.len()) == (UNARY_DIM, layout.num_pixels() * UNARY_DIM)
+                    && (f.pair.dim, f.pair.values.len()) == (PAIR_DIM, layout.num_pairs() * PAIR_DIM)
+            })
+    }
+}
+
 /// Magic bytes of feature-cache files (last byte: version).
 const CACHE_MAGIC: &[u8; 8] = b"SLFCACH\x01";
+
+/// Version of what the loaders accept and compute, part of every cache key:
+/// raised when a loader starts refusing (or reading differently) data it
+/// used to accept, so that a cache written before is not trusted. 2: image
+/// and mask shapes compared, `.JPG` names, regular files only.
+const LOADER_VERSION: u32 = 2;
 
 /// A cache key over the data set's files (relative name, size and modification
 /// time of every file under `dirs`) and the settings (any serialisable value,
@@ -489,6 +605,7 @@ const CACHE_MAGIC: &[u8; 8] = b"SLFCACH\x01";
 pub fn cache_key(root: &Path, dirs: &[&str], settings: &impl Serialize) -> Result<u64, DatasetError> {
     let mut text = serde_json::to_string(settings).map_err(|e| DatasetError::config("settings", e.to_string()))?;
     text.push_str(concat!("\nstructlearn-datasets ", env!("CARGO_PKG_VERSION"), "\n"));
+    text.push_str(&format!("loaders {LOADER_VERSION}\n"));
     for d in dirs {
         let dir = root.join(d);
         let mut files: Vec<(String, u64, u128)> = Vec::new();
@@ -527,8 +644,15 @@ where
     if let Ok(bytes) = std::fs::read(&path)
         && let Ok(body) = structlearn::files::unwrap_binary(&path, &bytes, CACHE_MAGIC)
         && let Ok(data) = postcard::from_bytes::<SceneData>(body)
+        && data.is_consistent()
     {
         return Ok((data, true));
+    }
+    if dir.exists() && !dir.is_dir() {
+        return Err(DatasetError::Malformed {
+            path: dir.display().to_string(),
+            reason: "the feature cache must be a folder, and this is a file".into(),
+        });
     }
     let data = compute()?;
     std::fs::create_dir_all(dir).map_err(|e| DatasetError::io(dir, e))?;
@@ -919,6 +1043,20 @@ mod tests {
         assert!(!hit);
         assert_eq!(third, first);
         assert!(cache_key(&data_dir, &["missing"], &1).is_err());
+        // A file that decodes, checksum and all, but whose sizes disagree is
+        // recomputed too (a forged or mis-written cache).
+        let mut forged = first.clone();
+        forged.images[0].height = 3;
+        let body = postcard::to_stdvec(&forged).unwrap();
+        std::fs::write(&file, structlearn::files::wrap_binary(CACHE_MAGIC, &body)).unwrap();
+        let (fourth, hit) = cached(Some(&cache), "t", key, make).unwrap();
+        assert!(!hit);
+        assert_eq!(fourth, first);
+        // A cache "folder" that is a file is an error naming it.
+        let not_dir = dir.path().join("file");
+        std::fs::write(&not_dir, b"").unwrap();
+        let err = cached(Some(&not_dir), "t", key, make).unwrap_err().to_string();
+        assert!(err.contains("feature cache must be a folder"), "{err}");
     }
 
     #[test]

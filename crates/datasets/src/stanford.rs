@@ -24,7 +24,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::DatasetError;
 use crate::image::{Raster, load_rgb};
-use crate::photos::{SceneImage, find_dataset_dir, list_files, reduce_labels, reduced_size, resize_rgb};
+use crate::photos::{
+    SceneImage, check_reduced_size, find_dataset_dir, list_files, reduce_labels, reduced_size, require_file,
+    resize_rgb, shown, stem_of,
+};
 
 /// Name in messages.
 pub const NAME: &str = "Stanford Background";
@@ -81,31 +84,25 @@ pub fn load(dir: &Path, cfg: &StanfordConfig) -> Result<Vec<SceneImage>, Dataset
     if let Some(limit) = cfg.limit {
         names.truncate(limit);
     }
-    let stems: Vec<String> = names.iter().map(|n| n.trim_end_matches(".jpg").to_string()).collect();
-    for stem in &stems {
-        let labels = label_path(dir, stem);
-        if !labels.is_file() {
-            return Err(DatasetError::MissingData {
-                dataset: NAME,
-                missing: format!("label file {}", labels.display()),
-                layout: LAYOUT,
-                download: DOWNLOAD,
-            });
-        }
+    for name in &names {
+        require_file(&label_path(dir, stem_of(name, ".jpg")), "label file", NAME, LAYOUT, DOWNLOAD)?;
     }
-    stems.par_iter().map(|stem| load_one(dir, stem, cfg.scale)).collect()
+    names.par_iter().map(|name| load_one(dir, name, cfg.scale)).collect()
 }
 
 fn label_path(dir: &Path, stem: &str) -> PathBuf {
     dir.join("labels").join(format!("{stem}.regions.txt"))
 }
 
-fn load_one(dir: &Path, stem: &str, scale: f64) -> Result<SceneImage, DatasetError> {
-    let rgb = load_rgb(&dir.join("images").join(format!("{stem}.jpg")))?;
+fn load_one(dir: &Path, file: &str, scale: f64) -> Result<SceneImage, DatasetError> {
+    let stem = stem_of(file, ".jpg");
+    let image_path = dir.join("images").join(file);
+    let rgb = load_rgb(&image_path)?;
     let (w, h) = rgb.dimensions();
     let (h, w) = (h as usize, w as usize);
     let labels = read_regions(&label_path(dir, stem), h, w)?;
     let (th, tw) = reduced_size(h, w, scale);
+    check_reduced_size(&image_path, th, tw)?;
     let small = resize_rgb(&rgb, th, tw);
     let labels = reduce_labels(&labels, th, tw);
     Ok(SceneImage { name: stem.to_string(), height: th, width: tw, rgb: small.into_raw(), labels: labels.into_data() })
@@ -118,6 +115,13 @@ pub fn read_regions(path: &Path, height: usize, width: usize) -> Result<Raster<O
     let bad = |reason: String| DatasetError::Malformed { path: path.display().to_string(), reason };
     if height > MAX_SIDE || width > MAX_SIDE {
         return Err(bad(format!("image size {height}×{width} exceeds {MAX_SIDE} pixels per side")));
+    }
+    // Each label takes at most 3 bytes and a separator, so a larger file is
+    // not this image's label matrix (and is not read into memory).
+    let most = 8 * (height * width) as u64 + 4096;
+    let len = std::fs::metadata(path).map_err(|e| DatasetError::io(path, e))?.len();
+    if len > most {
+        return Err(bad(format!("{len} bytes, more than a {height} × {width} label matrix can take ({most})")));
     }
     let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::InvalidData => bad("not UTF-8 text".into()),
@@ -135,9 +139,9 @@ pub fn read_regions(path: &Path, height: usize, width: usize) -> Result<Raster<O
         }
         let before = labels.len();
         for (col, tok) in line.split_whitespace().enumerate() {
-            let v: i64 = tok
-                .parse()
-                .map_err(|_| bad(format!("line {}, column {}: `{tok}` is not an integer", line_no + 1, col + 1)))?;
+            let v: i64 = tok.parse().map_err(|_| {
+                bad(format!("line {}, column {}: {} is not an integer", line_no + 1, col + 1, shown(tok)))
+            })?;
             let label = match v {
                 -1 => None,
                 0..=7 => Some(v as u8),

@@ -242,6 +242,87 @@ fn malformed_files_are_typed_errors_naming_the_file() {
     assert!(err.contains("STRUCTLEARN_DATA_DIR") && err.contains("figure_ground"), "{err}");
 }
 
+/// Regressions of a hostile-input review of the loaders.
+#[test]
+fn hostile_data_directories_are_refused_naming_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = generated(tmp.path());
+    let (h, s) = (root.join("weizmann_horse"), root.join("stanford_background"));
+    let horses_cfg = horses::HorsesConfig::default();
+    let stanford_cfg = stanford::StanfordConfig { scale: 0.2, limit: None };
+    let message = |r: Result<Vec<SceneImage>, DatasetError>| r.unwrap_err().to_string();
+
+    // A mask of another shape than its colour image (it used to be stretched to fit).
+    let mask = h.join("figure_ground/horse003.jpg");
+    let good_mask = std::fs::read(&mask).unwrap();
+    GrayImage::new(40, 2).save_with_format(&mask, ImageFormat::Jpeg).unwrap();
+    let msg = message(horses::load(&h, &horses_cfg));
+    assert!(msg.contains("horse003.jpg") && msg.contains("aspect ratios"), "{msg}");
+    std::fs::write(&mask, &good_mask).unwrap();
+    // An enlargement beyond the largest side (it used to abort on the allocation).
+    let msg = message(horses::load(&h, &horses::HorsesConfig { max_side: 100_000, limit: None }));
+    assert!(msg.contains("max_side") && msg.contains("4096"), "{msg}");
+
+    // A folder where a label file or an image should be: not "missing", and never read.
+    let labels = s.join("labels/0000001.regions.txt");
+    let good_labels = std::fs::read(&labels).unwrap();
+    std::fs::remove_file(&labels).unwrap();
+    std::fs::create_dir(&labels).unwrap();
+    let err = stanford::load(&s, &stanford_cfg).unwrap_err();
+    assert!(matches!(err, DatasetError::Malformed { .. }), "{err:?}");
+    assert!(err.to_string().contains("0000001.regions.txt") && err.to_string().contains("not a regular file"));
+    std::fs::remove_dir(&labels).unwrap();
+    std::fs::write(&labels, &good_labels).unwrap();
+    #[cfg(unix)]
+    {
+        // A pipe named like an image blocked the loader forever.
+        let image = s.join("images/0000002.jpg");
+        let good_image = std::fs::read(&image).unwrap();
+        std::fs::remove_file(&image).unwrap();
+        assert!(std::process::Command::new("mkfifo").arg(&image).status().unwrap().success());
+        let msg = message(stanford::load(&s, &stanford_cfg));
+        assert!(msg.contains("0000002.jpg") && msg.contains("not a regular file"), "{msg}");
+        std::fs::remove_file(&image).unwrap();
+        std::fs::write(&image, &good_image).unwrap();
+    }
+
+    // A label file far larger than its matrix is refused unread; long or
+    // binary tokens are shown quoted and cut.
+    let text = String::from_utf8(good_labels.clone()).unwrap();
+    std::fs::write(&labels, text.replacen('0', &"7".repeat(100_000), 1)).unwrap();
+    let msg = message(stanford::load(&s, &stanford_cfg));
+    assert!(msg.contains("0000001.regions.txt") && msg.contains("bytes, more than"), "{msg}");
+    std::fs::write(&labels, text.replacen('0', "\u{feff}0\0", 1)).unwrap();
+    let msg = message(stanford::load(&s, &stanford_cfg));
+    assert!(msg.contains(r#""\u{feff}0\0" is not an integer"#), "{msg}");
+    std::fs::write(&labels, &good_labels).unwrap();
+
+    // `.JPG` is a JPEG like `.jpg`; a name that is not UTF-8 is an error, not a skip.
+    std::fs::rename(h.join("rgb/horse004.jpg"), h.join("rgb/horse004.JPG")).unwrap();
+    std::fs::rename(h.join("figure_ground/horse004.jpg"), h.join("figure_ground/horse004.JPG")).unwrap();
+    let images = horses::load(&h, &horses_cfg).unwrap();
+    assert_eq!(
+        images.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(),
+        ["horse001", "horse002", "horse003", "horse004"]
+    );
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let odd = s.join("images").join(std::ffi::OsStr::from_bytes(b"0\xff.jpg"));
+        std::fs::write(&odd, b"x").unwrap();
+        let msg = message(stanford::load(&s, &stanford_cfg));
+        assert!(msg.contains("not UTF-8"), "{msg}");
+        std::fs::remove_file(&odd).unwrap();
+    }
+
+    // Training images without a labelled pixel: said so, not "no rows to fit".
+    let mut images = stanford::load(&s, &stanford_cfg).unwrap();
+    images.iter_mut().for_each(|i| i.labels.iter_mut().for_each(|l| *l = None));
+    let features = compute_features(&images, &FeatureConfig::default()).unwrap();
+    let msg = fit_standardizers(&images, &features).unwrap_err().to_string();
+    assert!(msg.contains("no labelled pixel"), "{msg}");
+}
+
 #[test]
 fn a_pipeline_file_turns_a_photograph_into_the_training_features() {
     let tmp = tempfile::tempdir().unwrap();

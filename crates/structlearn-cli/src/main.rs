@@ -236,6 +236,9 @@ fn run(cli: Cli) -> Result<()> {
             let data_path = data;
             let data = Dataset::load(&data_path)?;
             structlearn::files::check_writable(&output)?;
+            if let Some(dir) = &png_dir {
+                report::prepare_png_dir(dir)?;
+            }
             let opts = PredictOptions { iterations, tolerance: Some(tolerance) };
             let start = std::time::Instant::now();
             let predictions = report::predict_all(&model, &data, &opts, "predict", verbosity)

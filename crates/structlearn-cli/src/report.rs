@@ -85,6 +85,18 @@ pub fn metrics_text(r: &MetricsReport) -> String {
     s
 }
 
+/// Creates `dir` for [`write_label_pngs`] if needed and checks, before any
+/// prediction, that it is a folder that accepts new files.
+pub fn prepare_png_dir(dir: &Path) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!("--png-dir {}: is a file, not a folder", dir.display());
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("--png-dir {}: creating the folder", dir.display()))?;
+    structlearn::files::check_writable(&dir.join("label-map.png"))
+        .with_context(|| format!("--png-dir {}: the folder does not accept new files", dir.display()))?;
+    Ok(())
+}
+
 /// Writes one PNG label map per grid-shaped example into `dir` (created if
 /// needed): two classes black/white, more a fixed distinct palette. Returns
 /// the files written and the number of examples skipped (not grid-shaped).
