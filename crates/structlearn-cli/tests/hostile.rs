@@ -207,3 +207,25 @@ fn eval_into_a_closed_standard_output_is_an_error_not_a_panic() {
     let o = child.wait_with_output().unwrap();
     refused(&o, &["writing the result to standard output"]);
 }
+
+#[test]
+fn a_png_folder_that_is_a_file_is_refused_before_predicting() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, model) = train_model(dir.path());
+    let file = dir.path().join("pngs");
+    std::fs::write(&file, b"").unwrap();
+    let output = dir.path().join("p.json");
+    let o = run(&[
+        "predict",
+        "--model",
+        model.to_str().unwrap(),
+        "--data",
+        data.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+        "--png-dir",
+        file.to_str().unwrap(),
+    ]);
+    refused(&o, &["--png-dir", "is a file, not a folder"]);
+    assert!(!output.exists(), "predicted before checking --png-dir");
+}
