@@ -670,12 +670,39 @@ fn merge_cells(
                     r.pairwise
                 );
             }
-            let bytes = std::fs::read(model_path(dir, r.seed, &r.unary, &r.pairwise))?;
+            let source = model_path(dir, r.seed, &r.unary, &r.pairwise);
+            let bytes = check_model(&source, &r.unary, &r.pairwise).with_context(|| {
+                format!("--merge {}: cell {}/{}, seed {}", dir.display(), r.unary, r.pairwise, r.seed)
+            })?;
             write_atomic(&model_path(out, r.seed, &r.unary, &r.pairwise), &bytes)?;
             done.push(r);
         }
     }
     Ok(())
+}
+
+/// The bytes of the model file `path` of cell `unary`/`pairwise`, once they
+/// load (checksum, body) and the unary factor type holds a `unary` model and
+/// every other type a `pairwise` one; errors name `path`.
+fn check_model(path: &Path, unary: &str, pairwise: &str) -> Result<Vec<u8>> {
+    if path.is_dir() {
+        bail!("{}: is a folder, not a model file", path.display());
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let model = StructuredModel::from_bytes(&bytes, &oracles::ModelRegistry::with_builtin(), path)?;
+    for (ft, m) in model.factor_types.iter().zip(&model.models) {
+        let expected = if ft.name == UNARY { unary } else { pairwise };
+        if m.kind() != expected {
+            bail!(
+                "{}: factor type `{}` holds a model of kind `{}`, but cell {unary}/{pairwise} fits it with `{expected}`; \
+                 the file belongs to another cell",
+                path.display(),
+                ft.name,
+                m.kind()
+            );
+        }
+    }
+    Ok(bytes)
 }
 
 /// Whether two recorded presets hold the same settings: as JSON, except that
@@ -1553,5 +1580,45 @@ pub(crate) mod tests {
         std::fs::write(checkpoint_path(dir.path(), 0, "zero", "zero"), b"x").unwrap();
         let err = check_same_preset(dir.path(), &quick).unwrap_err().to_string();
         assert!(err.contains("holds checkpoints"), "{err}");
+    }
+
+    /// `--merge` loads a model before copying it: a corrupt model, or one of
+    /// another cell, is refused naming the source file (before, it was copied
+    /// and the later error named the copy).
+    #[test]
+    fn merge_checks_models_before_copying_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let quick = serde_json::json!({ "name": "quick" });
+        let o = opts();
+        RunInfo { preset: &quick, opts: &o, commit: Some("abc") }.write(dir.path(), &[], 0.0, true).unwrap();
+        std::fs::write(
+            dir.path().join("results_by_seed.csv"),
+            "seed,unary,pairwise,train_error,test_error,seconds\n0,zero,zero,0.3,0.3,1\n0,linear,linear,0.2,0.2,1\n",
+        )
+        .unwrap();
+        write_model(dir.path(), 0, "zero", "zero");
+        // The linear/linear file holds a zero/zero model.
+        write_model(dir.path(), 0, "zero", "zero");
+        std::fs::rename(model_path(dir.path(), 0, "zero", "zero"), model_path(dir.path(), 0, "linear", "linear"))
+            .unwrap();
+        write_model(dir.path(), 0, "zero", "zero");
+        let source = model_path(dir.path(), 0, "zero", "zero");
+        let bytes = std::fs::read(&source).unwrap();
+        std::fs::write(&source, &bytes[..30]).unwrap();
+        let out = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(out.path().join("models")).unwrap();
+        let cell = |u: &str, p: &str| vec![(u.to_string(), p.to_string())];
+        let merge = |cells: &[(String, String)]| {
+            merge_cells(dir.path(), out.path(), &quick, &[0], cells, &mut Vec::new()).map_err(|e| format!("{e:#}"))
+        };
+        let err = merge(&cell("zero", "zero")).unwrap_err();
+        assert!(err.contains(&source.display().to_string()) && err.contains("--merge"), "{err}");
+        assert!(!model_path(out.path(), 0, "zero", "zero").exists(), "the corrupt model was copied");
+        let err = merge(&cell("linear", "linear")).unwrap_err();
+        assert!(err.contains("holds a model of kind `zero`, but cell linear/linear fits it with `linear`"), "{err}");
+        // A good model is copied.
+        write_model(dir.path(), 0, "zero", "zero");
+        merge(&cell("zero", "zero")).unwrap();
+        assert_eq!(std::fs::read(model_path(out.path(), 0, "zero", "zero")).unwrap(), std::fs::read(&source).unwrap());
     }
 }
