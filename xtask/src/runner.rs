@@ -341,7 +341,7 @@ where
         .unwrap_or_else(|| PathBuf::from(format!("target/reproduce/{}{}", exp.name(), opts.scale.suffix())));
     std::fs::create_dir_all(out.join("models")).with_context(|| format!("creating {}", out.display()))?;
     let cells = selected_cells(&opts.cells)?;
-    let seeds: Vec<u64> = (0..opts.seeds as u64).map(|s| opts.first_seed + s).collect();
+    let seeds = seed_list(opts.first_seed, opts.seeds)?;
     let preset = exp.preset();
 
     if opts.resume {
@@ -534,7 +534,23 @@ fn expected_cost(unary: &str, pairwise: &str) -> u32 {
     pairwise_cost + unary_cost
 }
 
-/// The cells of `--cell` filters (all 25 without filters).
+/// The seeds `first, first + 1, …` (`count` of them); refuses a list that
+/// would run past `u64::MAX` instead of wrapping around to seed 0.
+pub fn seed_list(first: u64, count: usize) -> Result<Vec<u64>> {
+    let last = u64::try_from(count).ok().and_then(|n| first.checked_add(n.checked_sub(1)?));
+    if last.is_none() {
+        bail!(
+            "--seed {first} with --seeds {count}: the last seed would be past {} (the largest seed); use --seed {} \
+             or less, or fewer --seeds",
+            u64::MAX,
+            u64::MAX - (count.max(1) as u64 - 1)
+        );
+    }
+    Ok((0..count as u64).map(|s| first + s).collect())
+}
+
+/// The cells of `--cell` filters (all 25 without filters), in the order
+/// given; a cell named twice is run once (the first mention counts).
 pub fn selected_cells(filters: &[String]) -> Result<Vec<(String, String)>> {
     let all: Vec<(String, String)> =
         CLASSES.iter().flat_map(|u| CLASSES.iter().map(move |p| (u.to_string(), p.to_string()))).collect();
@@ -550,7 +566,13 @@ pub fn selected_cells(filters: &[String]) -> Result<Vec<(String, String)>> {
             }
             Ok((u.to_string(), p.to_string()))
         })
-        .collect()
+        .try_fold(Vec::new(), |mut cells, cell: Result<(String, String)>| {
+            let cell = cell?;
+            if !cells.contains(&cell) {
+                cells.push(cell);
+            }
+            Ok(cells)
+        })
 }
 
 /// Where a cell's per-iteration checkpoint lives while it trains.
@@ -1457,6 +1479,28 @@ pub(crate) mod tests {
         assert_eq!(selected_cells(&["linear/mlp".into()]).unwrap(), vec![("linear".into(), "mlp".into())]);
         assert!(selected_cells(&["linear".into()]).is_err());
         assert!(selected_cells(&["linear/svm".into()]).is_err());
+    }
+
+    /// A cell given twice runs once (it used to train twice and write two
+    /// rows, which the table showed as a spread over one seed).
+    #[test]
+    fn a_repeated_cell_runs_once() {
+        let cells = selected_cells(&["zero/zero", "linear/mlp", "zero/zero"].map(String::from)).unwrap();
+        let pair = |u: &str, p: &str| (u.to_string(), p.to_string());
+        assert_eq!(cells, vec![pair("zero", "zero"), pair("linear", "mlp")]);
+    }
+
+    /// Seeds past u64::MAX are refused instead of wrapping around to seed 0.
+    #[test]
+    fn seeds_past_the_largest_are_refused() {
+        assert_eq!(seed_list(5, 3).unwrap(), [5, 6, 7]);
+        assert_eq!(seed_list(u64::MAX, 1).unwrap(), [u64::MAX]);
+        assert_eq!(seed_list(u64::MAX - 1, 2).unwrap(), [u64::MAX - 1, u64::MAX]);
+        let err = seed_list(u64::MAX, 2).unwrap_err().to_string();
+        assert!(
+            err.contains("--seed 18446744073709551615 with --seeds 2") && err.contains("--seed 18446744073709551614"),
+            "{err}"
+        );
     }
 
     /// The header and a good line of `results_by_seed.csv`.
