@@ -274,10 +274,19 @@ impl Images {
             Some(opts.cache_dir.clone().unwrap_or_else(|| PathBuf::from("target/reproduce/cache")))
         };
         let exp = Self { p, data_dir: opts.data_dir.clone(), cache_dir };
-        // Unknown oracle hyper-parameters are refused now, not at the first cell.
-        for kind in exp.p.oracles.keys() {
+        // Unknown oracle hyper-parameters, and budgets the oracles refuse
+        // (boosting_rounds=0, mlp_epochs=0, …), are refused now, not when the
+        // first cell of that class starts: of every class, whichever cells run.
+        for kind in exp.p.oracles.keys().map(String::as_str).chain(crate::runner::CLASSES) {
             for pairwise in [false, true] {
-                exp.oracle(kind, pairwise)?;
+                exp.oracle(kind, pairwise).with_context(|| {
+                    let budget = match kind {
+                        "boosting" => "boosting_rounds, ",
+                        "mlp" => "mlp_epochs, mlp_minibatch, ",
+                        _ => "",
+                    };
+                    format!("the {kind} oracle's settings (--set {budget}oracles.{kind}.…)")
+                })?;
             }
         }
         Ok(exp)
@@ -640,6 +649,28 @@ mod tests {
         assert!(boosting.contains("rounds: 3,"), "{boosting}");
         let bad = horses(&["oracles.linear.lbfgs.max_iter=5"]).unwrap();
         assert!(bad.oracle("linear", false).err().unwrap().to_string().contains("max_iter"));
+    }
+
+    /// Oracle budgets are checked before the first cell, for every class
+    /// (before, `boosting_rounds=0` failed when the boosting cell started,
+    /// after the earlier cells had trained).
+    #[test]
+    fn oracle_budgets_are_refused_up_front() {
+        let o = crate::runner::tests::opts();
+        for (set, says) in [
+            ("boosting_rounds=0", "rounds"),
+            ("mlp_epochs=0", "epochs"),
+            ("mlp_minibatch=0", "minibatch"),
+            ("oracles.constant.foo=1", "foo"),
+        ] {
+            let err = format!("{:#}", Images::new(Which::Horses, &o, &[set.to_string()]).err().unwrap());
+            assert!(err.contains(says), "{set}: {err}");
+            // The runner checks any experiment the same way before loading data.
+            let exp = horses(&[set]).unwrap();
+            let err = format!("{:#}", crate::runner::check_settings(&exp).unwrap_err());
+            assert!(err.contains(says), "{set}: {err}");
+        }
+        crate::runner::check_settings(&horses(&[]).unwrap()).unwrap();
     }
 
     #[test]

@@ -329,6 +329,9 @@ where
     if opts.seeds == 0 {
         bail!("--seeds must be at least 1");
     }
+    // Settings that the trainer would check only when their cell starts
+    // (hours into a full run): checked before any data is loaded.
+    check_settings(exp)?;
     // The jobs actually used, as run.json records them.
     let opts = &Options {
         jobs: Some(opts.jobs.unwrap_or_else(|| exp.default_jobs(rayon::current_num_threads()))),
@@ -547,6 +550,36 @@ pub fn seed_list(first: u64, count: usize) -> Result<Vec<u64>> {
         );
     }
     Ok((0..count as u64).map(|s| first + s).collect())
+}
+
+/// Refuses, before any data is loaded or cell trained, settings that the
+/// trainer would check only when a cell starts: the learning budget and the
+/// oracle of every class in both roles (boosting rounds, MLP epochs and
+/// minibatch, extra oracle settings), whichever cells are selected.
+pub fn check_settings<E: Experiment>(exp: &E) -> Result<()> {
+    let budget = exp.budget();
+    for (name, value) in [
+        ("learning_iterations", budget.learning_iterations),
+        ("train_error_every", budget.train_error_every),
+        ("checkpoint_every", budget.checkpoint_every),
+        ("predict.iterations", budget.predict.iterations),
+    ] {
+        if value == 0 {
+            bail!("invalid setting `{name}`: 0; it must be at least 1");
+        }
+    }
+    if let Some(tol) = budget.predict.tolerance
+        && !(tol > 0.0 && tol.is_finite())
+    {
+        bail!("invalid setting `predict.tolerance`: {tol}; it must be a finite number > 0 (or null: none)");
+    }
+    for kind in CLASSES {
+        for (pairwise, role) in [(false, "unary"), (true, "pairwise")] {
+            exp.oracle(kind, pairwise)
+                .with_context(|| format!("invalid settings of the {kind} oracle (as {role} oracle)"))?;
+        }
+    }
+    Ok(())
 }
 
 /// The cells of `--cell` filters (all 25 without filters), in the order
