@@ -186,6 +186,62 @@ impl Preset {
     }
 }
 
+impl Preset {
+    /// Refuses settings that would be ignored or contradict each other: the
+    /// resolution setting of the other data set (horses are reduced to a
+    /// longer side of `max_side` pixels, Stanford by the factor `scale`),
+    /// a missing or out-of-range resolution, and per-kind oracle settings
+    /// that are not a group of settings (`oracles.linear=5`).
+    fn validate(&self) -> Result<()> {
+        let max = datasets::photos::MAX_REDUCED_SIDE;
+        match self.dataset {
+            Which::Horses => {
+                anyhow::ensure!(
+                    self.scale.is_none(),
+                    "--set scale: horses are reduced to a longer side of max_side pixels, not by a scale factor \
+                     (that is Stanford's setting); remove the --set scale and use --set max_side=N (2..={max})"
+                );
+                match self.max_side {
+                    None => anyhow::bail!(
+                        "--set max_side=null: horses need the longer side of the reduced images; give --set \
+                         max_side=N (2..={max}) or leave it at the preset's"
+                    ),
+                    Some(m) if !(2..=max).contains(&m) => anyhow::bail!(
+                        "--set max_side={m}: the longer side must be in 2..={max} pixels (the feature pipeline's \
+                         limit, which `structlearn predict-image` also applies)"
+                    ),
+                    Some(_) => {}
+                }
+            }
+            Which::Stanford => {
+                anyhow::ensure!(
+                    self.max_side.is_none(),
+                    "--set max_side: Stanford images are reduced by a scale factor, not to a longer side (that is \
+                     the horses' setting); remove the --set max_side and use --set scale=F (0 < F ≤ 1)"
+                );
+                match self.scale {
+                    None => anyhow::bail!(
+                        "--set scale=null: Stanford needs the reduction factor; give --set scale=F (0 < F ≤ 1) or \
+                         leave it at the preset's"
+                    ),
+                    Some(f) if !(f > 0.0 && f <= 1.0) => {
+                        anyhow::bail!("--set scale={f}: the reduction factor must be in (0, 1]")
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        for (kind, settings) in &self.oracles {
+            anyhow::ensure!(
+                settings.is_object(),
+                "--set oracles.{kind}={settings}: the settings of an oracle kind are a group of named \
+                 hyper-parameters, e.g. --set oracles.{kind}.l2=0.5 (`structlearn oracles` lists them)"
+            );
+        }
+        Ok(())
+    }
+}
+
 fn preset(which: Which, scale: Scale) -> Preset {
     let common = Preset {
         name: "full".into(),
@@ -267,6 +323,7 @@ impl Images {
         for assignment in set {
             p = p.set(assignment)?;
         }
+        p.validate()?;
         p.features.validate()?;
         let cache_dir = if opts.no_cache {
             None
@@ -274,10 +331,19 @@ impl Images {
             Some(opts.cache_dir.clone().unwrap_or_else(|| PathBuf::from("target/reproduce/cache")))
         };
         let exp = Self { p, data_dir: opts.data_dir.clone(), cache_dir };
-        // Unknown oracle hyper-parameters are refused now, not at the first cell.
-        for kind in exp.p.oracles.keys() {
+        // Unknown oracle hyper-parameters, and budgets the oracles refuse
+        // (boosting_rounds=0, mlp_epochs=0, …), are refused now, not when the
+        // first cell of that class starts: of every class, whichever cells run.
+        for kind in exp.p.oracles.keys().map(String::as_str).chain(crate::runner::CLASSES) {
             for pairwise in [false, true] {
-                exp.oracle(kind, pairwise)?;
+                exp.oracle(kind, pairwise).with_context(|| {
+                    let budget = match kind {
+                        "boosting" => "boosting_rounds, ",
+                        "mlp" => "mlp_epochs, mlp_minibatch, ",
+                        _ => "",
+                    };
+                    format!("the {kind} oracle's settings (--set {budget}oracles.{kind}.…)")
+                })?;
             }
         }
         Ok(exp)
@@ -640,6 +706,51 @@ mod tests {
         assert!(boosting.contains("rounds: 3,"), "{boosting}");
         let bad = horses(&["oracles.linear.lbfgs.max_iter=5"]).unwrap();
         assert!(bad.oracle("linear", false).err().unwrap().to_string().contains("max_iter"));
+    }
+
+    /// Oracle budgets are checked before the first cell, for every class
+    /// (before, `boosting_rounds=0` failed when the boosting cell started,
+    /// after the earlier cells had trained).
+    #[test]
+    fn oracle_budgets_are_refused_up_front() {
+        let o = crate::runner::tests::opts();
+        for (set, says) in [
+            ("boosting_rounds=0", "rounds"),
+            ("mlp_epochs=0", "epochs"),
+            ("mlp_minibatch=0", "minibatch"),
+            ("oracles.constant.foo=1", "foo"),
+        ] {
+            let err = format!("{:#}", Images::new(Which::Horses, &o, &[set.to_string()]).err().unwrap());
+            assert!(err.contains(says), "{set}: {err}");
+            // The runner checks any experiment the same way before loading data.
+            let exp = horses(&[set]).unwrap();
+            let err = format!("{:#}", crate::runner::check_settings(&exp).unwrap_err());
+            assert!(err.contains(says), "{set}: {err}");
+        }
+        crate::runner::check_settings(&horses(&[]).unwrap()).unwrap();
+    }
+
+    /// Settings that would be ignored or contradict the data set are refused.
+    #[test]
+    fn ignored_or_contradictory_settings_are_refused() {
+        let o = crate::runner::tests::opts();
+        for (which, set, says) in [
+            (Which::Stanford, "max_side=64", "Stanford images are reduced by a scale factor"),
+            (Which::Horses, "scale=0.5", "horses are reduced to a longer side of max_side pixels"),
+            (Which::Horses, "max_side=null", "--set max_side=null: horses need"),
+            (Which::Horses, "max_side=100000", "2..=4096"),
+            (Which::Stanford, "scale=null", "--set scale=null: Stanford needs"),
+            (Which::Stanford, "scale=1.5", "(0, 1]"),
+            (Which::Horses, "oracles.linear=5", "--set oracles.linear=5: the settings of an oracle kind are a group"),
+            (Which::Horses, r#"oracles.linear="l2=0.5""#, "--set oracles.linear=\"l2=0.5\""),
+            (Which::Horses, r#"oracles={"linear":[1]}"#, "oracles.linear=[1]"),
+        ] {
+            let err = format!("{:#}", Images::new(which, &o, &[set.to_string()]).err().expect(set));
+            assert!(err.contains(says), "{set}: {err}");
+        }
+        for (which, set) in [(Which::Horses, "max_side=64"), (Which::Stanford, "scale=0.5")] {
+            Images::new(which, &o, &[set.to_string()]).unwrap();
+        }
     }
 
     #[test]

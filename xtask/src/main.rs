@@ -48,11 +48,11 @@ enum Command {
         /// Repeat with this many seeds (punyakanok: trials, default 10) and report mean ± std.
         #[arg(long)]
         seeds: Option<usize>,
-        /// First seed.
+        /// First seed (the seeds are SEED, SEED + 1, …; a list past the largest seed is refused).
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// Only these cells, as UNARY/PAIRWISE (repeatable), e.g. `--cell linear/boosting`;
-        /// for hazan-urtasun the parts `clock`, `tables` or `unary`.
+        /// a cell given twice runs once; for hazan-urtasun the parts `clock`, `tables` or `unary`.
         #[arg(long = "cell", value_name = "UNARY/PAIRWISE")]
         cells: Vec<String>,
         /// Learning iterations (overrides the preset).

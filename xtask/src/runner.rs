@@ -276,25 +276,34 @@ impl CurvePoint {
     }
 
     /// A `curves.csv` line after its `seed,unary,pairwise` fields (7, 8 or
-    /// 9 fields in all: files of older runs lack the last one or two).
-    fn parse(fields: &[&str]) -> Option<Self> {
-        if !(7..=9).contains(&fields.len()) {
-            return None;
-        }
+    /// 9 fields in all: files of older runs lack the last one or two); a
+    /// field that does not parse or is out of range is an error naming the
+    /// file, the line and the field.
+    fn parse(line: &CsvLine<'_>) -> Result<Self> {
+        let fields = &line.fields;
         let rejected_fits = match fields.get(8) {
             None => None,
             Some(&f) if f == UNKNOWN_REJECTED => None,
             Some(&f) => Some(f.split(';').filter(|n| !n.is_empty()).map(str::to_string).collect()),
         };
-        Some(Self {
-            iteration: fields[3].parse().ok()?,
+        let iteration: usize = line.parse(3, "iteration", "a learning iteration (a whole number from 1)")?;
+        if iteration == 0 {
+            return Err(line.error("iteration", "0 is not a learning iteration (they count from 1)"));
+        }
+        Ok(Self {
+            iteration,
             train_error: match fields[4] {
                 "" => None,
-                f => Some(f.parse().ok()?),
+                _ => Some(line.number(4, "train_error", 0.0, 1.0)?),
             },
-            test_error: fields[5].parse().ok()?,
-            objective: fields[6].parse().ok()?,
-            elapsed_seconds: fields.get(7).and_then(|v| v.parse().ok()).unwrap_or(f64::NAN),
+            test_error: line.number(5, "test_error", 0.0, 1.0)?,
+            objective: line.number(6, "objective", f64::MIN, f64::MAX)?,
+            // NaN: a point of an older run, which did not record the time.
+            elapsed_seconds: match fields.get(7) {
+                None => f64::NAN,
+                Some(v) if v.eq_ignore_ascii_case("nan") => f64::NAN,
+                Some(_) => line.number(7, "elapsed_seconds", 0.0, f64::MAX)?,
+            },
             rejected_fits,
         })
     }
@@ -320,6 +329,9 @@ where
     if opts.seeds == 0 {
         bail!("--seeds must be at least 1");
     }
+    // Settings that the trainer would check only when their cell starts
+    // (hours into a full run): checked before any data is loaded.
+    check_settings(exp)?;
     // The jobs actually used, as run.json records them.
     let opts = &Options {
         jobs: Some(opts.jobs.unwrap_or_else(|| exp.default_jobs(rayon::current_num_threads()))),
@@ -332,7 +344,7 @@ where
         .unwrap_or_else(|| PathBuf::from(format!("target/reproduce/{}{}", exp.name(), opts.scale.suffix())));
     std::fs::create_dir_all(out.join("models")).with_context(|| format!("creating {}", out.display()))?;
     let cells = selected_cells(&opts.cells)?;
-    let seeds: Vec<u64> = (0..opts.seeds as u64).map(|s| opts.first_seed + s).collect();
+    let seeds = seed_list(opts.first_seed, opts.seeds)?;
     let preset = exp.preset();
 
     if opts.resume {
@@ -525,7 +537,53 @@ fn expected_cost(unary: &str, pairwise: &str) -> u32 {
     pairwise_cost + unary_cost
 }
 
-/// The cells of `--cell` filters (all 25 without filters).
+/// The seeds `first, first + 1, …` (`count` of them); refuses a list that
+/// would run past `u64::MAX` instead of wrapping around to seed 0.
+pub fn seed_list(first: u64, count: usize) -> Result<Vec<u64>> {
+    let last = u64::try_from(count).ok().and_then(|n| first.checked_add(n.checked_sub(1)?));
+    if last.is_none() {
+        bail!(
+            "--seed {first} with --seeds {count}: the last seed would be past {} (the largest seed); use --seed {} \
+             or less, or fewer --seeds",
+            u64::MAX,
+            u64::MAX - (count.max(1) as u64 - 1)
+        );
+    }
+    Ok((0..count as u64).map(|s| first + s).collect())
+}
+
+/// Refuses, before any data is loaded or cell trained, settings that the
+/// trainer would check only when a cell starts: the learning budget and the
+/// oracle of every class in both roles (boosting rounds, MLP epochs and
+/// minibatch, extra oracle settings), whichever cells are selected.
+pub fn check_settings<E: Experiment>(exp: &E) -> Result<()> {
+    let budget = exp.budget();
+    for (name, value) in [
+        ("learning_iterations", budget.learning_iterations),
+        ("train_error_every", budget.train_error_every),
+        ("checkpoint_every", budget.checkpoint_every),
+        ("predict.iterations", budget.predict.iterations),
+    ] {
+        if value == 0 {
+            bail!("invalid setting `{name}`: 0; it must be at least 1");
+        }
+    }
+    if let Some(tol) = budget.predict.tolerance
+        && !(tol > 0.0 && tol.is_finite())
+    {
+        bail!("invalid setting `predict.tolerance`: {tol}; it must be a finite number > 0 (or null: none)");
+    }
+    for kind in CLASSES {
+        for (pairwise, role) in [(false, "unary"), (true, "pairwise")] {
+            exp.oracle(kind, pairwise)
+                .with_context(|| format!("invalid settings of the {kind} oracle (as {role} oracle)"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The cells of `--cell` filters (all 25 without filters), in the order
+/// given; a cell named twice is run once (the first mention counts).
 pub fn selected_cells(filters: &[String]) -> Result<Vec<(String, String)>> {
     let all: Vec<(String, String)> =
         CLASSES.iter().flat_map(|u| CLASSES.iter().map(move |p| (u.to_string(), p.to_string()))).collect();
@@ -541,7 +599,13 @@ pub fn selected_cells(filters: &[String]) -> Result<Vec<(String, String)>> {
             }
             Ok((u.to_string(), p.to_string()))
         })
-        .collect()
+        .try_fold(Vec::new(), |mut cells, cell: Result<(String, String)>| {
+            let cell = cell?;
+            if !cells.contains(&cell) {
+                cells.push(cell);
+            }
+            Ok(cells)
+        })
 }
 
 /// Where a cell's per-iteration checkpoint lives while it trains.
@@ -646,7 +710,7 @@ fn merge_cells(
     let Some(theirs) = recorded_preset(dir).with_context(|| format!("--merge {}", dir.display()))? else {
         bail!("--merge {}: no run.json there (not an output folder of `reproduce`)", dir.display());
     };
-    for r in read_previous(dir)? {
+    for r in read_previous(dir).with_context(|| format!("--merge {}", dir.display()))? {
         let wanted = seeds.contains(&r.seed) && cells.contains(&(r.unary.clone(), r.pairwise.clone()));
         let have = done.iter().any(|d| d.seed == r.seed && d.unary == r.unary && d.pairwise == r.pairwise);
         if wanted && !have {
@@ -661,12 +725,39 @@ fn merge_cells(
                     r.pairwise
                 );
             }
-            let bytes = std::fs::read(model_path(dir, r.seed, &r.unary, &r.pairwise))?;
+            let source = model_path(dir, r.seed, &r.unary, &r.pairwise);
+            let bytes = check_model(&source, &r.unary, &r.pairwise).with_context(|| {
+                format!("--merge {}: cell {}/{}, seed {}", dir.display(), r.unary, r.pairwise, r.seed)
+            })?;
             write_atomic(&model_path(out, r.seed, &r.unary, &r.pairwise), &bytes)?;
             done.push(r);
         }
     }
     Ok(())
+}
+
+/// The bytes of the model file `path` of cell `unary`/`pairwise`, once they
+/// load (checksum, body) and the unary factor type holds a `unary` model and
+/// every other type a `pairwise` one; errors name `path`.
+fn check_model(path: &Path, unary: &str, pairwise: &str) -> Result<Vec<u8>> {
+    if path.is_dir() {
+        bail!("{}: is a folder, not a model file", path.display());
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let model = StructuredModel::from_bytes(&bytes, &oracles::ModelRegistry::with_builtin(), path)?;
+    for (ft, m) in model.factor_types.iter().zip(&model.models) {
+        let expected = if ft.name == UNARY { unary } else { pairwise };
+        if m.kind() != expected {
+            bail!(
+                "{}: factor type `{}` holds a model of kind `{}`, but cell {unary}/{pairwise} fits it with `{expected}`; \
+                 the file belongs to another cell",
+                path.display(),
+                ft.name,
+                m.kind()
+            );
+        }
+    }
+    Ok(bytes)
 }
 
 /// Whether two recorded presets hold the same settings: as JSON, except that
@@ -700,42 +791,193 @@ fn preset_for_cell(preset: &serde_json::Value, unary: &str, pairwise: &str) -> s
     p
 }
 
-/// Cells of an earlier (interrupted) run, from `results_by_seed.csv` and `curves.csv`.
+/// The text of `path`, or `None` when there is no such file. Any other
+/// failure (a folder, an unreadable file, bytes that are not UTF-8) is an
+/// error naming the file: a damaged results file must never pass for "no
+/// results", or `--resume` would train its finished cells again and
+/// overwrite them.
+fn read_optional(path: &Path) -> Result<Option<String>> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(_) if path.is_dir() => bail!("{}: is a folder, not a file", path.display()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    String::from_utf8(bytes).map(Some).map_err(|e| {
+        let valid = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..valid].iter().filter(|&&b| b == b'\n').count() + 1;
+        anyhow::anyhow!(
+            "{}: line {line} is not UTF-8 text (byte {valid}); the file is damaged: restore it, or move the \
+             folder aside to start afresh",
+            path.display()
+        )
+    })
+}
+
+/// A value of a CSV field as shown in an error: at most 40 characters, with
+/// control characters escaped.
+fn shown(value: &str) -> String {
+    let mut s: String = value.chars().take(40).flat_map(char::escape_debug).collect();
+    if value.chars().count() > 40 {
+        s.push('…');
+    }
+    s
+}
+
+/// One line of a CSV file the runner wrote, for errors naming the file, the
+/// line and the field.
+struct CsvLine<'a> {
+    file: &'a Path,
+    number: usize,
+    fields: Vec<&'a str>,
+}
+
+impl<'a> CsvLine<'a> {
+    /// The data lines of `text` (read from `file`), after a header that must
+    /// start with `header`.
+    fn all(file: &'a Path, text: &'a str, header: &str) -> Result<Vec<Self>> {
+        let mut lines = text.lines();
+        match lines.next() {
+            Some(first) if first.starts_with(header) => {}
+            first => bail!(
+                "{}: line 1 is `{}`, expected the header `{header}…`; the file is damaged: restore it, or move the \
+                 folder aside to start afresh",
+                file.display(),
+                shown(first.unwrap_or_default())
+            ),
+        }
+        Ok(lines.enumerate().map(|(i, l)| CsvLine { file, number: i + 2, fields: l.split(',').collect() }).collect())
+    }
+
+    /// An error about field `name` of this line.
+    fn error(&self, name: &str, why: impl std::fmt::Display) -> anyhow::Error {
+        anyhow::anyhow!(
+            "{}: line {}, field `{name}`: {why}; fix or delete the line (a deleted cell is trained again)",
+            self.file.display(),
+            self.number
+        )
+    }
+
+    /// Field `index`, called `name`, parsed.
+    fn parse<T: std::str::FromStr>(&self, index: usize, name: &str, what: &str) -> Result<T> {
+        let value = self.fields[index];
+        value.parse().map_err(|_| self.error(name, format_args!("`{}` is not {what}", shown(value))))
+    }
+
+    /// Field `index`, called `name`: a number in `low..=high` (finite).
+    fn number(&self, index: usize, name: &str, low: f64, high: f64) -> Result<f64> {
+        let v: f64 = self.parse(index, name, "a number")?;
+        if !v.is_finite() {
+            return Err(self.error(name, format_args!("`{}` is not a finite number", shown(self.fields[index]))));
+        }
+        if !(low..=high).contains(&v) {
+            let range = if high == f64::MAX { format!("at least {low}") } else { format!("in [{low}, {high}]") };
+            return Err(self.error(name, format_args!("{v} is not {range}")));
+        }
+        Ok(v)
+    }
+
+    /// The `seed,unary,pairwise` fields that start every line.
+    fn cell(&self) -> Result<(u64, String, String)> {
+        let seed = self.parse(0, "seed", "a seed (a whole number from 0)")?;
+        for (i, name) in [(1, "unary"), (2, "pairwise")] {
+            if !CLASSES.contains(&self.fields[i]) {
+                return Err(self
+                    .error(name, format_args!("`{}` is not a class ({})", shown(self.fields[i]), CLASSES.join(", "))));
+            }
+        }
+        Ok((seed, self.fields[1].to_string(), self.fields[2].to_string()))
+    }
+}
+
+/// The header of `results_by_seed.csv` (without `peak_rss_mib`, which older runs lack).
+const RESULTS_HEADER: &str = "seed,unary,pairwise,train_error,test_error,seconds";
+
+/// Cells of an earlier (interrupted) run, from `results_by_seed.csv` and
+/// `curves.csv` (those whose model is in `models/`). No file is no cells; a
+/// file that cannot be read, or a line that is malformed or out of range
+/// (errors outside [0, 1], negative or infinite seconds, a cell twice) is an
+/// error naming the file, the line and the field.
 fn read_previous(out: &Path) -> Result<Vec<CellResult>> {
-    let Ok(text) = std::fs::read_to_string(out.join("results_by_seed.csv")) else {
+    let results_path = out.join("results_by_seed.csv");
+    let Some(text) = read_optional(&results_path)? else {
         return Ok(Vec::new());
     };
-    let curves = std::fs::read_to_string(out.join("curves.csv")).unwrap_or_default();
-    let mut results = Vec::new();
-    for line in text.lines().skip(1) {
-        let f: Vec<&str> = line.split(',').collect();
-        if f.len() != 6 && f.len() != 7 {
-            bail!("{}: malformed line `{line}`", out.join("results_by_seed.csv").display());
+    let mut curves = read_curves(out)?;
+    let mut results: Vec<CellResult> = Vec::new();
+    let mut lines_of: BTreeMap<(u64, String, String), usize> = BTreeMap::new();
+    for line in CsvLine::all(&results_path, &text, RESULTS_HEADER)? {
+        if line.fields.len() != 6 && line.fields.len() != 7 {
+            bail!(
+                "{}: line {}: malformed line `{}` ({} fields, expected {RESULTS_HEADER},peak_rss_mib); fix or \
+                 delete the line (a deleted cell is trained again)",
+                results_path.display(),
+                line.number,
+                shown(&line.fields.join(",")),
+                line.fields.len()
+            );
         }
-        let seed: u64 = f[0].parse()?;
-        if !model_path(out, seed, f[1], f[2]).exists() {
+        let key = line.cell()?;
+        if let Some(first) = lines_of.insert(key.clone(), line.number) {
+            bail!(
+                "{}: line {} repeats seed {}, cell {}/{} of line {first}; delete one of the two lines",
+                results_path.display(),
+                line.number,
+                key.0,
+                key.1,
+                key.2
+            );
+        }
+        let train_error = line.number(3, "train_error", 0.0, 1.0)?;
+        let test_error = line.number(4, "test_error", 0.0, 1.0)?;
+        let seconds = line.number(5, "seconds", 0.0, f64::MAX)?;
+        let peak_rss_mib = if line.fields.len() == 7 { line.number(6, "peak_rss_mib", 0.0, f64::MAX)? } else { 0.0 };
+        let (seed, unary, pairwise) = key;
+        if !model_path(out, seed, &unary, &pairwise).exists() {
             continue;
         }
-        let curve = curves
-            .lines()
-            .skip(1)
-            .filter_map(|l| {
-                let c: Vec<&str> = l.split(',').collect();
-                (c.len() >= 3 && c[0] == f[0] && c[1] == f[1] && c[2] == f[2]).then(|| CurvePoint::parse(&c))?
-            })
-            .collect();
-        results.push(CellResult {
-            seed,
-            unary: f[1].into(),
-            pairwise: f[2].into(),
-            train_error: f[3].parse()?,
-            test_error: f[4].parse()?,
-            seconds: f[5].parse()?,
-            peak_rss_mib: f.get(6).and_then(|v| v.parse().ok()).unwrap_or(0.0),
-            curve,
-        });
+        let curve = curves.remove(&(seed, unary.clone(), pairwise.clone())).unwrap_or_default();
+        results.push(CellResult { seed, unary, pairwise, train_error, test_error, seconds, peak_rss_mib, curve });
     }
     Ok(results)
+}
+
+/// The points of every cell in `out/curves.csv` (none without the file), in
+/// the file's order; malformed lines are errors naming the file and the line.
+fn read_curves(out: &Path) -> Result<BTreeMap<(u64, String, String), Vec<CurvePoint>>> {
+    let path = out.join("curves.csv");
+    let mut curves: BTreeMap<(u64, String, String), Vec<CurvePoint>> = BTreeMap::new();
+    let Some(text) = read_optional(&path)? else {
+        return Ok(curves);
+    };
+    for line in CsvLine::all(&path, &text, "seed,unary,pairwise,iteration,train_error,test_error,objective")? {
+        if !(7..=9).contains(&line.fields.len()) {
+            bail!(
+                "{}: line {}: malformed line `{}` ({} fields, expected 7 to 9: {}); fix or delete the line",
+                path.display(),
+                line.number,
+                shown(&line.fields.join(",")),
+                line.fields.len(),
+                CURVES_HEADER.trim_end()
+            );
+        }
+        let key = line.cell()?;
+        let point = CurvePoint::parse(&line)?;
+        let points = curves.entry(key).or_default();
+        if let Some(last) = points.last()
+            && last.iteration >= point.iteration
+        {
+            return Err(line.error(
+                "iteration",
+                format_args!(
+                    "iteration {} follows iteration {} of the same cell (each cell's iterations must increase)",
+                    point.iteration, last.iteration
+                ),
+            ));
+        }
+        points.push(point);
+    }
+    Ok(curves)
 }
 
 /// Mean and sample standard deviation (0 for one value).
@@ -911,8 +1153,22 @@ fn write_per_class<D: ExperimentData>(
 
 /// With `--resume`, refuses to mix cells trained under another preset (data,
 /// learning iterations, prediction budget, oracle budgets) into one table.
+/// A folder without `run.json` is accepted only when it holds no results and
+/// no checkpoints: their preset cannot be checked.
 pub fn check_same_preset(out: &Path, preset: &serde_json::Value) -> Result<()> {
     let Some(recorded) = recorded_preset(out)? else {
+        let results = out.join("results_by_seed.csv");
+        let checkpoints = std::fs::read_dir(out.join("checkpoints"))
+            .map(|d| d.filter_map(|e| e.ok()).any(|e| e.path().extension().is_some_and(|x| x == "ckpt")))
+            .unwrap_or(false);
+        if results.exists() || checkpoints {
+            bail!(
+                "--resume: {} holds {} but no run.json, so the settings they were made with cannot be checked; \
+                 rerun without --resume into another --out (or restore its run.json)",
+                out.display(),
+                if results.exists() { "results (results_by_seed.csv)" } else { "checkpoints (checkpoints/)" }
+            );
+        }
         return Ok(());
     };
     if !same_settings(&recorded, preset) {
@@ -927,10 +1183,11 @@ pub fn check_same_preset(out: &Path, preset: &serde_json::Value) -> Result<()> {
 }
 
 /// The preset recorded in `dir/run.json` (`Null` if it records none), or
-/// `None` when there is no `run.json`.
+/// `None` when there is no `run.json`; a `run.json` that cannot be read is an
+/// error naming it.
 fn recorded_preset(dir: &Path) -> Result<Option<serde_json::Value>> {
     let path = dir.join("run.json");
-    let Ok(text) = std::fs::read_to_string(&path) else {
+    let Some(text) = read_optional(&path)? else {
         return Ok(None);
     };
     let info: serde_json::Value =
@@ -1026,8 +1283,28 @@ impl RunInfo<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// A small model of cell `unary`/`pairwise` (each type's model fitted by
+    /// that class's oracle on a tiny problem), saved where the cell's model lives.
+    fn write_model(dir: &Path, seed: u64, unary: &str, pairwise: &str) {
+        let fit = |kind: &str| {
+            let x = [0.0, 1.0, 2.0, 3.0];
+            let features = oracles::Features::new(&x, 4, 1).unwrap();
+            let (labels, bias) = ([0, 0, 1, 1], [0.0; 8]);
+            let problem = oracles::Problem::new(features, &labels, &bias, 2, None).unwrap();
+            structlearn::oracle_config::oracle_from_json(&serde_json::json!({ "kind": kind }))
+                .unwrap()
+                .fit(&problem, None, oracles::FitContext { seed: 0 })
+                .unwrap()
+        };
+        let types = ["unary", "pairwise"]
+            .map(|t| structlearn::FactorTypeInfo { classes: 2, ..structlearn::FactorTypeInfo::new(t, 1) });
+        let model = StructuredModel::new(types.to_vec(), vec![1.0, 1.0], vec![fit(unary), fit(pairwise)]).unwrap();
+        std::fs::create_dir_all(dir.join("models")).unwrap();
+        model.save(&model_path(dir, seed, unary, pairwise)).unwrap();
+    }
 
     pub(crate) fn opts() -> Options {
         Options {
@@ -1208,10 +1485,8 @@ mod tests {
             "seed,unary,pairwise,train_error,test_error,seconds\n0,linear,linear,0.2,0.3,10\n0,boosting,boosting,0.3,0.3,10\n",
         )
         .unwrap();
-        for cell in ["linear-linear", "boosting-boosting"] {
-            let model = dir.path().join(format!("models/seed0-{cell}.slm"));
-            std::fs::create_dir_all(model.parent().unwrap()).unwrap();
-            std::fs::write(model, b"model").unwrap();
+        for cell in ["linear", "boosting"] {
+            write_model(dir.path(), 0, cell, cell);
         }
         let out = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(out.path().join("models")).unwrap();
@@ -1237,5 +1512,190 @@ mod tests {
         assert_eq!(selected_cells(&["linear/mlp".into()]).unwrap(), vec![("linear".into(), "mlp".into())]);
         assert!(selected_cells(&["linear".into()]).is_err());
         assert!(selected_cells(&["linear/svm".into()]).is_err());
+    }
+
+    /// A cell given twice runs once (it used to train twice and write two
+    /// rows, which the table showed as a spread over one seed).
+    #[test]
+    fn a_repeated_cell_runs_once() {
+        let cells = selected_cells(&["zero/zero", "linear/mlp", "zero/zero"].map(String::from)).unwrap();
+        let pair = |u: &str, p: &str| (u.to_string(), p.to_string());
+        assert_eq!(cells, vec![pair("zero", "zero"), pair("linear", "mlp")]);
+    }
+
+    /// Seeds past u64::MAX are refused instead of wrapping around to seed 0.
+    #[test]
+    fn seeds_past_the_largest_are_refused() {
+        assert_eq!(seed_list(5, 3).unwrap(), [5, 6, 7]);
+        assert_eq!(seed_list(u64::MAX, 1).unwrap(), [u64::MAX]);
+        assert_eq!(seed_list(u64::MAX - 1, 2).unwrap(), [u64::MAX - 1, u64::MAX]);
+        let err = seed_list(u64::MAX, 2).unwrap_err().to_string();
+        assert!(
+            err.contains("--seed 18446744073709551615 with --seeds 2") && err.contains("--seed 18446744073709551614"),
+            "{err}"
+        );
+    }
+
+    /// The header and a good line of `results_by_seed.csv`.
+    const GOOD_RESULTS: &str =
+        "seed,unary,pairwise,train_error,test_error,seconds,peak_rss_mib\n0,linear,linear,0.5,0.6,3,1\n";
+
+    /// `read_previous` of a folder whose `results_by_seed.csv` is `results`
+    /// (with a model for every cell), as an error message.
+    fn previous_error(results: &str, curves: Option<&str>) -> String {
+        let dir = tempfile::tempdir().unwrap();
+        for (u, p) in [("linear", "linear"), ("zero", "zero")] {
+            write_model(dir.path(), 0, u, p);
+        }
+        std::fs::write(dir.path().join("results_by_seed.csv"), results).unwrap();
+        if let Some(curves) = curves {
+            std::fs::write(dir.path().join("curves.csv"), curves).unwrap();
+        }
+        let err = read_previous(dir.path()).expect_err(results).to_string();
+        let file =
+            if curves.is_some() && !err.contains("results_by_seed.csv") { "curves.csv" } else { "results_by_seed.csv" };
+        assert!(err.starts_with(&dir.path().join(file).display().to_string()), "{err}");
+        err
+    }
+
+    /// Values read back for --resume and --merge are checked: parse errors
+    /// and values out of range name the file, the line and the field, and a
+    /// cell twice is refused (before, NaN, inf, negative errors and
+    /// duplicate rows reached the tables, and parse errors were bare).
+    #[test]
+    fn previous_results_are_checked_naming_file_line_and_field() {
+        for (line, says) in [
+            ("0,zero,zero,abc0.31,0.3,1,1", "line 3, field `train_error`: `abc0.31` is not a number"),
+            ("x0,zero,zero,0.3,0.3,1,1", "line 3, field `seed`: `x0` is not a seed"),
+            ("-1,zero,zero,0.3,0.3,1,1", "line 3, field `seed`"),
+            ("0,zero,svm,0.3,0.3,1,1", "line 3, field `pairwise`: `svm` is not a class"),
+            ("0,zero,zero,NaN,0.3,1,1", "line 3, field `train_error`: `NaN` is not a finite number"),
+            ("0,zero,zero,0.3,inf,1,1", "line 3, field `test_error`: `inf` is not a finite number"),
+            ("0,zero,zero,5.3,0.3,1,1", "line 3, field `train_error`: 5.3 is not in [0, 1]"),
+            ("0,zero,zero,0.3,-7.3,1,1", "line 3, field `test_error`: -7.3 is not in [0, 1]"),
+            ("0,zero,zero,0.3,0.3,-2,1", "line 3, field `seconds`: -2 is not at least 0"),
+            ("0,zero,zero,0.3,0.3,1,-1", "line 3, field `peak_rss_mib`: -1 is not at least 0"),
+            ("0,zero,zero,0.3", "line 3: malformed line"),
+            ("0,linear,linear,0.9,0.9,3,1", "line 3 repeats seed 0, cell linear/linear of line 2"),
+        ] {
+            let err = previous_error(&format!("{GOOD_RESULTS}{line}\n"), None);
+            assert!(err.contains(says), "{line}: {err}");
+        }
+        // Long or binary values are shortened and escaped.
+        let err = previous_error(&format!("{GOOD_RESULTS}0,zero,zero,{}\u{1},0.3,1,1\n", "7".repeat(1000)), None);
+        assert!(err.len() < 400 && err.contains('…'), "{err}");
+        let err = previous_error("seed,unary\n", None);
+        assert!(err.contains("line 1") && err.contains("header"), "{err}");
+    }
+
+    /// Only a missing `results_by_seed.csv` means "no results"; a file that
+    /// cannot be read is an error naming it (before, it was taken for no
+    /// results and the finished cells were trained again and overwritten).
+    #[test]
+    fn an_unreadable_results_file_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(read_previous(dir.path()).unwrap().is_empty());
+        let results = dir.path().join("results_by_seed.csv");
+        std::fs::write(&results, [GOOD_RESULTS.as_bytes(), b"\xff\xfe\n"].concat()).unwrap();
+        let err = read_previous(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("results_by_seed.csv: line 3 is not UTF-8"), "{err}");
+        std::fs::remove_file(&results).unwrap();
+        std::fs::create_dir(&results).unwrap();
+        let err = read_previous(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("results_by_seed.csv: is a folder, not a file"), "{err}");
+        // The same for curves.csv and run.json.
+        std::fs::remove_dir(&results).unwrap();
+        std::fs::write(&results, GOOD_RESULTS).unwrap();
+        std::fs::write(dir.path().join("curves.csv"), b"\xff").unwrap();
+        let err = read_previous(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("curves.csv: line 1 is not UTF-8"), "{err}");
+        std::fs::create_dir(dir.path().join("run.json")).unwrap();
+        let err = recorded_preset(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("run.json: is a folder, not a file"), "{err}");
+    }
+
+    /// Malformed `curves.csv` lines are errors naming the file and the line
+    /// (before, they were dropped, and the rewritten file lost them).
+    #[test]
+    fn malformed_curve_lines_are_refused() {
+        let results = format!("{GOOD_RESULTS}0,zero,zero,0.3,0.3,1,1\n");
+        let header = CURVES_HEADER;
+        for (line, says) in [
+            ("0,zero,zero,one,0.5,0.6,2.0,1.000,", "line 3, field `iteration`: `one` is not a learning iteration"),
+            ("0,zero,zero,0,0.5,0.6,2.0,1.000,", "line 3, field `iteration`: 0 is not a learning iteration"),
+            ("0,zero,zero,2,x,0.6,2.0,1.000,", "line 3, field `train_error`: `x` is not a number"),
+            ("0,zero,zero,2,0.5,1.6,2.0,1.000,", "line 3, field `test_error`: 1.6 is not in [0, 1]"),
+            ("0,zero,zero,2,0.5,0.6,inf,1.000,", "line 3, field `objective`: `inf` is not a finite number"),
+            ("0,zero,zero,2,0.5,0.6,2.0,-1,", "line 3, field `elapsed_seconds`: -1 is not at least 0"),
+            ("0,zero,zero,2", "line 3: malformed line"),
+            ("0,zero,zera,2,0.5,0.6,2.0,1.000,", "line 3, field `pairwise`: `zera` is not a class"),
+            ("0,linear,linear,1,0.5,0.6,2.0,1.000,", "line 3, field `iteration`: iteration 1 follows iteration 1"),
+        ] {
+            let curves = format!("{header}0,linear,linear,1,0.5,0.6,2.0,1.000,\n{line}\n");
+            let err = previous_error(&results, Some(&curves));
+            assert!(err.contains("curves.csv") && err.contains(says), "{line}: {err}");
+        }
+    }
+
+    /// `--resume` refuses a folder with results or checkpoints but no
+    /// `run.json` (their preset cannot be checked), naming the folder;
+    /// before, their cells were adopted whatever preset made them.
+    #[test]
+    fn resume_refuses_results_without_run_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let quick = serde_json::json!({ "name": "quick" });
+        check_same_preset(dir.path(), &quick).unwrap();
+        std::fs::write(dir.path().join("results_by_seed.csv"), GOOD_RESULTS).unwrap();
+        let err = check_same_preset(dir.path(), &quick).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("{} holds results", dir.path().display())) && err.contains("no run.json"),
+            "{err}"
+        );
+        std::fs::remove_file(dir.path().join("results_by_seed.csv")).unwrap();
+        std::fs::create_dir(dir.path().join("checkpoints")).unwrap();
+        check_same_preset(dir.path(), &quick).unwrap();
+        std::fs::write(checkpoint_path(dir.path(), 0, "zero", "zero"), b"x").unwrap();
+        let err = check_same_preset(dir.path(), &quick).unwrap_err().to_string();
+        assert!(err.contains("holds checkpoints"), "{err}");
+    }
+
+    /// `--merge` loads a model before copying it: a corrupt model, or one of
+    /// another cell, is refused naming the source file (before, it was copied
+    /// and the later error named the copy).
+    #[test]
+    fn merge_checks_models_before_copying_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let quick = serde_json::json!({ "name": "quick" });
+        let o = opts();
+        RunInfo { preset: &quick, opts: &o, commit: Some("abc") }.write(dir.path(), &[], 0.0, true).unwrap();
+        std::fs::write(
+            dir.path().join("results_by_seed.csv"),
+            "seed,unary,pairwise,train_error,test_error,seconds\n0,zero,zero,0.3,0.3,1\n0,linear,linear,0.2,0.2,1\n",
+        )
+        .unwrap();
+        write_model(dir.path(), 0, "zero", "zero");
+        // The linear/linear file holds a zero/zero model.
+        write_model(dir.path(), 0, "zero", "zero");
+        std::fs::rename(model_path(dir.path(), 0, "zero", "zero"), model_path(dir.path(), 0, "linear", "linear"))
+            .unwrap();
+        write_model(dir.path(), 0, "zero", "zero");
+        let source = model_path(dir.path(), 0, "zero", "zero");
+        let bytes = std::fs::read(&source).unwrap();
+        std::fs::write(&source, &bytes[..30]).unwrap();
+        let out = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(out.path().join("models")).unwrap();
+        let cell = |u: &str, p: &str| vec![(u.to_string(), p.to_string())];
+        let merge = |cells: &[(String, String)]| {
+            merge_cells(dir.path(), out.path(), &quick, &[0], cells, &mut Vec::new()).map_err(|e| format!("{e:#}"))
+        };
+        let err = merge(&cell("zero", "zero")).unwrap_err();
+        assert!(err.contains(&source.display().to_string()) && err.contains("--merge"), "{err}");
+        assert!(!model_path(out.path(), 0, "zero", "zero").exists(), "the corrupt model was copied");
+        let err = merge(&cell("linear", "linear")).unwrap_err();
+        assert!(err.contains("holds a model of kind `zero`, but cell linear/linear fits it with `linear`"), "{err}");
+        // A good model is copied.
+        write_model(dir.path(), 0, "zero", "zero");
+        merge(&cell("zero", "zero")).unwrap();
+        assert_eq!(std::fs::read(model_path(out.path(), 0, "zero", "zero")).unwrap(), std::fs::read(&source).unwrap());
     }
 }

@@ -1401,6 +1401,8 @@ impl<'a> Trainer<'a> {
             None => Vec::new(),
         };
         let best_model = cp.best_model.map(|b| StructuredModel::from_bytes(&b, registry, path)).transpose()?;
+        // After decoding everything, so that a damaged file is reported as such.
+        self.check_same_learner(&models, &cp.history, cp.completed, path)?;
         self.train_eval_messages = train_eval;
         self.best_model = best_model;
         self.validation_eval_messages = validation_eval;
@@ -1411,6 +1413,79 @@ impl<'a> Trainer<'a> {
         self.messages = messages;
         // θ is a function of the models: recompute it exactly as the fits did.
         self.refresh_all_types()
+    }
+
+    /// Refuses a checkpoint written by another learner: models of other
+    /// oracle kinds than this trainer's, a history of another schedule, or
+    /// more finished learning iterations than this run has. Without this a
+    /// checkpoint of, say, a linear/linear run would silently continue as a
+    /// zero/zero run and end in a model that holds linear models.
+    fn check_same_learner(
+        &self,
+        models: &[Option<Box<dyn Model>>],
+        history: &[Record],
+        completed: usize,
+        path: &Path,
+    ) -> Result<(), LearnError> {
+        let names = || self.train.factor_types.iter().map(|f| f.name.as_str());
+        let mismatch =
+            models.iter().zip(&self.oracles).any(|(m, oracle)| m.as_ref().is_some_and(|m| m.kind() != oracle.kind()));
+        if mismatch {
+            let theirs: Vec<String> = names()
+                .zip(models)
+                .map(|(t, m)| format!("{t}: {}", m.as_ref().map_or("(not fitted yet)", |m| m.kind())))
+                .collect();
+            let ours: Vec<String> = names().zip(&self.oracles).map(|(t, o)| format!("{t}: {}", o.kind())).collect();
+            return Err(LearnError::bad_file(
+                path,
+                format!(
+                    "the checkpoint holds models of oracle kinds {}, but this run's oracles are {}: it was written \
+                     by another run (another cell); resume with the oracles it was written with, or delete it to \
+                     start afresh",
+                    theirs.join(", "),
+                    ours.join(", ")
+                ),
+            ));
+        }
+        let describe = |step: &Step| match step {
+            Step::Fit { factor_type } => format!("fit `{factor_type}`"),
+            Step::MessagePassing { .. } => "message-passing".to_string(),
+        };
+        for r in history {
+            let same = self.steps.get(r.step).is_some_and(|step| match step {
+                Step::Fit { factor_type } => r.phase == "fit" && r.factor_type.as_deref() == Some(factor_type),
+                Step::MessagePassing { .. } => r.phase == "message-passing",
+            });
+            if !same {
+                let theirs = match (r.phase.as_str(), &r.factor_type) {
+                    ("fit", Some(t)) => format!("fit `{t}`"),
+                    (phase, _) => phase.to_string(),
+                };
+                return Err(LearnError::bad_file(
+                    path,
+                    format!(
+                        "the checkpoint was written under another schedule (another learner?): step {} of learning \
+                         iteration {} was {theirs}, this run's step {} is {}; resume with the learner and schedule \
+                         it was written with, or delete it to start afresh",
+                        r.step,
+                        r.iteration,
+                        r.step,
+                        self.steps.get(r.step).map_or_else(|| "(none)".to_string(), describe)
+                    ),
+                ));
+            }
+        }
+        if completed > self.config.learning_iterations {
+            return Err(LearnError::bad_file(
+                path,
+                format!(
+                    "the checkpoint has finished {} learning iterations, more than this run's {}; resume with at \
+                     least {} learning iterations, or delete it to start afresh",
+                    completed, self.config.learning_iterations, completed
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -338,6 +338,51 @@ fn resume_after_interruption_equals_uninterrupted_run() {
     assert!(other.resume_from(&dir.path().join("b.ckpt"), &ModelRegistry::with_builtin()).is_err());
 }
 
+/// A checkpoint of another cell (other oracle kinds), another schedule or
+/// more finished iterations is refused, naming the file and both sides;
+/// before, a linear/linear checkpoint resumed as zero/zero gave a "zero/zero"
+/// model holding linear models.
+#[test]
+fn resume_refuses_a_checkpoint_of_another_learner() {
+    let data = common::denoising(2, 4, 4, 3);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("linear.ckpt");
+    let config = |n| TrainConfig { checkpoint: Some(CheckpointConfig { path: path.clone(), every: 1 }), ..quick(n) };
+    Trainer::new(&data, oracles("linear", "linear"), config(2)).unwrap().train().unwrap();
+    let registry = ModelRegistry::with_builtin();
+
+    let mut zero = Trainer::new(&data, oracles("zero", "zero"), config(4)).unwrap();
+    let err = zero.resume_from(&path, &registry).unwrap_err().to_string();
+    assert!(err.starts_with(&path.display().to_string()), "{err}");
+    assert!(err.contains("unary: linear, pairwise: linear") && err.contains("unary: zero, pairwise: zero"), "{err}");
+    // One type of another kind is enough.
+    let mut mixed = Trainer::new(&data, oracles("linear", "constant"), config(4)).unwrap();
+    let err = mixed.resume_from(&path, &registry).unwrap_err().to_string();
+    assert!(err.contains("pairwise: constant"), "{err}");
+
+    // The same oracles under another schedule (message passing first).
+    let schedule = vec![
+        Step::MessagePassing { iterations: 10 },
+        Step::Fit { factor_type: "unary".into() },
+        Step::Fit { factor_type: "pairwise".into() },
+    ];
+    let mut other =
+        Trainer::new(&data, oracles("linear", "linear"), TrainConfig { schedule: Some(schedule), ..config(4) })
+            .unwrap();
+    let err = other.resume_from(&path, &registry).unwrap_err().to_string();
+    assert!(err.contains("another schedule") && err.contains("step 0"), "{err}");
+
+    // Fewer learning iterations than the checkpoint has finished.
+    let mut shorter = Trainer::new(&data, oracles("linear", "linear"), config(1)).unwrap();
+    let err = shorter.resume_from(&path, &registry).unwrap_err().to_string();
+    assert!(err.contains("finished 2 learning iterations, more than this run's 1"), "{err}");
+
+    // The same learner resumes.
+    let mut same = Trainer::new(&data, oracles("linear", "linear"), config(4)).unwrap();
+    same.resume_from(&path, &registry).unwrap();
+    assert_eq!(same.completed_iterations(), 2);
+}
+
 #[test]
 fn bad_input_gives_typed_errors_naming_example_and_region() {
     let good = common::denoising(2, 4, 4, 9);
