@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use datasets::shapes::{Noise, Shape, ShapesConfig, Tying, generate, oracle_specs};
 use smoothed_inference::{InferenceProblem, Messages, Workspace, decode};
 use structlearn::files::write_atomic;
@@ -188,7 +188,7 @@ pub fn reproduce(opts: &Options) -> Result<()> {
             _ => format!("target/reproduce/hazan-urtasun-{}", p.name),
         })
     });
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    crate::runner::create_folder(&out)?;
     let commit = current_commit();
     let start = Instant::now();
     let cfg = ShapesConfig { size: p.size, train: p.train, test: p.test, seed: opts.seed };

@@ -171,7 +171,7 @@ pub fn reproduce(opts: &Options) -> Result<()> {
             _ => format!("target/reproduce/punyakanok-{}", p.name),
         })
     });
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    crate::runner::create_folder(&out)?;
     let commit = current_commit();
     let start = Instant::now();
     eprintln!(

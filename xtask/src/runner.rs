@@ -342,7 +342,7 @@ where
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("target/reproduce/{}{}", exp.name(), opts.scale.suffix())));
-    std::fs::create_dir_all(out.join("models")).with_context(|| format!("creating {}", out.display()))?;
+    create_folder(&out.join("models"))?;
     let cells = selected_cells(&opts.cells)?;
     let seeds = seed_list(opts.first_seed, opts.seeds)?;
     let preset = exp.preset();
@@ -658,7 +658,7 @@ fn run_cell<E: Experiment>(
     };
     let checkpoint = checkpoint_path(out, seed, unary, pairwise);
     if let Some(dir) = checkpoint.parent() {
-        std::fs::create_dir_all(dir)?;
+        create_folder(dir)?;
     }
     let mut trainer = Trainer::new(data.train(), oracles, config)?.with_validation(data.test());
     if resume && checkpoint.is_file() {
@@ -898,6 +898,15 @@ const RESULTS_HEADER: &str = "seed,unary,pairwise,train_error,test_error,seconds
 /// file that cannot be read, or a line that is malformed or out of range
 /// (errors outside [0, 1], negative or infinite seconds, a cell twice) is an
 /// error naming the file, the line and the field.
+/// Creates `dir` and its parents if needed; an error naming the path when it,
+/// or a parent, is a file (the OS says only "File exists").
+pub fn create_folder(dir: &Path) -> Result<()> {
+    if let Some(file) = dir.ancestors().find(|a| a.is_file()) {
+        bail!("{}: is a file, but {} needs it to be a folder; move it aside", file.display(), dir.display());
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating the folder {}", dir.display()))
+}
+
 fn read_previous(out: &Path) -> Result<Vec<CellResult>> {
     let results_path = out.join("results_by_seed.csv");
     let Some(text) = read_optional(&results_path)? else {
@@ -1285,6 +1294,19 @@ impl RunInfo<'_> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn folders_that_are_files_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("models");
+        std::fs::write(&file, b"").unwrap();
+        for target in [file.clone(), file.join("checkpoints")] {
+            let err = create_folder(&target).unwrap_err().to_string();
+            assert!(err.contains(&file.display().to_string()) && err.contains("is a file"), "{err}");
+        }
+        create_folder(&dir.path().join("a/b")).unwrap();
+        assert!(dir.path().join("a/b").is_dir());
+    }
 
     /// A small model of cell `unary`/`pairwise` (each type's model fitted by
     /// that class's oracle on a tiny problem), saved where the cell's model lives.
