@@ -26,30 +26,27 @@ fn refused(o: &Output, parts: &[&str]) {
     }
 }
 
-/// A small training set with 4 examples, saved as `name`.
+/// A data set saved as `name` in `dir`.
 fn data_file(dir: &Path, name: &str, data: &structlearn::Dataset) -> PathBuf {
     let path = dir.join(name);
     data.save(&path).unwrap();
     path
 }
 
+/// `structlearn train -q --data DATA --model MODEL` with `extra` options
+/// (linear oracles and one learning iteration unless `extra` says otherwise).
+fn train(data: &Path, model: &Path, extra: &[&str]) -> Output {
+    let mut args = vec!["train", "-q", "--data", data.to_str().unwrap(), "--model", model.to_str().unwrap()];
+    args.extend(["--oracle", "unary=linear", "--oracle", "pairwise=linear", "--iterations", "1"]);
+    args.extend(extra);
+    run(&args)
+}
+
+/// A training set of 4 examples and a model trained on it.
 fn train_model(dir: &Path) -> (PathBuf, PathBuf) {
     let data = data_file(dir, "train.sld", &structlearn_fuzz::seeds::dataset(4, 3, 4, 9));
     let model = dir.join("m.slm");
-    let o = run(&[
-        "train",
-        "-q",
-        "--data",
-        data.to_str().unwrap(),
-        "--model",
-        model.to_str().unwrap(),
-        "--oracle",
-        "unary=linear",
-        "--oracle",
-        "pairwise=linear",
-        "--iterations",
-        "1",
-    ]);
+    let o = train(&data, &model, &[]);
     assert!(o.status.success(), "{}", stderr(&o));
     (data, model)
 }
@@ -65,7 +62,7 @@ fn thread_counts_far_beyond_the_machine_are_refused() {
 #[test]
 fn sets_without_labelled_variables_are_not_perfect_scores() {
     let dir = tempfile::tempdir().unwrap();
-    let (train, model) = train_model(dir.path());
+    let (train_data, model) = train_model(dir.path());
     let mut unknown = structlearn_fuzz::seeds::dataset(2, 3, 4, 1);
     for k in 0..unknown.len() {
         let n = unknown.examples[k].graph.num_variables();
@@ -74,24 +71,8 @@ fn sets_without_labelled_variables_are_not_perfect_scores() {
     let unknown = data_file(dir.path(), "unknown.sld", &unknown);
     let o = run(&["eval", "--model", model.to_str().unwrap(), "--data", unknown.to_str().unwrap()]);
     refused(&o, &["unknown.sld", "no labelled variables"]);
-    let o = run(&[
-        "train",
-        "-q",
-        "--data",
-        train.to_str().unwrap(),
-        "--model",
-        dir.path().join("t.slm").to_str().unwrap(),
-        "--oracle",
-        "unary=linear",
-        "--oracle",
-        "pairwise=linear",
-        "--validation",
-        unknown.to_str().unwrap(),
-        "--patience",
-        "2",
-        "--iterations",
-        "3",
-    ]);
+    let o =
+        train(&train_data, &dir.path().join("t.slm"), &["--validation", unknown.to_str().unwrap(), "--patience", "2"]);
     refused(&o, &["validation set", "no labelled variables"]);
 }
 
@@ -101,32 +82,17 @@ fn configuration_files_get_the_command_lines_checks() {
     let data = data_file(dir.path(), "train.sld", &structlearn_fuzz::seeds::dataset(2, 3, 4, 9));
     let model = dir.path().join("m.slm");
     let config = dir.path().join("config.json");
-    let train = |text: &str| {
+    let train_with = |text: &str| {
         std::fs::write(&config, text).unwrap();
-        run(&[
-            "train",
-            "-q",
-            "--data",
-            data.to_str().unwrap(),
-            "--model",
-            model.to_str().unwrap(),
-            "--config",
-            config.to_str().unwrap(),
-            "--oracle",
-            "unary=linear",
-            "--oracle",
-            "pairwise=linear",
-            "--iterations",
-            "1",
-        ])
+        train(&data, &model, &["--config", config.to_str().unwrap()])
     };
     for eps in ["1e-300", "1e300"] {
-        let o = train(&format!(r#"{{"train": {{"epsilon": {eps}}}}}"#));
+        let o = train_with(&format!(r#"{{"train": {{"epsilon": {eps}}}}}"#));
         refused(&o, &["epsilon", "between 1e-6 and 1e6"]);
     }
-    let o = train(r#"{"train": {"type_epsilon": [["unary", 1e300]]}}"#);
+    let o = train_with(r#"{"train": {"type_epsilon": [["unary", 1e300]]}}"#);
     refused(&o, &["epsilon of factor type `unary`", "between 1e-6 and 1e6"]);
-    let o = train(r#"{"oracles": [1, 2]}"#);
+    let o = train_with(r#"{"oracles": [1, 2]}"#);
     refused(&o, &["config.json", "`oracles` must be an object"]);
     assert!(!model.exists());
 }
@@ -140,20 +106,7 @@ fn oversized_oracle_settings_are_errors_not_aborts() {
         ("unary=linear:lbfgs.memory=1000000000000", "memory"),
         ("unary=indexed-linear:groups=100000000000", "groups"),
     ] {
-        let o = run(&[
-            "train",
-            "-q",
-            "--data",
-            data.to_str().unwrap(),
-            "--model",
-            dir.path().join("m.slm").to_str().unwrap(),
-            "--oracle",
-            oracle,
-            "--oracle",
-            "pairwise=zero",
-            "--iterations",
-            "1",
-        ]);
+        let o = train(&data, &dir.path().join("m.slm"), &["--oracle", oracle, "--oracle", "pairwise=zero"]);
         refused(&o, &[&format!("`{name}`")]);
     }
 }
@@ -166,16 +119,7 @@ fn folders_given_as_output_files_are_refused_before_the_work() {
     let o = run(&["eval", "--model", model.to_str().unwrap(), "--data", data.to_str().unwrap(), "--json", folder]);
     refused(&o, &["is a folder, not a file"]);
     assert!(o.stdout.is_empty(), "eval ran before refusing its output");
-    let o = run(&[
-        "train",
-        "-q",
-        "--data",
-        data.to_str().unwrap(),
-        "--model",
-        dir.path().join("t.slm").to_str().unwrap(),
-        "--curve-png",
-        folder,
-    ]);
+    let o = train(&data, &dir.path().join("t.slm"), &["--curve-png", folder]);
     refused(&o, &["is a folder, not a file"]);
     assert!(!dir.path().join("t.slm").exists());
 }
