@@ -75,7 +75,8 @@ impl LeafData {
         stats: &mut [f64],
     ) -> f64 {
         let c = self.classes;
-        let width = stats_width(c, gain);
+        let weighted = problem.weights().is_some();
+        let width = stats_width(c, gain, weighted);
         (
             self.z.par_chunks_mut(c),
             self.q.par_chunks_mut(c),
@@ -106,7 +107,9 @@ impl LeafData {
                     if gain == SplitGain::Newton {
                         st[c..2 * c].iter_mut().zip(q.iter()).for_each(|(h, q)| *h = *weight * q * (1.0 - q));
                     }
-                    st[width - 2] = *weight;
+                    if weighted {
+                        st[width - 2] = *weight;
+                    }
                     st[width - 1] = 1.0;
                 },
             );

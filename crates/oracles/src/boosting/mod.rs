@@ -392,11 +392,13 @@ impl BoostingOracle {
         };
         // Per class: single-output trees on one class's statistics at a time.
         let (per_class, gain) = (self.trees == Trees::PerClass, self.split_gain);
-        let mut builder = TreeBuilder::new(&edges, d, if per_class { 1 } else { c }, gain, self.leaf_l2);
+        // Unit weights: a node's weight is its count, so the statistics carry no weight column.
+        let weighted = problem.weights().is_some();
+        let mut builder = TreeBuilder::new(&edges, d, if per_class { 1 } else { c }, gain, weighted, self.leaf_l2);
         let mut sub = Vec::with_capacity(m);
         let mut sub_bins = vec![0u8; d * m];
-        let mut stats = vec![0.0; m * stats_width(c, gain)];
-        let mut one_class = if per_class { vec![0.0; m * stats_width(1, gain)] } else { Vec::new() };
+        let mut stats = vec![0.0; m * stats_width(c, gain, weighted)];
+        let mut one_class = if per_class { vec![0.0; m * stats_width(1, gain, weighted)] } else { Vec::new() };
         let mut data = LeafData::new(m, c);
         let mut values = Vec::new();
         // The subsample's bins row-major, its current scores, and its rows' leaves.
@@ -431,7 +433,7 @@ impl BoostingOracle {
                         if i > 0 {
                             data.gather(problem, &sub_scores, &sub, gain, &mut stats);
                         }
-                        class_stats(&stats, c, gain, y, &mut one_class);
+                        class_stats(&stats, c, gain, weighted, y, &mut one_class);
                         &one_class
                     }
                 };

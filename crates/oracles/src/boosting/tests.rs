@@ -442,7 +442,7 @@ fn brute_force_split(
     min_child: usize,
 ) -> Option<(usize, usize)> {
     let (bins, stats, rows) = (sample.bins, sample.stats, sample.rows);
-    let width = tree::stats_width(c, gain);
+    let width = tree::stats_width(c, gain, true);
     let term = |members: &[usize]| {
         let sum = |j: usize| members.iter().map(|&r| stats[r * width + j]).sum::<f64>();
         match gain {
@@ -512,7 +512,7 @@ fn the_first_split_maximises_each_gain_as_computed_from_the_rows() {
         let limits = TreeLimits { min_child, min_split: 2 * min_child, max_depth: 1, max_leaves: usize::MAX };
         let mut chosen = Vec::new();
         for (gain, stats) in [(SplitGain::LeastSquares, &least_squares), (SplitGain::Newton, &newton)] {
-            let mut builder = TreeBuilder::new(&edges, dim, c, gain, l2);
+            let mut builder = TreeBuilder::new(&edges, dim, c, gain, true, l2);
             let sample = Sample { bins: &column_bins, stats, rows };
             builder.grow(&sample, &limits);
             let tree = &builder.tree;
@@ -524,6 +524,34 @@ fn the_first_split_maximises_each_gain_as_computed_from_the_rows() {
         disagreements += usize::from(chosen[0] != chosen[1]);
     }
     assert!(disagreements > 0, "the two gains chose the same split on every seed");
+}
+
+#[test]
+fn unit_weights_give_the_unweighted_model_bit_for_bit() {
+    // Without weights the statistics carry no weight column (a node's weight
+    // is its count); with weights all 1 they do. The sums are the same
+    // numbers, so every tree, leaf value and score must be too.
+    let data = Data::new(3000, 3, 4, 5, true);
+    let ones = vec![1.0; data.n];
+    let weighted =
+        Problem::new(Features::new(&data.x, data.n, data.d).unwrap(), &data.labels, &data.bias, data.c, Some(&ones))
+            .unwrap();
+    let unweighted = data.problem();
+    for trees in [Trees::MultiOutput, Trees::PerClass] {
+        for split_gain in [SplitGain::LeastSquares, SplitGain::Newton] {
+            let oracle = BoostingOracle { trees, split_gain, subsample: 1000, ..full(4) };
+            let fit = |p: &Problem<'_>| oracle.fit(p, None, FitContext { seed: 3 }).unwrap();
+            let (a, b) = (fit(&unweighted), fit(&weighted));
+            let mut scores = [vec![0.0; data.n * data.c], vec![0.0; data.n * data.c]];
+            a.score(unweighted.features(), &mut scores[0]).unwrap();
+            b.score(unweighted.features(), &mut scores[1]).unwrap();
+            assert!(
+                scores[0].iter().zip(&scores[1]).all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{trees:?} {split_gain:?}"
+            );
+            assert_eq!(a.to_bytes().unwrap(), b.to_bytes().unwrap(), "{trees:?} {split_gain:?}");
+        }
+    }
 }
 
 #[test]
@@ -571,7 +599,7 @@ fn gathered_statistics_are_the_weighted_gradients_and_hessians() {
     let sub: Vec<usize> = (0..50).step_by(3).collect();
     let scores: Vec<f64> = (0..sub.len() * 3).map(|i| ((i * 7) % 5) as f64 * 0.3 - 0.6).collect();
     for gain in [SplitGain::LeastSquares, SplitGain::Newton] {
-        let width = tree::stats_width(3, gain);
+        let width = tree::stats_width(3, gain, true);
         let mut stats = vec![f64::NAN; sub.len() * width];
         let mut leaf_data = leaves::LeafData::new(sub.len(), 3);
         leaf_data.gather(&p, &scores, &sub, gain, &mut stats);
@@ -670,21 +698,24 @@ fn a_class_tree_splits_where_that_class_gains_most() {
 
 #[test]
 fn class_statistics_are_one_column_of_the_gathered_ones() {
-    for gain in [SplitGain::LeastSquares, SplitGain::Newton] {
+    for (gain, weighted) in
+        [SplitGain::LeastSquares, SplitGain::Newton].into_iter().flat_map(|g| [(g, true), (g, false)])
+    {
         let (c, rows) = (3, 4);
-        let width = tree::stats_width(c, gain);
+        let width = tree::stats_width(c, gain, weighted);
         let stats: Vec<f64> = (0..rows * width).map(|i| i as f64).collect();
-        let narrow = tree::stats_width(1, gain);
+        let narrow = tree::stats_width(1, gain, weighted);
+        let tail = if weighted { 2 } else { 1 };
         for y in 0..c {
             let mut out = vec![f64::NAN; rows * narrow];
-            tree::class_stats(&stats, c, gain, y, &mut out);
+            tree::class_stats(&stats, c, gain, weighted, y, &mut out);
             for r in 0..rows {
                 let row = &stats[r * width..(r + 1) * width];
                 let mut want = vec![row[y]];
                 if gain == SplitGain::Newton {
                     want.push(row[c + y]);
                 }
-                want.extend(&row[width - 2..]);
+                want.extend(&row[width - tail..]);
                 assert_eq!(&out[r * narrow..(r + 1) * narrow], &want[..], "{gain:?} class {y} row {r}");
             }
         }

@@ -33,34 +33,45 @@ const PARALLEL_HISTOGRAM_WORK: usize = 16_384;
 pub(super) struct Sample<'a> {
     /// Binned features, column-major `dim × rows`.
     pub bins: &'a [u8],
-    /// Per row `[w g̃(0), …, w g̃(C−1), (h(0), …, h(C−1),) w, 1]` ([`stats_width`]
-    /// values): the weighted gradient, with the Newton gain the weighted
-    /// diagonal Hessian, the weight and a count, so one histogram update is one
-    /// slice add.
+    /// Per row `[w g̃(0), …, w g̃(C−1), (h(0), …, h(C−1),) (w,) 1]`
+    /// ([`stats_width`] values): the weighted gradient, with the Newton gain
+    /// the weighted diagonal Hessian, the weight (only for a weighted problem:
+    /// with unit weights a node's weight is its count) and a count, so one
+    /// histogram update is one slice add.
     pub stats: &'a [f64],
     /// Rows of the subsample.
     pub rows: usize,
 }
 
-/// Values per row of [`Sample::stats`] for `classes` outputs under `gain`.
-pub(super) fn stats_width(classes: usize, gain: SplitGain) -> usize {
+/// Values per row of [`Sample::stats`] for `classes` outputs under `gain`,
+/// with a weight column if the problem is `weighted`.
+pub(super) fn stats_width(classes: usize, gain: SplitGain, weighted: bool) -> usize {
+    let count = 1 + usize::from(weighted);
     match gain {
-        SplitGain::LeastSquares => classes + 2,
-        SplitGain::Newton => 2 * classes + 2,
+        SplitGain::LeastSquares => classes + count,
+        SplitGain::Newton => 2 * classes + count,
     }
 }
 
-/// The statistics of output `class` alone (a [`stats_width`]`(1, gain)` row per
-/// row) from all outputs' `stats` of `classes` outputs: what a single-output
-/// tree for that class grows on ([`super::Trees::PerClass`]).
-pub(super) fn class_stats(stats: &[f64], classes: usize, gain: SplitGain, class: usize, out: &mut [f64]) {
-    let (width, narrow) = (stats_width(classes, gain), stats_width(1, gain));
+/// The statistics of output `class` alone (a [`stats_width`]`(1, gain,
+/// weighted)` row per row) from all outputs' `stats` of `classes` outputs:
+/// what a single-output tree for that class grows on ([`super::Trees::PerClass`]).
+pub(super) fn class_stats(
+    stats: &[f64],
+    classes: usize,
+    gain: SplitGain,
+    weighted: bool,
+    class: usize,
+    out: &mut [f64],
+) {
+    let (width, narrow) = (stats_width(classes, gain, weighted), stats_width(1, gain, weighted));
+    let tail = 1 + usize::from(weighted);
     for (row, o) in stats.chunks_exact(width).zip(out.chunks_exact_mut(narrow)) {
         o[0] = row[class];
         if gain == SplitGain::Newton {
             o[1] = row[classes + class];
         }
-        o[narrow - 2..].copy_from_slice(&row[width - 2..]);
+        o[narrow - tail..].copy_from_slice(&row[width - tail..]);
     }
 }
 
@@ -135,8 +146,11 @@ pub(super) struct TreeBuilder {
     /// The ridge `λ` of the Newton gain.
     l2: f64,
     /// Values per row of the statistics ([`stats_width`]): `C` gradients,
-    /// `C` Hessians with the Newton gain, a weight and a count.
+    /// `C` Hessians with the Newton gain, a weight if weighted, and a count.
     stride: usize,
+    /// Where a node's weight is in its statistics: the count's column when
+    /// the problem has unit weights (the two sums are the same numbers).
+    weight_column: usize,
     /// Bins of each feature.
     bins: Vec<usize>,
     /// Values per feature block of a histogram: `max_bins × stride`.
@@ -158,16 +172,18 @@ pub(super) struct TreeBuilder {
 
 impl TreeBuilder {
     /// A builder for `classes` outputs over features binned by `edges`, scoring
-    /// splits by `gain` (with ridge `l2` for the Newton gain).
-    pub(super) fn new(edges: &BinEdges, dim: usize, classes: usize, gain: SplitGain, l2: f64) -> Self {
+    /// splits by `gain` (with ridge `l2` for the Newton gain), on statistics
+    /// with a weight column if `weighted` ([`stats_width`]).
+    pub(super) fn new(edges: &BinEdges, dim: usize, classes: usize, gain: SplitGain, weighted: bool, l2: f64) -> Self {
         let bins: Vec<usize> = (0..dim).map(|f| edges.bins(f)).collect();
         let active = bins.iter().filter(|&&b| b > 1).count();
-        let stride = stats_width(classes, gain);
+        let stride = stats_width(classes, gain, weighted);
         Self {
             classes,
             gain,
             l2,
             stride,
+            weight_column: if weighted { stride - 2 } else { stride - 1 },
             feature_stride: edges.max_bins() * stride,
             bins,
             active,
@@ -382,9 +398,10 @@ impl TreeBuilder {
             block.fill(0.0);
             let column = &sample.bins[f * sample.rows..(f + 1) * sample.rows];
             match stride {
-                // One output: Newton's `[g, h, w, 1]`, least squares' `[g, w, 1]`.
+                // One output: Newton's `[g, h, (w,) 1]`, least squares' `[g, (w,) 1]`.
                 4 => accumulate::<4>(block, column, rows, ordered),
                 3 => accumulate::<3>(block, column, rows, ordered),
+                2 => accumulate::<2>(block, column, rows, ordered),
                 _ => {
                     for (&r, s) in rows.iter().zip(ordered.chunks_exact(stride)) {
                         let b = column[r as usize] as usize;
@@ -416,7 +433,7 @@ impl TreeBuilder {
     fn best_split(&mut self, hist: &[f64], index: usize, limits: &TreeLimits) -> Option<Split> {
         let c = self.classes;
         let stride = self.stride;
-        let (w, n) = (stride - 2, stride - 1);
+        let (w, n) = (self.weight_column, stride - 1);
         let total = &self.totals[index * stride..(index + 1) * stride];
         let (weight, count) = (total[w], total[n]);
         let min_child = limits.min_child as f64;
