@@ -476,6 +476,7 @@ impl GridGraphs {
 /// println!("{err}"); // names the file
 /// ```
 pub fn load_image(path: &Path) -> Result<DynamicImage, DatasetError> {
+    use std::io::Read as _;
     let bad = |reason: String| DatasetError::BadImage { path: path.display().to_string(), reason };
     let meta = std::fs::metadata(path).map_err(|e| DatasetError::io(path, e))?;
     // A folder, a pipe or a device: reading would fail late, block, or never end.
@@ -485,15 +486,10 @@ pub fn load_image(path: &Path) -> Result<DynamicImage, DatasetError> {
     if meta.len() > MAX_IMAGE_FILE_BYTES {
         return Err(bad(format!("{} bytes, more than the {MAX_IMAGE_FILE_BYTES} an image file may have", meta.len())));
     }
+    // Read at most the limit even if the file grows meanwhile.
+    let file = std::fs::File::open(path).map_err(|e| DatasetError::io(path, e))?;
     let mut bytes = Vec::new();
-    std::io::Read::read_to_end(
-        &mut std::io::Read::take(
-            std::fs::File::open(path).map_err(|e| DatasetError::io(path, e))?,
-            MAX_IMAGE_FILE_BYTES,
-        ),
-        &mut bytes,
-    )
-    .map_err(|e| DatasetError::io(path, e))?;
+    std::io::Read::take(file, MAX_IMAGE_FILE_BYTES).read_to_end(&mut bytes).map_err(|e| DatasetError::io(path, e))?;
     decode_image(&bytes, path)
 }
 

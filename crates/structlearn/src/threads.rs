@@ -25,6 +25,6 @@ pub fn checked_thread_count(n: usize) -> Result<usize, String> {
     if (1..=max).contains(&n) {
         Ok(n)
     } else {
-        Err(format!("--threads {n}: must be between 1 and {max} (16 per core of this machine)"))
+        Err(format!("--threads {n}: must be between 1 and {max} (16 per core of this machine, at least 64)"))
     }
 }
