@@ -2,18 +2,12 @@
 //! option, the polish reports what it reached, no lost work, errors that name
 //! the file and show each cause once.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-const BIN: &str = env!("CARGO_BIN_EXE_structlearn");
-
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).env("RAYON_NUM_THREADS", "2").output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{BIN, run, stderr};
 
 /// A small training set and its file.
 fn data_file(dir: &Path, name: &str, count: usize) -> PathBuf {

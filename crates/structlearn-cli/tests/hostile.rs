@@ -2,18 +2,12 @@
 //! used to abort the process, hang it, or give a score for nothing now give
 //! errors naming the option, the file and the limit.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
-const BIN: &str = env!("CARGO_BIN_EXE_structlearn");
-
-fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).env("RAYON_NUM_THREADS", "2").output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{run, stderr};
 
 /// Asserts `o` failed with a plain error (exit code 1, not a panic or an
 /// abort) whose text contains every one of `parts`.
@@ -138,17 +132,10 @@ fn predict_image_checks_its_tolerance_like_the_other_commands() {
 #[cfg(unix)]
 #[test]
 fn eval_into_a_closed_standard_output_is_an_error_not_a_panic() {
-    use std::process::Stdio;
     let dir = tempfile::tempdir().unwrap();
     let (data, model) = train_model(dir.path());
-    let mut child = Command::new(BIN)
-        .args(["eval", "--model", model.to_str().unwrap(), "--data", data.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let o = child.wait_with_output().unwrap();
+    let o =
+        common::run_with_stdout_closed(&["eval", "--model", model.to_str().unwrap(), "--data", data.to_str().unwrap()]);
     refused(&o, &["writing the result to standard output"]);
 }
 

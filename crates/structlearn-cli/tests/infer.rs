@@ -3,17 +3,15 @@
 //! on feasible models with hard zeros (inference as usual), and UAI errors
 //! that name the file.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
-const BIN: &str = env!("CARGO_BIN_EXE_structlearn");
+use common::{BIN, stderr};
 
 fn infer(path: &Path, extra: &[&str]) -> Output {
     Command::new(BIN).arg("infer").arg(path).args(extra).env("RAYON_NUM_THREADS", "1").output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
@@ -174,22 +172,12 @@ fn uai_errors_name_the_file() {
 #[cfg(unix)]
 #[test]
 fn a_closed_standard_output_is_an_error_not_a_panic() {
-    use std::process::Stdio;
     let dir = tempfile::tempdir().unwrap();
     // Enough variables that the JSON exceeds a pipe's buffer.
     let n = 20_000;
     let cards = vec!["2"; n].join(" ");
     let path = write(dir.path(), "big.uai", &format!("MARKOV\n{n}\n{cards}\n0\n"));
-    let mut child = Command::new(BIN)
-        .arg("infer")
-        .arg(&path)
-        .args(["--iterations", "0", "--polish", "0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
-    let o = child.wait_with_output().unwrap();
+    let o = common::run_with_stdout_closed(&["infer", path.to_str().unwrap(), "--iterations", "0", "--polish", "0"]);
     let e = stderr(&o);
     assert!(!e.contains("panicked"), "{e}");
     assert!(!o.status.success() && e.contains("writing the result to standard output"), "{e}");
