@@ -224,5 +224,105 @@ fn boosting(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, linear, mlp, boosting);
+/// The machine's GEMM bound at the MLP's own shapes: on the 400000 × 42 × 8
+/// problem of [`Shape::generate`], one cold MLP fit of the papers' unary
+/// network (`mlp_gemm_bound/mlp_fit`: one epoch of minibatches of 100 rows,
+/// then one full-loss evaluation) against the dense matrix products of the
+/// same epoch through `matrixmultiply` (`mlp_gemm_bound/products`; the GEMM
+/// nalgebra calls for matrices this size, AVX2/FMA chosen at run time), one
+/// thread. Per minibatch `B` (100 consecutive rows, not gathered), with `H` =
+/// 100 hidden units: `Z = X_B Vᵀ`, `S = Z Wᵀ`, `∂T = G W`, `∂W += Gᵀ Z`, `∂V
+/// += ∂Zᵀ X_B` (`G` stands in for `∂ℓ/∂S`, `∂T` for `∂Z`: no `tanh`, loss or
+/// update); then the evaluation's `Z` and `S` over all rows, 4096 at a time.
+/// The ratio of the two medians is how far the MLP is from the products alone.
+fn mlp_gemm_bound(c: &mut Criterion) {
+    let shape = Shape { seed: 3, rows: 400_000, dim: 42, classes: 8 };
+    let mut group = c.benchmark_group("mlp_gemm_bound");
+    group.sampling_mode(SamplingMode::Flat).sample_size(10).measurement_time(Duration::from_secs(20));
+    let data = OnceCell::new();
+    let data = || {
+        data.get_or_init(|| {
+            let data = shape.generate();
+            report_fit("mlp_gemm_bound", &data, &MlpOracle::unary());
+            data
+        })
+    };
+    let oracle = MlpOracle::unary();
+    let one_thread = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("a one-thread pool");
+    group.bench_function(BenchmarkId::new("mlp_fit", shape.name()), |b| {
+        let problem = data().problem();
+        b.iter(|| one_thread.install(|| oracle.fit(&problem, None, FitContext { seed: 0 }).expect("fit succeeds")))
+    });
+    group.bench_function(BenchmarkId::new("products", shape.name()), |b| {
+        let x = &data().features;
+        b.iter(|| epoch_products(x, shape.dim, oracle.hidden, shape.classes, oracle.minibatch))
+    });
+    group.finish();
+}
+
+/// The matrix products of one MLP epoch and its evaluation ([`mlp_gemm_bound`]);
+/// returns a value of the results so that none is optimised away.
+fn epoch_products(x: &[f64], d: usize, h: usize, c: usize, batch: usize) -> f64 {
+    /// `C = A B + beta C` for `A` (m × k) and `B` (k × n) given by their (row,
+    /// column) strides and a row-major `C` (m × n).
+    #[allow(clippy::too_many_arguments)]
+    fn gemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: &[f64],
+        a_strides: (usize, usize),
+        b: &[f64],
+        b_strides: (usize, usize),
+        beta: f64,
+        out: &mut [f64],
+    ) {
+        assert!(a.len() > (m - 1) * a_strides.0 + (k - 1) * a_strides.1);
+        assert!(b.len() > (k - 1) * b_strides.0 + (n - 1) * b_strides.1 && out.len() >= m * n);
+        let s = |v: usize| isize::try_from(v).expect("stride fits isize");
+        // SAFETY: the asserts above keep every element the strides reach inside the slices.
+        unsafe {
+            matrixmultiply::dgemm(
+                m,
+                k,
+                n,
+                1.0,
+                a.as_ptr(),
+                s(a_strides.0),
+                s(a_strides.1),
+                b.as_ptr(),
+                s(b_strides.0),
+                s(b_strides.1),
+                beta,
+                out.as_mut_ptr(),
+                s(n),
+                1,
+            );
+        }
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    let v: Vec<f64> = (0..h * d).map(|_| rng.random_range(-0.1..0.1)).collect();
+    let w: Vec<f64> = (0..c * h).map(|_| rng.random_range(-0.1..0.1)).collect();
+    let (mut z, mut s, mut dz) = (vec![0.0; batch * h], vec![0.0; batch * c], vec![0.0; batch * h]);
+    let (mut dv, mut dw) = (vec![0.0; h * d], vec![0.0; c * h]);
+    for xb in x.chunks_exact(batch * d) {
+        gemm(batch, d, h, xb, (d, 1), &v, (1, d), 0.0, &mut z);
+        gemm(batch, h, c, &z, (h, 1), &w, (1, h), 0.0, &mut s);
+        gemm(batch, c, h, &s, (c, 1), &w, (h, 1), 0.0, &mut dz);
+        gemm(c, batch, h, &s, (1, c), &z, (h, 1), 1.0, &mut dw);
+        gemm(h, batch, d, &dz, (1, h), xb, (d, 1), 1.0, &mut dv);
+    }
+    const EVAL: usize = 4096;
+    let (mut ze, mut se) = (vec![0.0; EVAL * h], vec![0.0; EVAL * c]);
+    let mut total = 0.0;
+    for xb in x.chunks(EVAL * d) {
+        let m = xb.len() / d;
+        gemm(m, d, h, xb, (d, 1), &v, (1, d), 0.0, &mut ze);
+        gemm(m, h, c, &ze, (h, 1), &w, (1, h), 0.0, &mut se);
+        total += se[0];
+    }
+    total + dv[0] + dw[0]
+}
+
+criterion_group!(benches, linear, mlp, boosting, mlp_gemm_bound);
 criterion_main!(benches);
