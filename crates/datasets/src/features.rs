@@ -267,30 +267,42 @@ pub struct Standardizer {
 impl Standardizer {
     /// Fits means and standard deviations of `dim` columns over all rows of `blocks`.
     pub fn fit<'a>(dim: usize, blocks: impl IntoIterator<Item = &'a FeatureBlock>) -> Result<Self, DatasetError> {
+        let blocks: Vec<&FeatureBlock> = blocks.into_iter().collect();
+        if let Some(b) = blocks.iter().find(|b| b.dim != dim) {
+            return Err(DatasetError::config("features", format!("block of dimension {} for {dim}", b.dim)));
+        }
+        Self::fit_rows(dim, || blocks.iter().flat_map(|b| b.values.chunks_exact(dim.max(1))))
+    }
+
+    /// [`Standardizer::fit`] over the rows `rows()` yields (each of `dim`
+    /// values), without copying them into blocks: `rows` is called twice, once
+    /// for the means and once for the deviations, and must yield the same rows
+    /// both times.
+    ///
+    /// ```
+    /// use datasets::features::Standardizer;
+    /// let table = [[1.0, 5.0], [3.0, 5.0], [100.0, 0.0]];
+    /// // Only the first two rows, straight from the table.
+    /// let s = Standardizer::fit_rows(2, || table[..2].iter().map(|r| r.as_slice())).unwrap();
+    /// assert_eq!((s.mean, s.std), (vec![2.0, 0.0], vec![1.0, 1.0]));
+    /// ```
+    pub fn fit_rows<'a, I: Iterator<Item = &'a [f64]>>(dim: usize, rows: impl Fn() -> I) -> Result<Self, DatasetError> {
         let mut n = 0usize;
         let mut sum = vec![0.0; dim];
         let mut sq = vec![0.0; dim];
-        let blocks: Vec<&FeatureBlock> = blocks.into_iter().collect();
-        for b in &blocks {
-            if b.dim != dim {
-                return Err(DatasetError::config("features", format!("block of dimension {} for {dim}", b.dim)));
-            }
-            for row in b.values.chunks_exact(dim.max(1)) {
-                n += 1;
-                for (k, &v) in row.iter().enumerate() {
-                    sum[k] += v;
-                }
+        for row in rows() {
+            n += 1;
+            for (k, &v) in row.iter().enumerate() {
+                sum[k] += v;
             }
         }
         if n == 0 {
             return Err(DatasetError::config("features", "no rows to fit the standardisation on"));
         }
         let mean: Vec<f64> = sum.iter().map(|s| s / n as f64).collect();
-        for b in &blocks {
-            for row in b.values.chunks_exact(dim.max(1)) {
-                for (k, &v) in row.iter().enumerate() {
-                    sq[k] += (v - mean[k]) * (v - mean[k]);
-                }
+        for row in rows() {
+            for (k, &v) in row.iter().enumerate() {
+                sq[k] += (v - mean[k]) * (v - mean[k]);
             }
         }
         let std: Vec<f64> = sq.iter().map(|s| (s / n as f64).sqrt()).collect();

@@ -293,23 +293,50 @@ pub fn fit_standardizers(images: &[SceneImage], features: &[ImageFeatures]) -> R
             ),
         ));
     }
-    let mut unary = Vec::new();
-    let mut pair = Vec::new();
-    for (img, f) in images.iter().zip(features) {
-        let keep: Vec<bool> = img.labels.iter().map(Option::is_some).collect();
-        let layout = GridLayout { height: img.height, width: img.width };
-        let (u, p) = select_rows(f, &keep, layout);
-        unary.push(u);
-        pair.push(p);
-    }
-    Ok([Standardizer::fit(UNARY_DIM, &unary)?, Standardizer::fit(PAIR_DIM, &pair)?])
+    check_feature_count(images, features.len())?;
+    // The rows of the labelled pixels and of the pairs between them, read in place.
+    let kept: Vec<(Vec<bool>, GridLayout, &ImageFeatures)> = images
+        .iter()
+        .zip(features)
+        .map(|(img, f)| {
+            (img.labels.iter().map(Option::is_some).collect(), GridLayout { height: img.height, width: img.width }, f)
+        })
+        .collect();
+    let unary = || {
+        kept.iter().flat_map(|(keep, _, f)| {
+            f.unary.values.chunks_exact(UNARY_DIM).zip(keep).filter(|(_, k)| **k).map(|(row, _)| row)
+        })
+    };
+    let pair = || {
+        kept.iter().flat_map(|(keep, layout, f)| {
+            f.pair
+                .values
+                .chunks_exact(PAIR_DIM)
+                .enumerate()
+                .filter(|(p, _)| pair_kept(*layout, keep, *p))
+                .map(|(_, row)| row)
+        })
+    };
+    Ok([Standardizer::fit_rows(UNARY_DIM, unary)?, Standardizer::fit_rows(PAIR_DIM, pair)?])
 }
 
-/// The rows of the labelled pixels and of the pairs between them.
-fn select_rows(f: &ImageFeatures, keep: &[bool], layout: GridLayout) -> (FeatureBlock, FeatureBlock) {
-    if keep.iter().all(|&k| k) {
-        return (f.unary.clone(), f.pair.clone());
+/// Whether both pixels of pair `p` of `layout` are kept.
+fn pair_kept(layout: GridLayout, keep: &[bool], p: usize) -> bool {
+    let (i, j) = layout.pair_pixels(p);
+    keep[i] && keep[j]
+}
+
+/// An error unless there is one feature set per image.
+fn check_feature_count(images: &[SceneImage], features: usize) -> Result<(), DatasetError> {
+    if images.len() == features {
+        return Ok(());
     }
+    Err(DatasetError::config("features", format!("{features} feature sets for {} images", images.len())))
+}
+
+/// The rows of the labelled pixels and of the pairs between them (of an image
+/// with unknown pixels).
+fn select_rows(f: &ImageFeatures, keep: &[bool], layout: GridLayout) -> (FeatureBlock, FeatureBlock) {
     let mut unary = Vec::new();
     for (i, row) in f.unary.values.chunks_exact(UNARY_DIM).enumerate() {
         if keep[i] {
@@ -318,8 +345,7 @@ fn select_rows(f: &ImageFeatures, keep: &[bool], layout: GridLayout) -> (Feature
     }
     let mut pair = Vec::new();
     for (p, row) in f.pair.values.chunks_exact(PAIR_DIM).enumerate() {
-        let (i, j) = layout.pair_pixels(p);
-        if keep[i] && keep[j] {
+        if pair_kept(layout, keep, p) {
             pair.extend_from_slice(row);
         }
     }
@@ -336,10 +362,12 @@ pub enum Use {
 }
 
 /// Builds a data set from images, their features and the standardisation
-/// (module docs for unknown pixels). Images of one shape share one graph.
+/// (module docs for unknown pixels). Images of one shape share one graph. The
+/// features move into the examples (standardised in place), so the data set
+/// is built without a second copy of them.
 pub fn build_examples(
     images: &[SceneImage],
-    features: &[ImageFeatures],
+    features: Vec<ImageFeatures>,
     standardizers: &[Standardizer; 2],
     classes: usize,
     usage: Use,
@@ -349,6 +377,7 @@ pub fn build_examples(
     let mut graphs: HashMap<(usize, usize), Arc<RegionGraph>> = HashMap::new();
     let mut examples = Vec::with_capacity(images.len());
     let mut masks = Vec::with_capacity(images.len());
+    check_feature_count(images, features.len())?;
     for (img, f) in images.iter().zip(features) {
         let layout = GridLayout { height: img.height, width: img.width };
         let keep: Vec<bool> = img.labels.iter().map(Option::is_some).collect();
@@ -360,11 +389,11 @@ pub fn build_examples(
                 Entry::Occupied(e) => e.get().clone(),
                 Entry::Vacant(e) => e.insert(Arc::new(full_grid(layout, classes, pair_types)?)).clone(),
             };
-            (graph, labels, f.unary.clone(), f.pair.clone(), layout.num_horizontal(), ignored)
+            (graph, labels, f.unary, f.pair, layout.num_horizontal(), ignored)
         } else {
             let (graph, pixels, pairs) = labelled_subgrid(layout, &keep, classes, pair_types)?;
             let labels = pixels.iter().map(|&i| img.labels[i].map_or(0, usize::from)).collect();
-            let (u, p) = select_rows(f, &keep, layout);
+            let (u, p) = select_rows(&f, &keep, layout);
             let horizontal = pairs.iter().filter(|&&p| p < layout.num_horizontal()).count();
             (Arc::new(graph), labels, u, p, horizontal, None)
         };
@@ -428,7 +457,7 @@ pub fn find_dataset_dir(
 ) -> Result<PathBuf, DatasetError> {
     let missing = |missing: String| DatasetError::MissingData { dataset, missing, layout, download };
     let Some(root) = data_dir(dir) else {
-        return Err(missing(format!("no data directory given (neither --data-dir nor {DATA_DIR_ENV} is set)")));
+        return Err(missing(format!("the data folder (no --data-dir given and {DATA_DIR_ENV} is not set)")));
     };
     if !root.is_dir() {
         return Err(missing(format!("data directory {}", root.display())));
@@ -905,8 +934,8 @@ mod tests {
         let feats = compute_features(&imgs, &FeatureConfig::default()).unwrap();
         let std = fit_standardizers(&imgs, &feats).unwrap();
         for usage in [Use::Train, Use::Evaluate] {
-            let shared = build_examples(&imgs, &feats, &std, 2, usage, PairTypes::Shared).unwrap();
-            let split = build_examples(&imgs, &feats, &std, 2, usage, PairTypes::ByDirection).unwrap();
+            let shared = build_examples(&imgs, feats.clone(), &std, 2, usage, PairTypes::Shared).unwrap();
+            let split = build_examples(&imgs, feats.clone(), &std, 2, usage, PairTypes::ByDirection).unwrap();
             assert_eq!(
                 split.factor_types,
                 PairTypes::ByDirection
@@ -942,7 +971,7 @@ mod tests {
         let feats = compute_features(&imgs, &FeatureConfig::default()).unwrap();
         let std = fit_standardizers(&imgs, &feats).unwrap();
         let objective = |pair_types: PairTypes| {
-            let data = build_examples(&imgs, &feats, &std, 2, Use::Train, pair_types).unwrap();
+            let data = build_examples(&imgs, feats.clone(), &std, 2, Use::Train, pair_types).unwrap();
             let oracles: Vec<_> = data
                 .factor_types
                 .iter()
@@ -977,7 +1006,7 @@ mod tests {
         let feats = compute_features(&imgs, &cfg).unwrap();
         let std = fit_standardizers(&imgs, &feats).unwrap();
         // Standardised training features have mean 0 in every non-constant column.
-        let train = build_examples(&imgs, &feats, &std, 2, Use::Train, PairTypes::Shared).unwrap();
+        let train = build_examples(&imgs, feats.clone(), &std, 2, Use::Train, PairTypes::Shared).unwrap();
         assert_eq!(train.examples[0].graph.num_variables(), 11);
         assert_eq!(train.examples[1].graph.num_variables(), 12);
         assert!((0..train.len()).all(|k| train.ignored(k).is_none()));
@@ -991,7 +1020,7 @@ mod tests {
                 / n as f64;
             assert!(mean.abs() < 1e-9, "column {col}: mean {mean}");
         }
-        let eval = build_examples(&imgs, &feats, &std, 2, Use::Evaluate, PairTypes::Shared).unwrap();
+        let eval = build_examples(&imgs, feats.clone(), &std, 2, Use::Evaluate, PairTypes::Shared).unwrap();
         assert_eq!(eval.examples[0].graph.num_variables(), 12);
         let mask = eval.ignored(0).unwrap();
         assert_eq!(mask.iter().filter(|&&m| m).count(), 1);
@@ -1082,5 +1111,36 @@ mod tests {
             list_files(&dir.path().join("y/rgb"), ".jpg", "D", "L", "U"),
             Err(DatasetError::MissingData { .. })
         ));
+    }
+
+    #[test]
+    fn standardizers_read_the_training_rows_in_place_bit_for_bit() {
+        // One image with unknown pixels (a subgrid), one complete.
+        let mut labels: Vec<Option<u8>> = (0..20).map(|i| Some((i % 3) as u8)).collect();
+        labels[3] = None;
+        labels[12] = None;
+        let imgs = vec![image("a", 4, 5, labels), image("b", 4, 5, (0..20).map(|i| Some((i / 7) as u8)).collect())];
+        let feats = compute_features(&imgs, &FeatureConfig::default()).unwrap();
+        let fitted = fit_standardizers(&imgs, &feats).unwrap();
+        // The training examples without standardisation hold exactly the rows fitted on.
+        let identity = |dim| Standardizer { mean: vec![0.0; dim], std: vec![1.0; dim] };
+        let raw = build_examples(
+            &imgs,
+            feats.clone(),
+            &[identity(UNARY_DIM), identity(PAIR_DIM)],
+            3,
+            Use::Train,
+            PairTypes::Shared,
+        )
+        .unwrap();
+        assert_eq!(raw.examples[0].graph.num_variables(), 18);
+        let blocks = |t: usize| raw.examples.iter().map(move |e| &e.features[t]);
+        let expected =
+            [Standardizer::fit(UNARY_DIM, blocks(0)).unwrap(), Standardizer::fit(PAIR_DIM, blocks(1)).unwrap()];
+        assert_eq!(fitted, expected);
+        // A feature set short is an error, not a shorter data set.
+        let err = build_examples(&imgs, feats[..1].to_vec(), &fitted, 3, Use::Train, PairTypes::Shared).unwrap_err();
+        assert!(err.to_string().contains("1 feature sets for 2 images"), "{err}");
+        assert!(fit_standardizers(&imgs, &feats[..1]).is_err());
     }
 }

@@ -103,9 +103,11 @@ fn horses_load_featurise_and_train_end_to_end() {
 
     // Train linear/linear for two learning iterations on three images, test on the fourth.
     let std = fit_standardizers(&data.images[..3], &data.features[..3]).unwrap();
-    let train = build_examples(&data.images[..3], &data.features[..3], &std, 2, Use::Train, PairTypes::Shared).unwrap();
+    let train =
+        build_examples(&data.images[..3], data.features[..3].to_vec(), &std, 2, Use::Train, PairTypes::Shared).unwrap();
     let test =
-        build_examples(&data.images[3..], &data.features[3..], &std, 2, Use::Evaluate, PairTypes::Shared).unwrap();
+        build_examples(&data.images[3..], data.features[3..].to_vec(), &std, 2, Use::Evaluate, PairTypes::Shared)
+            .unwrap();
     let oracles = vec![
         ("unary".to_string(), builtin_oracle("linear").unwrap()),
         ("pairwise".to_string(), builtin_oracle("linear").unwrap()),
@@ -143,8 +145,8 @@ fn stanford_loads_with_unknown_pixels_ignored() {
         assert_eq!(images[0].labels[7 * 10], Some(3));
     }
     let std = fit_standardizers(&data.images, &data.features).unwrap();
-    let test = build_examples(&data.images, &data.features, &std, 8, Use::Evaluate, PairTypes::Shared).unwrap();
-    let train = build_examples(&data.images, &data.features, &std, 8, Use::Train, PairTypes::Shared).unwrap();
+    let test = build_examples(&data.images, data.features.clone(), &std, 8, Use::Evaluate, PairTypes::Shared).unwrap();
+    let train = build_examples(&data.images, data.features.clone(), &std, 8, Use::Train, PairTypes::Shared).unwrap();
     for (k, img) in images.iter().enumerate() {
         let unknown = img.labels.iter().filter(|l| l.is_none()).count();
         assert_eq!(train.examples[k].graph.num_variables(), img.labelled());
@@ -163,8 +165,8 @@ fn full_resolution_unknown_pixels_become_ignored_variables() {
     assert_eq!(img.height * img.width - img.labelled(), 40, "column 3 of 40 rows is unknown");
     let data = check_features(&images, 8);
     let std = fit_standardizers(&data.images, &data.features).unwrap();
-    let test = build_examples(&data.images, &data.features, &std, 8, Use::Evaluate, PairTypes::Shared).unwrap();
-    let train = build_examples(&data.images, &data.features, &std, 8, Use::Train, PairTypes::Shared).unwrap();
+    let test = build_examples(&data.images, data.features.clone(), &std, 8, Use::Evaluate, PairTypes::Shared).unwrap();
+    let train = build_examples(&data.images, data.features.clone(), &std, 8, Use::Train, PairTypes::Shared).unwrap();
     // A model that predicts label 0 everywhere: its error counts only the labelled pixels.
     let oracles = vec![
         ("unary".to_string(), builtin_oracle("constant").unwrap()),
@@ -358,7 +360,7 @@ fn a_pipeline_file_turns_a_photograph_into_the_training_features() {
         pipeline.pair_types = pair_types;
         let (set, small) = pipeline.dataset(&photo, "x").unwrap();
         assert_eq!((small.height() as usize, small.width() as usize), (images[0].height, images[0].width));
-        let train = build_examples(&data.images, &data.features, &std, 2, Use::Train, pair_types).unwrap();
+        let train = build_examples(&data.images, data.features.clone(), &std, 2, Use::Train, pair_types).unwrap();
         assert_eq!(set.factor_types, train.factor_types);
         assert_eq!(set.examples[0].graph, train.examples[0].graph);
         for (a, b) in set.examples[0].features.iter().zip(&train.examples[0].features) {
