@@ -18,7 +18,9 @@ use structlearn::{
     CheckpointConfig, ConfusionMatrix, CsvCurveWriter, Dataset, EarlyStopping, LearnerKind, PredictOptions,
     StructuredModel, TrainConfig, build_learner,
 };
-use structlearn_cli::{ProgressObserver, Verbosity, error_text, parse_eps, parse_tolerance};
+use structlearn_cli::{
+    ProgressObserver, Verbosity, check_or_record_settings, error_text, parse_eps, parse_tolerance, resume_settings,
+};
 
 #[derive(Parser)]
 #[command(name = "structlearn", version, about = "Structured learning with any function class (Domke 2013)")]
@@ -600,10 +602,13 @@ struct TrainArgs {
     /// With --patience: least decrease of the validation error that counts as an improvement.
     #[arg(long, default_value_t = 0.0, requires = "patience", allow_hyphen_values = true)]
     min_delta: f64,
-    /// Checkpoint file, written after every learning iteration.
+    /// Checkpoint file, written after every learning iteration; the run's
+    /// learner, oracles and settings go beside it (FILE.settings.json).
     #[arg(long)]
     checkpoint: Option<PathBuf>,
-    /// Resume from the checkpoint file if it exists.
+    /// Resume from the checkpoint file if it exists, with the learner, oracles
+    /// and settings it was written with (checked; only --iterations, --patience
+    /// and --min-delta may change).
     #[arg(long, requires = "checkpoint")]
     resume: bool,
 }
@@ -666,14 +671,17 @@ fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
     if let Some(c) = &a.checkpoint {
         config.checkpoint = Some(CheckpointConfig { path: c.clone(), every: 1 });
     }
+    let settings = resume_settings(kind, &config, &oracle_specs)?;
     let mut trainer = build_learner(kind, &data, &oracle_specs, config)?;
     if let Some(v) = &validation {
         trainer.set_validation(v);
     }
+    let resuming = a.resume && a.checkpoint.as_deref().is_some_and(Path::exists);
+    if let Some(c) = &a.checkpoint {
+        check_or_record_settings(c, resuming, &settings)?;
+    }
     let mut resumed = false;
-    if a.resume
-        && let Some(c) = a.checkpoint.as_deref().filter(|c| c.exists())
-    {
+    if resuming && let Some(c) = a.checkpoint.as_deref() {
         trainer.resume_from(c, &ModelRegistry::with_builtin())?;
         resumed = true;
         if verbosity.normal() {

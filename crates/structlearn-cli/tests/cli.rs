@@ -180,6 +180,34 @@ fn outputs_are_checked_before_training_and_ctrl_c_keeps_the_finished_model() {
 }
 
 #[test]
+fn resuming_with_other_oracles_or_settings_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_file(dir.path(), "train.sld", 2);
+    let (model, ckpt) = (dir.path().join("m.slm"), dir.path().join("c.ckpt"));
+    let (data, model, ckpt_arg) = (data.to_str().unwrap(), model.to_str().unwrap(), ckpt.to_str().unwrap());
+    let train = |iterations: &str, pairwise: &str, extra: &[&str]| {
+        let mut a =
+            vec!["train", "--data", data, "--model", model, "--checkpoint", ckpt_arg, "--iterations", iterations];
+        a.extend(["--oracle", "unary=linear", "--oracle", pairwise]);
+        a.extend(extra);
+        run(&a)
+    };
+    let o = train("1", "pairwise=constant", &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (pairwise, extra, difference) in [
+        ("pairwise=linear", &[][..], "oracles.pairwise.kind: checkpoint \"constant\", now \"linear\""),
+        ("pairwise=constant", &["--eps", "0.5"][..], "train.epsilon: checkpoint 0.1, now 0.5"),
+    ] {
+        let o = train("2", pairwise, &[extra, &["--resume"]].concat());
+        let e = stderr(&o);
+        assert!(!o.status.success() && e.contains(difference) && e.contains("without --resume"), "{e}");
+    }
+    // The same oracles and settings, more iterations: resumed.
+    let o = train("2", "pairwise=constant", &["--resume"]);
+    assert!(o.status.success() && stderr(&o).contains("resumed after learning iteration 1"), "{}", stderr(&o));
+}
+
+#[test]
 fn a_resumed_curve_continues_the_one_written_so_far() {
     let dir = tempfile::tempdir().unwrap();
     let data = data_file(dir.path(), "train.sld", 2);

@@ -87,6 +87,27 @@ pub fn builtin_oracle(kind: &str) -> Result<Box<dyn Oracle>, LearnError> {
 /// assert!(oracle_from_json(&serde_json::json!({"kind": "linear", "l2": -1.0})).is_err()); // validated
 /// ```
 pub fn oracle_from_json(spec: &Value) -> Result<Box<dyn Oracle>, LearnError> {
+    resolve(spec).map(|(oracle, _)| oracle)
+}
+
+/// `spec` with every hyper-parameter spelled out (the defaults filled in,
+/// numbers as the oracle reads them), so that two specifications of the same
+/// oracle compare equal however they were written; errors as [`oracle_from_json`].
+///
+/// ```
+/// use structlearn::oracle_config::resolved_spec;
+/// let short = resolved_spec(&serde_json::json!({"kind": "boosting"})).unwrap();
+/// let rounds = short["rounds"].clone();
+/// let long = resolved_spec(&serde_json::json!({"kind": "boosting", "rounds": rounds})).unwrap();
+/// assert_eq!(short, long);
+/// assert_ne!(short, resolved_spec(&serde_json::json!({"kind": "boosting", "rounds": 3})).unwrap());
+/// ```
+pub fn resolved_spec(spec: &Value) -> Result<Value, LearnError> {
+    resolve(spec).map(|(_, resolved)| resolved)
+}
+
+/// The oracle of `spec` and its [`resolved_spec`].
+fn resolve(spec: &Value) -> Result<(Box<dyn Oracle>, Value), LearnError> {
     let obj =
         spec.as_object().ok_or_else(|| LearnError::Config(format!("oracle specification {spec} is not an object")))?;
     let kind = obj
@@ -95,7 +116,7 @@ pub fn oracle_from_json(spec: &Value) -> Result<Box<dyn Oracle>, LearnError> {
         .ok_or_else(|| LearnError::Config(format!("oracle specification {spec} has no \"kind\"")))?;
     let mut params = obj.clone();
     params.remove("kind");
-    let oracle: Box<dyn Oracle> = match kind {
+    let (oracle, mut resolved): (Box<dyn Oracle>, Value) = match kind {
         "zero" => build::<oracles::zero::ZeroOracle>(kind, params, true)?,
         "constant" => build::<oracles::constant::ConstantOracle>(kind, params, false)?,
         "linear" => build::<oracles::linear::LinearOracle>(kind, params, false)?,
@@ -111,19 +132,24 @@ pub fn oracle_from_json(spec: &Value) -> Result<Box<dyn Oracle>, LearnError> {
         }
     };
     oracle.validate().map_err(|e| LearnError::Config(format!("oracle `{kind}`: {e}")))?;
-    Ok(oracle)
+    if let Value::Object(map) = &mut resolved {
+        map.insert("kind".into(), kind.into());
+    }
+    Ok((oracle, resolved))
 }
 
+/// The oracle `O` with `params` over its defaults, and its hyper-parameters
+/// as JSON (`{}` for a `unit` class, which has none).
 fn build<O: Oracle + Default + Serialize + DeserializeOwned + 'static>(
     kind: &str,
     params: serde_json::Map<String, Value>,
     unit: bool,
-) -> Result<Box<dyn Oracle>, LearnError> {
+) -> Result<(Box<dyn Oracle>, Value), LearnError> {
     if unit {
         if let Some(key) = params.keys().next() {
             return Err(LearnError::Config(format!("oracle `{kind}` has no hyper-parameter `{key}`")));
         }
-        return Ok(Box::new(O::default()));
+        return Ok((Box::new(O::default()), Value::Object(serde_json::Map::new())));
     }
     let mut merged = match serde_json::to_value(O::default()) {
         Ok(Value::Object(m)) => m,
@@ -142,7 +168,9 @@ fn build<O: Oracle + Default + Serialize + DeserializeOwned + 'static>(
     }
     let oracle: O = serde_json::from_value(Value::Object(merged))
         .map_err(|e| LearnError::Config(format!("oracle `{kind}`: invalid hyper-parameters: {e}")))?;
-    Ok(Box::new(oracle))
+    let resolved = serde_json::to_value(&oracle)
+        .map_err(|e| LearnError::Config(format!("oracle `{kind}`: hyper-parameters not representable: {e}")))?;
+    Ok((Box::new(oracle), resolved))
 }
 
 /// Overlays `value` on `slot`, recursing into nested objects (e.g. L-BFGS options).
