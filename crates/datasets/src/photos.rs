@@ -1138,6 +1138,13 @@ mod tests {
         let expected =
             [Standardizer::fit(UNARY_DIM, blocks(0)).unwrap(), Standardizer::fit(PAIR_DIM, blocks(1)).unwrap()];
         assert_eq!(fitted, expected);
+        // The features move into the examples: a complete image's blocks are
+        // the very buffers given (standardised in place), not copies.
+        let moved = feats[1].clone();
+        let given = (moved.unary.values.as_ptr(), moved.pair.values.as_ptr());
+        let data = build_examples(&imgs[1..], vec![moved], &fitted, 3, Use::Train, PairTypes::Shared).unwrap();
+        let blocks = &data.examples[0].features;
+        assert_eq!((blocks[0].values.as_ptr(), blocks[1].values.as_ptr()), given);
         // A feature set short is an error, not a shorter data set.
         let err = build_examples(&imgs, feats[..1].to_vec(), &fitted, 3, Use::Train, PairTypes::Shared).unwrap_err();
         assert!(err.to_string().contains("1 feature sets for 2 images"), "{err}");
