@@ -233,13 +233,21 @@ impl Dataset {
                         got: block.values.len(),
                     });
                 }
-                if let Some(pos) = block.values.iter().position(|v| !v.is_finite()) {
-                    return Err(LearnError::NonFiniteFeature {
-                        example: k,
-                        factor_type: ft.name.clone(),
-                        region: rows_of_type[t][pos / ft.dim.max(1)],
-                        col: pos % ft.dim.max(1),
-                        value: block.values[pos],
+                let acceptable = |v: &f64| v.is_finite() && v.abs() <= MAX_FEATURE_MAGNITUDE;
+                if let Some(pos) = block.values.iter().position(|v| !acceptable(v)) {
+                    let (factor_type, value) = (ft.name.clone(), block.values[pos]);
+                    let (region, col) = (rows_of_type[t][pos / ft.dim.max(1)], pos % ft.dim.max(1));
+                    return Err(if value.is_finite() {
+                        LearnError::FeatureTooLarge {
+                            example: k,
+                            factor_type,
+                            region,
+                            col,
+                            value,
+                            limit: MAX_FEATURE_MAGNITUDE,
+                        }
+                    } else {
+                        LearnError::NonFiniteFeature { example: k, factor_type, region, col, value }
                     });
                 }
             }
@@ -451,6 +459,17 @@ impl Dataset {
 fn is_json(path: &Path) -> bool {
     path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"))
 }
+
+/// The largest feature magnitude a data set may hold. Scores are sums of
+/// products of features with parameters, so features near `f64::MAX` (say
+/// 1e308) overflow them to ±∞ or NaN, which surfaced deep inside inference or
+/// an oracle's optimiser; beyond this bound (which leaves a factor of 1e200
+/// for the parameters) a data set is refused up front, naming the feature.
+///
+/// ```
+/// assert!(structlearn::data::MAX_FEATURE_MAGNITUDE < f64::MAX.sqrt());
+/// ```
+pub const MAX_FEATURE_MAGNITUDE: f64 = 1e100;
 
 /// Magic bytes of binary data set files (the last byte is the format version).
 pub const DATASET_MAGIC: &[u8; 8] = b"SLDATA\0\x02";

@@ -101,6 +101,26 @@ pub enum LearnError {
         /// The value.
         value: f64,
     },
+    /// A finite feature so large that scores computed from it overflow
+    /// (beyond [`crate::data::MAX_FEATURE_MAGNITUDE`]).
+    #[error(
+        "example {example}: feature {col} of region {region} (type `{factor_type}`) is {value:e}, beyond \
+         ±{limit:e}: scores of features this large overflow; rescale or standardise the features"
+    )]
+    FeatureTooLarge {
+        /// Example index.
+        example: usize,
+        /// Type name.
+        factor_type: String,
+        /// Region index in the graph.
+        region: usize,
+        /// Feature column.
+        col: usize,
+        /// The value.
+        value: f64,
+        /// The largest magnitude accepted.
+        limit: f64,
+    },
     /// Labels of the wrong length.
     #[error("example {example}: {got} labels for {expected} variables")]
     LabelCount {

@@ -416,6 +416,15 @@ fn bad_input_gives_typed_errors_naming_example_and_region() {
     let err = Dataset::new(types.clone(), vec![bad]).unwrap_err();
     assert!(matches!(err, LearnError::NonFiniteFeature { example: 0, region: 17, col: 0, .. }), "{err}");
 
+    // A finite feature too large for finite scores names the region too; the bound itself is accepted.
+    let mut bad = ex.clone();
+    bad.features[1].values[2] = -1e308;
+    let err = Dataset::new(types.clone(), vec![bad.clone()]).unwrap_err();
+    assert!(matches!(err, LearnError::FeatureTooLarge { example: 0, region: 17, col: 0, .. }), "{err}");
+    assert!(err.to_string().contains("-1e308") && err.to_string().contains("rescale"), "{err}");
+    bad.features[1].values[2] = structlearn::data::MAX_FEATURE_MAGNITUDE;
+    Dataset::new(types.clone(), vec![bad]).unwrap();
+
     // Regions whose factor type the model does not declare.
     let other = Arc::new(
         factor_graph::factors_with_singletons(
