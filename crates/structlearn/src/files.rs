@@ -216,6 +216,17 @@ pub fn check_writable(path: &Path) -> Result<(), LearnError> {
             std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a folder, not a file"),
         ));
     }
+    let folder = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !folder.is_dir() {
+        let what = if folder.exists() { "is not a folder" } else { "does not exist (create it first)" };
+        return Err(LearnError::io(
+            path,
+            std::io::Error::new(std::io::ErrorKind::NotFound, format!("its folder {} {what}", folder.display())),
+        ));
+    }
     let probe = path.with_file_name(format!(
         ".{}.{}.probe",
         path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()),

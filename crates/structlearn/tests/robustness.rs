@@ -146,7 +146,8 @@ fn atomic_writes_follow_the_umask_and_hide_temporary_names() {
     let missing = dir.path().join("no/such/folder/out.bin");
     let err = structlearn::files::write_atomic(&missing, b"abc").unwrap_err().to_string();
     assert!(err.starts_with(&missing.display().to_string()) && !err.contains(".out.bin."), "{err}");
-    assert!(structlearn::files::check_writable(&missing).is_err());
+    let err = structlearn::files::check_writable(&missing).unwrap_err().to_string();
+    assert!(err.contains("does not exist (create it first)"), "{err}");
     assert!(structlearn::files::check_writable(dir.path()).is_err());
     assert!(structlearn::files::check_writable(&path).is_ok());
     assert!(!Path::new(&dir.path().join(".out.bin.probe")).exists());
