@@ -65,8 +65,10 @@
 //!
 //! # Performance
 //!
-//! A minibatch is split into row chunks whose size depends only on the shapes;
-//! their gradients are computed in parallel (rayon) and summed in chunk order,
+//! A minibatch is split into row chunks of equal size (whole blocks) that
+//! depends only on the shapes and the minibatch size, at most about `2¹⁹`
+//! floating-point operations each (so a chunk's arrays stay in the L1/L2
+//! caches); their gradients are computed in parallel (rayon) and summed in chunk order,
 //! so the reduction is deterministic. Within a chunk the rows' values are held
 //! value-major (`Rows`: one contiguous slice per input, hidden unit or class),
 //! and each pass runs over all the chunk's rows:
@@ -90,11 +92,15 @@
 //! call; there is no allocation per minibatch. The next minibatch's rows (a
 //! random sample of the data) are prefetched while one is computed.
 //! Full-loss evaluation and [`Model::score`] run in parallel over rows. `tanh`
-//! is a vectorisable polynomial version (absolute error < 4·10⁻¹⁶). On x86-64
-//! CPUs with AVX2 the same kernels are also compiled for AVX2 and chosen at run
-//! time; they perform the same IEEE operations (no fused multiply-add), so the
-//! results are bit-identical on every x86-64 CPU.
+//! is a vectorisable polynomial version (absolute error < 4·10⁻¹⁶).
+//!
+//! Every product is added to its sum by one multiply-add, fused where the CPU
+//! has FMA ([`fused_arithmetic`]: x86-64 with AVX2 + FMA, where the kernels are
+//! compiled for those features and chosen at run time, and AArch64) and
+//! separate elsewhere. So a fit is bit-for-bit reproducible on every CPU of the
+//! same kind; a CPU without FMA gives a model that differs in the last bits.
 
+use fastmath::{Arith, Fused, Plain};
 use rand::seq::SliceRandom;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -121,9 +127,11 @@ pub const PAIRWISE_STEP_SIZE: f64 = 0.05;
 /// to [`crate::model_loss`] of the returned model.
 const EVAL_CHUNK: usize = 4096;
 
-/// Approximate floating-point work per minibatch chunk; chunks smaller than this
-/// cost more in scheduling than they gain in parallelism.
-const CHUNK_WORK: usize = 1 << 17;
+/// Most floating-point work per minibatch chunk (about `2¹⁹` operations: 40
+/// rows of the 42-input, 8-class unary network). Smaller chunks cost more in
+/// scheduling and in summing their gradients than they gain in parallelism
+/// (`2¹⁷`, 12 rows: 0.68 s for an epoch of 400000 rows where this takes 0.61 s).
+const CHUNK_WORK: usize = 1 << 19;
 
 /// Fewest rows in a minibatch chunk.
 const MIN_CHUNK_ROWS: usize = 8;
@@ -746,10 +754,12 @@ impl Layout {
 
     /// Rows per parallel minibatch chunk, whole blocks: a function of the shapes
     /// only, so the gradient's summation order does not depend on the number of threads.
-    fn chunk_rows(&self) -> usize {
+    fn chunk_rows(&self, minibatch: usize) -> usize {
         // Multiply-adds per row of forward + backward, and ~20 for one tanh.
         let work = self.padded_hidden() * (2 * self.dim + 3 * self.classes + 20);
-        (CHUNK_WORK / work.max(1)).max(MIN_CHUNK_ROWS).div_ceil(BLOCK) * BLOCK
+        let most = (CHUNK_WORK / work.max(1)).max(MIN_CHUNK_ROWS);
+        // As many chunks as that needs, of equal size (whole blocks).
+        minibatch.div_ceil(minibatch.div_ceil(most).max(1)).div_ceil(BLOCK) * BLOCK
     }
 }
 
@@ -895,7 +905,7 @@ fn lanes<const L: usize>(a: &[f64], at: usize) -> [f64; L] {
 /// value-major with row stride `st`. (The two blocks' sums are two named
 /// arrays: held in one array of blocks, they are not kept in registers.)
 #[inline(always)]
-fn tile_sums<const PAIR: bool>(
+fn tile_sums<A: Arith, const PAIR: bool>(
     start: [[f64; BLOCK]; TILE],
     w: &[f64],
     x: &[f64],
@@ -906,9 +916,9 @@ fn tile_sums<const PAIR: bool>(
     let r1 = r0 + BLOCK;
     let (mut a0, mut a1) = (start, start);
     for (wi, xi) in w.chunks_exact(TILE).zip(x.chunks_exact(st)) {
-        add_products(&mut a0, wi, &lanes(xi, r0));
+        add_products::<A>(&mut a0, wi, &lanes(xi, r0));
         if PAIR {
-            add_products(&mut a1, wi, &lanes(xi, r1));
+            add_products::<A>(&mut a1, wi, &lanes(xi, r1));
         }
     }
     for (oq, (s0, s1)) in out.chunks_exact_mut(st).zip(a0.iter().zip(&a1)) {
@@ -931,10 +941,10 @@ fn splat(v: impl Fn(usize) -> f64) -> [[f64; BLOCK]; TILE] {
 
 /// `acc[q][r] += w[q] · x[r]`: one weight tile's products with a block of rows.
 #[inline(always)]
-fn add_products(acc: &mut [[f64; BLOCK]; TILE], w: &[f64], x: &[f64; BLOCK]) {
+fn add_products<A: Arith>(acc: &mut [[f64; BLOCK]; TILE], w: &[f64], x: &[f64; BLOCK]) {
     for (aq, &wq) in acc.iter_mut().zip(w) {
         for r in 0..BLOCK {
-            aq[r] += wq * x[r];
+            aq[r] = A::madd(wq, x[r], aq[r]);
         }
     }
 }
@@ -958,20 +968,20 @@ fn rows_of_tiles(src: &[f64], st: usize, used: usize, dst: &mut [[f64; TILE]]) {
 /// operations, in the same order, as adding the rows' products one row at a
 /// time, but with the sums held in registers across the rows.
 #[inline(always)]
-fn outer_sums(out: &mut [f64], a: &[f64], st: usize, b: &[[f64; TILE]]) {
+fn outer_sums<A: Arith>(out: &mut [f64], a: &[f64], st: usize, b: &[[f64; TILE]]) {
     let mut outs = out.chunks_exact_mut(OUTER * TILE);
     let mut rows = a.chunks_exact(OUTER * st);
     for (o, a) in (&mut outs).zip(&mut rows) {
-        outer_sum::<OUTER>(o, a, st, b);
+        outer_sum::<A, OUTER>(o, a, st, b);
     }
     for (o, a) in outs.into_remainder().chunks_exact_mut(TILE).zip(rows.remainder().chunks_exact(st)) {
-        outer_sum::<1>(o, a, st, b);
+        outer_sum::<A, 1>(o, a, st, b);
     }
 }
 
 /// [`outer_sums`] of `M` groups.
 #[inline(always)]
-fn outer_sum<const M: usize>(out: &mut [f64], a: &[f64], st: usize, b: &[[f64; TILE]]) {
+fn outer_sum<A: Arith, const M: usize>(out: &mut [f64], a: &[f64], st: usize, b: &[[f64; TILE]]) {
     let n = b.len();
     // Loops, not `std::array::from_fn`: that is not always inlined, and a call
     // leaves the AVX2 build of the kernel.
@@ -986,7 +996,7 @@ fn outer_sum<const M: usize>(out: &mut [f64], a: &[f64], st: usize, b: &[[f64; T
         for m in 0..M {
             let am = a[m][r];
             for k in 0..TILE {
-                acc[m][k] += am * br[k];
+                acc[m][k] = A::madd(am, br[k], acc[m][k]);
             }
         }
     }
@@ -1001,25 +1011,25 @@ impl Net<'_> {
     /// computed by the same sequence of operations whatever the other rows
     /// hold, so a row's scores do not depend on the rows beside it.
     #[inline(always)]
-    fn forward(&self, b: &mut Rows, used: usize) {
+    fn forward<A: Arith>(&self, b: &mut Rows, used: usize) {
         let pairs = used / (2 * BLOCK) * (2 * BLOCK);
         for r0 in (0..pairs).step_by(2 * BLOCK) {
-            self.hidden_sums::<true>(b, r0);
+            self.hidden_sums::<A, true>(b, r0);
         }
         if pairs < used {
-            self.hidden_sums::<false>(b, pairs);
+            self.hidden_sums::<A, false>(b, pairs);
         }
         // In a pass of its own, the tanh of one row does not wait for the next.
         for tj in b.t.chunks_exact_mut(b.stride) {
             for t in &mut tj[..used] {
-                *t = tanh(*t);
+                *t = tanh::<A>(*t);
             }
         }
         for r0 in (0..pairs).step_by(2 * BLOCK) {
-            self.output_sums::<true>(b, r0);
+            self.output_sums::<A, true>(b, r0);
         }
         if pairs < used {
-            self.output_sums::<false>(b, pairs);
+            self.output_sums::<A, false>(b, pairs);
         }
     }
 
@@ -1027,7 +1037,7 @@ impl Net<'_> {
     /// `PAIR`, of the next block too, each block a vector of [`BLOCK`] lanes
     /// ([`tile_sums`] per tile of hidden units).
     #[inline(always)]
-    fn hidden_sums<const PAIR: bool>(&self, b: &mut Rows, r0: usize) {
+    fn hidden_sums<A: Arith, const PAIR: bool>(&self, b: &mut Rows, r0: usize) {
         let st = b.stride;
         let tile_v = self.dim * TILE;
         for (u, tu) in b.t.chunks_exact_mut(TILE * st).enumerate() {
@@ -1037,14 +1047,14 @@ impl Net<'_> {
                 Some(c) => splat(|q| c[q]),
                 None => [[0.0; BLOCK]; TILE],
             };
-            tile_sums::<PAIR>(start, vu, &b.x, st, r0, tu);
+            tile_sums::<A, PAIR>(start, vu, &b.x, st, r0, tu);
         }
     }
 
     /// `s = W t + a` of the block of rows at `r0` and, if `PAIR`, of the next
     /// (as [`Net::hidden_sums`]).
     #[inline(always)]
-    fn output_sums<const PAIR: bool>(&self, b: &mut Rows, r0: usize) {
+    fn output_sums<A: Arith, const PAIR: bool>(&self, b: &mut Rows, r0: usize) {
         let (st, hp) = (b.stride, self.hp);
         let r1 = r0 + BLOCK;
         let bias = |y: usize| self.a.get(y).copied().unwrap_or(0.0);
@@ -1052,16 +1062,16 @@ impl Net<'_> {
         let (s_tiled, s_single) = b.s.split_at_mut(self.tiled * st);
         for (g, (wg, sg)) in w_tiled.chunks_exact(hp * TILE).zip(s_tiled.chunks_exact_mut(TILE * st)).enumerate() {
             let start = splat(|k| bias(g * TILE + k));
-            tile_sums::<PAIR>(start, wg, &b.t, st, r0, sg);
+            tile_sums::<A, PAIR>(start, wg, &b.t, st, r0, sg);
         }
         for (y, (wy, sy)) in w_single.chunks_exact(hp).zip(s_single.chunks_exact_mut(st)).enumerate() {
             let (mut a0, mut a1) = ([bias(self.tiled + y); BLOCK], [bias(self.tiled + y); BLOCK]);
             for (&wj, tj) in wy.iter().zip(b.t.chunks_exact(st)) {
                 let (t0, t1) = (lanes::<BLOCK>(tj, r0), lanes::<BLOCK>(tj, if PAIR { r1 } else { r0 }));
                 for r in 0..BLOCK {
-                    a0[r] += wj * t0[r];
+                    a0[r] = A::madd(wj, t0[r], a0[r]);
                     if PAIR {
-                        a1[r] += wj * t1[r];
+                        a1[r] = A::madd(wj, t1[r], a1[r]);
                     }
                 }
             }
@@ -1077,32 +1087,37 @@ impl Net<'_> {
     /// entry receives its rows' terms one row at a time in row order; the
     /// biases' terms are summed per block of [`BLOCK`] rows first.
     #[inline(always)]
-    fn backward(&self, b: &mut Rows, used: usize, grad: &mut NetMut<'_>) {
+    fn backward<A: Arith>(&self, b: &mut Rows, used: usize, grad: &mut NetMut<'_>) {
         let (st, hp) = (b.stride, self.hp);
         for (ay, gy) in grad.a.iter_mut().zip(b.g.chunks_exact(st)) {
             for block in gy[..used].chunks_exact(BLOCK) {
                 *ay += block.iter().sum::<f64>();
             }
         }
-        // dz = Wᵀ g, the classes in order.
-        for dzj in b.dz.chunks_exact_mut(st) {
-            dzj[..used].fill(0.0);
-        }
+        // dz = ∂ℓ/∂(Vφ + c) = Wᵀ g ⊙ (1 − t²): per hidden unit and block of rows,
+        // the classes' terms in class order in registers, then the factor.
         let (w_tiled, w_single) = self.w.split_at(self.tiled * hp);
         let (g_tiled, g_single) = b.g.split_at(self.tiled * st);
-        for (wg, gg) in w_tiled.chunks_exact(hp * TILE).zip(g_tiled.chunks_exact(TILE * st)) {
-            for (wj, dzj) in wg.chunks_exact(TILE).zip(b.dz.chunks_exact_mut(st)) {
-                for (&w, gk) in wj.iter().zip(gg.chunks_exact(st)) {
-                    for (d, &gv) in dzj[..used].iter_mut().zip(&gk[..used]) {
-                        *d += w * gv;
+        for (j, (dzj, tj)) in b.dz.chunks_exact_mut(st).zip(b.t.chunks_exact(st)).enumerate() {
+            for r0 in (0..used).step_by(BLOCK) {
+                let mut acc = [0.0; BLOCK];
+                for (wg, gg) in w_tiled.chunks_exact(hp * TILE).zip(g_tiled.chunks_exact(TILE * st)) {
+                    for (&w, gk) in wg[j * TILE..(j + 1) * TILE].iter().zip(gg.chunks_exact(st)) {
+                        let gv = lanes::<BLOCK>(gk, r0);
+                        for r in 0..BLOCK {
+                            acc[r] = A::madd(w, gv[r], acc[r]);
+                        }
                     }
                 }
-            }
-        }
-        for (wy, gy) in w_single.chunks_exact(hp).zip(g_single.chunks_exact(st)) {
-            for (&w, dzj) in wy.iter().zip(b.dz.chunks_exact_mut(st)) {
-                for (d, &gv) in dzj[..used].iter_mut().zip(&gy[..used]) {
-                    *d += w * gv;
+                for (wy, gy) in w_single.chunks_exact(hp).zip(g_single.chunks_exact(st)) {
+                    let gv = lanes::<BLOCK>(gy, r0);
+                    for r in 0..BLOCK {
+                        acc[r] = A::madd(wy[j], gv[r], acc[r]);
+                    }
+                }
+                let t = lanes::<BLOCK>(tj, r0);
+                for r in 0..BLOCK {
+                    dzj[r0 + r] = acc[r] * (1.0 - t[r] * t[r]);
                 }
             }
         }
@@ -1110,19 +1125,13 @@ impl Net<'_> {
         rows_of_tiles(g_tiled, st, used, &mut b.g_rows);
         let (gw_tiled, gw_single) = grad.w.split_at_mut(self.tiled * hp);
         for (gwg, gr) in gw_tiled.chunks_exact_mut(hp * TILE).zip(b.g_rows.chunks_exact(st)) {
-            outer_sums(gwg, &b.t, st, &gr[..used]);
+            outer_sums::<A>(gwg, &b.t, st, &gr[..used]);
         }
         for (gwy, gy) in gw_single.chunks_exact_mut(hp).zip(g_single.chunks_exact(st)) {
             for (gwj, tj) in gwy.iter_mut().zip(b.t.chunks_exact(st)) {
                 for (&t, &gv) in tj[..used].iter().zip(&gy[..used]) {
-                    *gwj += t * gv;
+                    *gwj = A::madd(t, gv, *gwj);
                 }
-            }
-        }
-        // dz becomes ∂ℓ/∂(Vφ + c) = Wᵀ g ⊙ (1 − t²).
-        for (dzj, tj) in b.dz.chunks_exact_mut(st).zip(b.t.chunks_exact(st)) {
-            for (d, &t) in dzj[..used].iter_mut().zip(&tj[..used]) {
-                *d *= 1.0 - t * t;
             }
         }
         for (cj, dzj) in grad.c.iter_mut().zip(b.dz.chunks_exact(st)) {
@@ -1133,30 +1142,53 @@ impl Net<'_> {
         rows_of_tiles(&b.dz, st, used, &mut b.dz_rows);
         let tile_v = self.dim * TILE;
         for (u, dzr) in b.dz_rows.chunks_exact(st).enumerate() {
-            outer_sums(&mut grad.v[u * tile_v..(u + 1) * tile_v], &b.x, st, &dzr[..used]);
+            outer_sums::<A>(&mut grad.v[u * tile_v..(u + 1) * tile_v], &b.x, st, &dzr[..used]);
         }
     }
 }
 
-/// Runs a kernel compiled for AVX2 when the CPU has it, else for the baseline
-/// target. Both are the same Rust code with the same IEEE operations per lane
-/// (no fused multiply-add), so they give bit-identical results; AVX2 only
-/// widens the vectors.
+/// Whether the kernels use fused multiply-adds ([`fastmath::Fused`]): on
+/// x86-64 CPUs with AVX2 and FMA (every x86-64 CPU since 2013–2015) and on
+/// AArch64 (FMA is part of the base architecture); elsewhere separate
+/// multiplies and adds ([`Plain`]). The two differ in the last bits, so a fit's
+/// model depends on which of the two the CPU runs, and on nothing else about it.
+pub fn fused_arithmetic() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        true
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
+}
+
+/// Runs a kernel compiled for AVX2 + FMA with fused multiply-adds when
+/// [`fused_arithmetic`] says so, else compiled for the baseline target with
+/// separate multiplies and adds. Each build is the same Rust code, so all CPUs
+/// of one kind give bit-identical results.
 macro_rules! dispatch {
-    ($generic:ident, $avx2:ident, ($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+    ($generic:ident, ($($arg:ident: $ty:ty),*) -> $ret:ty) => {
         #[cfg(target_arch = "x86_64")]
-        #[target_feature(enable = "avx2")]
-        unsafe fn $avx2($($arg: $ty),*) -> $ret {
-            $generic($($arg),*)
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn fused($($arg: $ty),*) -> $ret {
+            $generic::<Fused>($($arg),*)
         }
 
         fn dispatched($($arg: $ty),*) -> $ret {
             #[cfg(target_arch = "x86_64")]
-            if std::arch::is_x86_feature_detected!("avx2") {
-                // SAFETY: the CPU supports AVX2, checked just above.
-                return unsafe { $avx2($($arg),*) };
+            if fused_arithmetic() {
+                // SAFETY: the CPU supports AVX2 and FMA, checked just above.
+                return unsafe { fused($($arg),*) };
             }
-            $generic($($arg),*)
+            #[cfg(target_arch = "aarch64")]
+            return $generic::<Fused>($($arg),*);
+            #[allow(unreachable_code)]
+            $generic::<Plain>($($arg),*)
         }
     };
 }
@@ -1171,17 +1203,26 @@ fn gradient_rows(
     b: &mut Rows,
     grad: &mut NetMut<'_>,
 ) {
-    #[inline(always)]
-    fn generic(net: &Net<'_>, problem: &Problem<'_>, rows: &[usize], scale: f64, b: &mut Rows, grad: &mut NetMut<'_>) {
-        let used = b.gather(problem.features(), rows.iter().copied());
-        net.forward(b, used);
-        for (n, block) in rows.chunks(BLOCK).enumerate() {
-            b.block_losses::<true>(problem, n * BLOCK, block.iter().copied(), scale);
-        }
-        net.backward(b, used, grad);
-    }
-    dispatch!(generic, avx2, (net: &Net<'_>, problem: &Problem<'_>, rows: &[usize], scale: f64, b: &mut Rows, grad: &mut NetMut<'_>) -> ());
+    dispatch!(gradient_kernel, (net: &Net<'_>, problem: &Problem<'_>, rows: &[usize], scale: f64, b: &mut Rows, grad: &mut NetMut<'_>) -> ());
     dispatched(net, problem, rows, scale, b, grad)
+}
+
+/// [`gradient_rows`] in the arithmetic `A`.
+#[inline(always)]
+fn gradient_kernel<A: Arith>(
+    net: &Net<'_>,
+    problem: &Problem<'_>,
+    rows: &[usize],
+    scale: f64,
+    b: &mut Rows,
+    grad: &mut NetMut<'_>,
+) {
+    let used = b.gather(problem.features(), rows.iter().copied());
+    net.forward::<A>(b, used);
+    for (n, block) in rows.chunks(BLOCK).enumerate() {
+        b.block_losses::<true>(problem, n * BLOCK, block.iter().copied(), scale);
+    }
+    net.backward::<A>(b, used, grad);
 }
 
 /// The rows `start..end` of `features` through the network, [`EVAL_ROWS`] at
@@ -1197,7 +1238,7 @@ fn evaluate_rows(
     scores: Option<&mut [f64]>,
 ) -> f64 {
     #[inline(always)]
-    fn generic(
+    fn generic<A: Arith>(
         net: &Net<'_>,
         features: Features<'_>,
         problem: Option<&Problem<'_>>,
@@ -1210,7 +1251,7 @@ fn evaluate_rows(
         for k0 in (start..end).step_by(st) {
             let k1 = (k0 + st).min(end);
             let used = b.gather(features, k0..k1);
-            net.forward(b, used);
+            net.forward::<A>(b, used);
             if let Some(out) = scores.as_deref_mut() {
                 for (r, row) in out[(k0 - start) * c..(k1 - start) * c].chunks_exact_mut(c).enumerate() {
                     for (v, s) in row.iter_mut().zip(b.s.chunks_exact(st)) {
@@ -1230,7 +1271,7 @@ fn evaluate_rows(
         }
         sum
     }
-    dispatch!(generic, avx2, (net: &Net<'_>, features: Features<'_>, problem: Option<&Problem<'_>>, rows: (usize, usize), b: &mut Rows, scores: Option<&mut [f64]>) -> f64);
+    dispatch!(generic, (net: &Net<'_>, features: Features<'_>, problem: Option<&Problem<'_>>, rows: (usize, usize), b: &mut Rows, scores: Option<&mut [f64]>) -> f64);
     dispatched(net, features, problem, (start, end), b, scores)
 }
 
@@ -1244,7 +1285,7 @@ fn evaluate_rows(
 /// `k`), `r = y − k ln 2` split in two parts for precision, and `exp(r)` by its
 /// Taylor series to degree 13 (truncation error `< 10⁻¹⁷` for `|r| ≤ ln 2 / 2`).
 #[inline(always)]
-fn tanh(x: f64) -> f64 {
+fn tanh<A: Arith>(x: f64) -> f64 {
     const ROUND: f64 = 6_755_399_441_055_744.0;
     const LN2_HI: f64 = 6.931_471_803_691_238e-1;
     const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
@@ -1264,15 +1305,15 @@ fn tanh(x: f64) -> f64 {
         0.5,
     ];
     let y = -2.0 * x.abs().min(20.0);
-    let z = y * std::f64::consts::LOG2_E + ROUND;
+    let z = A::madd(y, std::f64::consts::LOG2_E, ROUND);
     let k = z - ROUND;
     let r = (y - k * LN2_HI) - k * LN2_LO;
     let mut p = INV_FACTORIAL[0];
     for &c in &INV_FACTORIAL[1..] {
-        p = p * r + c;
+        p = A::madd(p, r, c);
     }
-    p = p * r + 1.0;
-    p = p * r + 1.0;
+    p = A::madd(p, r, 1.0);
+    p = A::madd(p, r, 1.0);
     // k ∈ [−58, 0]: 2^k is a normal number; the low bits of z hold k in two's complement.
     let two_k = f64::from_bits(z.to_bits().wrapping_add(1023) << 52);
     let e = p * two_k;
@@ -1294,7 +1335,7 @@ struct Sgd {
 
 impl Sgd {
     fn new(layout: Layout, minibatch: usize, problem: &Problem<'_>) -> Self {
-        Self::with_chunk_rows(layout, minibatch, problem, layout.chunk_rows())
+        Self::with_chunk_rows(layout, minibatch, problem, layout.chunk_rows(minibatch))
     }
 
     fn with_chunk_rows(layout: Layout, minibatch: usize, problem: &Problem<'_>, chunk_rows: usize) -> Self {
@@ -1463,18 +1504,21 @@ mod tests {
         xs.extend((0..100_000).map(|_| rng.random_range(-1.0..1.0) * 10f64.powi(rng.random_range(-20..0))));
         xs.extend([0.0, -0.0, 1e-300, -1e-300, 19.999, 20.0, 20.001, -40.0, 1e300, -1e300, f64::MAX, f64::MIN]);
         for x in xs {
-            let (fast, exact) = (tanh(x), x.tanh());
-            assert!((fast - exact).abs() <= 4e-16, "tanh({x}) = {fast}, std {exact}");
-            assert_eq!(fast.is_sign_negative(), exact.is_sign_negative(), "sign of tanh({x})");
-            assert!(fast.abs() <= 1.0);
+            let exact = x.tanh();
+            for (fast, kind) in [(tanh::<Plain>(x), "plain"), (tanh::<Fused>(x), "fused")] {
+                assert!((fast - exact).abs() <= 4e-16, "{kind} tanh({x}) = {fast}, std {exact}");
+                assert_eq!(fast.is_sign_negative(), exact.is_sign_negative(), "sign of {kind} tanh({x})");
+                assert!(fast.abs() <= 1.0);
+            }
         }
     }
 
     /// The minibatch gradient of the documented arithmetic, written plainly:
     /// rows in order, chunk by chunk (each chunk's sums from zero, the chunks'
     /// sums added in order), the bias gradients summed per block of `BLOCK`
-    /// rows first (padding rows count as zeros). Model layout.
-    fn plain_gradient(
+    /// rows first (padding rows count as zeros), every product added to its sum
+    /// by `A::madd`. Model layout.
+    fn plain_gradient<A: Arith>(
         layout: Layout,
         p: &[f64],
         problem: &Problem<'_>,
@@ -1495,16 +1539,16 @@ mod tests {
                         .map(|j| {
                             let mut z = hb.get(j).copied().unwrap_or(0.0);
                             for i in 0..d {
-                                z += v[i * h + j] * x[i];
+                                z = A::madd(v[i * h + j], x[i], z);
                             }
-                            tanh(z)
+                            tanh::<A>(z)
                         })
                         .collect();
                     let s: Vec<f64> = (0..c)
                         .map(|y| {
                             let mut s = a.get(y).copied().unwrap_or(0.0);
                             for j in 0..h {
-                                s += w[y * h + j] * t[j];
+                                s = A::madd(w[y * h + j], t[j], s);
                             }
                             s
                         })
@@ -1516,18 +1560,19 @@ mod tests {
                     for y in 0..c {
                         a_lanes[y][r] = g[y];
                         for j in 0..h {
-                            part[layout.w().start + y * h + j] += t[j] * g[y];
+                            let e = &mut part[layout.w().start + y * h + j];
+                            *e = A::madd(t[j], g[y], *e);
                         }
                     }
                     for j in 0..h {
                         let mut dz = 0.0;
                         for y in 0..c {
-                            dz += w[y * h + j] * g[y];
+                            dz = A::madd(w[y * h + j], g[y], dz);
                         }
                         dz *= 1.0 - t[j] * t[j];
                         c_lanes[j][r] = dz;
                         for i in 0..d {
-                            part[i * h + j] += x[i] * dz;
+                            part[i * h + j] = A::madd(x[i], dz, part[i * h + j]);
                         }
                     }
                 }
@@ -1547,8 +1592,8 @@ mod tests {
         total
     }
 
-    /// The blocked kernels compute exactly [`plain_gradient`]'s arithmetic: bit
-    /// for bit, whatever the chunk size, class tiles (6 classes: a tile and two
+    /// The blocked kernels compute exactly [`plain_gradient`]'s arithmetic (with
+    /// fused multiply-adds where the kernels use them): bit for bit, whatever the chunk size, class tiles (6 classes: a tile and two
     /// single classes), padded hidden units, biases and weights.
     #[test]
     fn mlp_gradient_is_the_plain_arithmetic_bit_for_bit() {
@@ -1569,9 +1614,44 @@ mod tests {
                 let mut sgd = Sgd::with_chunk_rows(layout, rows, &problem, chunk_rows);
                 sgd.gradient(&layout.pack(&params), &problem, &order, 0.37);
                 let kernel = layout.unpack(&sgd.grads[..layout.packed_len()]);
-                let plain = plain_gradient(layout, &params, &problem, &order, chunk_rows, 0.37);
+                let plain = if fused_arithmetic() {
+                    plain_gradient::<Fused>(layout, &params, &problem, &order, chunk_rows, 0.37)
+                } else {
+                    plain_gradient::<Plain>(layout, &params, &problem, &order, chunk_rows, 0.37)
+                };
                 for (i, (k, p)) in kernel.iter().zip(&plain).enumerate() {
                     assert_eq!(k.to_bits(), p.to_bits(), "{dim}×{hidden}×{classes}, parameter {i}: {k} vs {p}");
+                }
+                // Both arithmetics' kernels, whichever the CPU runs (one chunk of all rows).
+                let q = layout.pack(&params);
+                for fused in [false, true] {
+                    let mut block = Rows::new(layout, rows);
+                    let mut grad = vec![0.0; layout.packed_len()];
+                    let net = layout.net(&q);
+                    let (kernel, plain) = if fused {
+                        gradient_kernel::<Fused>(
+                            &net,
+                            &problem,
+                            &order,
+                            0.37,
+                            &mut block,
+                            &mut layout.net_mut(&mut grad),
+                        );
+                        (layout.unpack(&grad), plain_gradient::<Fused>(layout, &params, &problem, &order, rows, 0.37))
+                    } else {
+                        gradient_kernel::<Plain>(
+                            &net,
+                            &problem,
+                            &order,
+                            0.37,
+                            &mut block,
+                            &mut layout.net_mut(&mut grad),
+                        );
+                        (layout.unpack(&grad), plain_gradient::<Plain>(layout, &params, &problem, &order, rows, 0.37))
+                    };
+                    for (i, (k, p)) in kernel.iter().zip(&plain).enumerate() {
+                        assert_eq!(k.to_bits(), p.to_bits(), "fused {fused}, {dim}×{hidden}×{classes}, parameter {i}");
+                    }
                 }
             }
         }
