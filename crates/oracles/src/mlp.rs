@@ -753,7 +753,8 @@ impl Layout {
     }
 
     /// Rows per parallel minibatch chunk, whole blocks: a function of the shapes
-    /// only, so the gradient's summation order does not depend on the number of threads.
+    /// and the minibatch size only, so the gradient's summation order does not
+    /// depend on the number of threads.
     fn chunk_rows(&self, minibatch: usize) -> usize {
         // Multiply-adds per row of forward + backward, and ~20 for one tanh.
         let work = self.padded_hidden() * (2 * self.dim + 3 * self.classes + 20);
