@@ -212,7 +212,14 @@ fn optional<T: std::str::FromStr>(flag: &str, text: &str) -> Result<Option<T>> {
 }
 
 fn run() -> Result<()> {
-    match Cli::parse().command {
+    let command = Cli::parse().command;
+    // Without --threads, rayon sizes its pools from RAYON_NUM_THREADS.
+    let threads_given =
+        matches!(command, Command::OracleFit { threads: Some(_), .. } | Command::Reproduce { threads: Some(_), .. });
+    if !threads_given {
+        structlearn::threads::check_environment().map_err(anyhow::Error::msg)?;
+    }
+    match command {
         Command::BenchScale {
             images,
             height,

@@ -170,6 +170,10 @@ fn predict_image(args: PredictImageArgs) -> Result<()> {
     let pipeline = datasets::photos::Pipeline::load(&pipeline_path)
         .context("reading the feature pipeline (give it with --pipeline)")?;
     let model = StructuredModel::load(&args.model, &ModelRegistry::with_builtin())?;
+    structlearn::files::check_distinct(
+        &[("--model", &args.model), ("--image", &args.image), ("the feature pipeline", &pipeline_path)],
+        &[("--output", &args.output)],
+    )?;
     structlearn::files::check_writable(&args.output)?;
     let photo = datasets::image::load_rgb(&args.image)?;
     let name = args.image.file_stem().map_or("image".into(), |s| s.to_string_lossy().into_owned());
@@ -225,6 +229,8 @@ fn run(cli: Cli) -> Result<()> {
     if let Some(n) = cli.threads {
         let n = structlearn::threads::checked_thread_count(n).map_err(anyhow::Error::msg)?;
         rayon::ThreadPoolBuilder::new().num_threads(n).build_global().context("--threads: starting the thread pool")?;
+    } else {
+        structlearn::threads::check_environment().map_err(anyhow::Error::msg)?;
     }
     match cli.command {
         Command::Infer { model, eps, iterations, tolerance, polish, output } => {
@@ -233,6 +239,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Train(args) => train(*args, verbosity),
         Command::PredictImage(args) => predict_image(args),
         Command::Predict { model, data, output, iterations, tolerance, beliefs, png_dir } => {
+            structlearn::files::check_distinct(&[("--model", &model), ("--data", &data)], &[("--output", &output)])?;
             let model_path = model;
             let model = StructuredModel::load(&model_path, &ModelRegistry::with_builtin())?;
             let data_path = data;
@@ -297,6 +304,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Eval { model, data, iterations, tolerance, json } => {
             if let Some(json) = &json {
+                structlearn::files::check_distinct(&[("--model", &model), ("--data", &data)], &[("--json", json)])?;
                 structlearn::files::check_writable(json)?;
             }
             let model_path = model;
@@ -364,6 +372,10 @@ fn infer(
     output: Option<&Path>,
     verbosity: Verbosity,
 ) -> Result<()> {
+    if let Some(out) = output {
+        structlearn::files::check_distinct(&[("the model", path)], &[("--output", out)])?;
+        structlearn::files::check_writable(out)?;
+    }
     let uai = UaiModel::read(path)?;
     let m = uai.to_region_graph().map_err(|e| e.in_file(path))?;
     // Zero entries that rule out every labelling, named by the file's factors
@@ -614,6 +626,21 @@ struct TrainArgs {
 }
 
 fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
+    let inputs = [
+        Some(("--data", &a.data)),
+        a.validation.as_ref().map(|p| ("--validation", p)),
+        a.config.as_ref().map(|p| ("--config", p)),
+    ];
+    let outputs = [
+        Some(("--model", &a.model)),
+        a.checkpoint.as_ref().map(|p| ("--checkpoint", p)),
+        a.curve.as_ref().map(|p| ("--curve", p)),
+        a.curve_png.as_ref().map(|p| ("--curve-png", p)),
+    ];
+    fn paths<'a>(list: &[Option<(&'static str, &'a PathBuf)>]) -> Vec<(&'static str, &'a Path)> {
+        list.iter().flatten().map(|&(role, p)| (role, p.as_path())).collect()
+    }
+    structlearn::files::check_distinct(&paths(&inputs), &paths(&outputs))?;
     let data = Dataset::load(&a.data).context("training set")?;
     let validation = a.validation.as_deref().map(Dataset::load).transpose().context("validation set")?;
     // Outputs are checked before any learning iteration, not found unwritable after the last.

@@ -160,3 +160,32 @@ fn a_png_folder_that_is_a_file_is_refused_before_predicting() {
     refused(&o, &["--png-dir", "is a file, not a folder"]);
     assert!(!output.exists(), "predicted before checking --png-dir");
 }
+
+#[test]
+fn an_output_that_is_also_an_input_or_another_output_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, model) = train_model(dir.path());
+    let before = std::fs::read(&data).unwrap();
+    let (m, d) = (model.to_str().unwrap(), data.to_str().unwrap());
+    let o = run(&["predict", "--model", m, "--data", d, "--output", d]);
+    refused(&o, &["given as --output and as --data", "choose another path"]);
+    let o = run(&["eval", "--model", m, "--data", d, "--json", m]);
+    refused(&o, &["given as --json and as --model"]);
+    let o = train(&data, &data, &[]);
+    refused(&o, &["given as --model and as --data"]);
+    let other = dir.path().join("other.slm");
+    let o = train(&data, &other, &["--checkpoint", other.to_str().unwrap()]);
+    refused(&o, &["given as --checkpoint and as --model"]);
+    assert_eq!(std::fs::read(&data).unwrap(), before, "the data set was overwritten");
+    assert!(!other.exists());
+}
+
+#[test]
+fn rayon_num_threads_far_beyond_the_machine_is_refused() {
+    let o = std::process::Command::new(common::BIN)
+        .args(["eval", "--model", "m.slm", "--data", "d.sld"])
+        .env("RAYON_NUM_THREADS", "100000")
+        .output()
+        .unwrap();
+    refused(&o, &["RAYON_NUM_THREADS=100000", "must be between 1 and"]);
+}

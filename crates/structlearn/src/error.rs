@@ -188,6 +188,17 @@ pub enum LearnError {
         #[source]
         source: std::io::Error,
     },
+    /// One file given for two jobs on a command line, one of them written: the
+    /// write would destroy the other (or one output would replace another).
+    #[error("{path}: given as {role} and as {other}; writing {role} would replace it; choose another path")]
+    SamePath {
+        /// The path, as given for `role`.
+        path: String,
+        /// The option that writes it, e.g. `--output`.
+        role: String,
+        /// The other option that names the same file, e.g. `--data`.
+        other: String,
+    },
     /// A file is not of the expected format, of another version, or corrupt.
     #[error("{path}: {reason}")]
     BadFile {

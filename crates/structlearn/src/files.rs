@@ -109,9 +109,8 @@ pub fn write_atomic_with(
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    if path.is_dir() {
-        return Err(std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a folder, not a file"));
-    }
+    let target = replaced_file(path)?;
+    let path = target.as_path();
     let name = path
         .file_name()
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names a folder, not a file"))?;
@@ -210,12 +209,9 @@ impl Write for HashingWriter<'_> {
 /// assert!(structlearn::files::check_writable(dir.path()).is_err());
 /// ```
 pub fn check_writable(path: &Path) -> Result<(), LearnError> {
-    if path.is_dir() {
-        return Err(LearnError::io(
-            path,
-            std::io::Error::new(std::io::ErrorKind::IsADirectory, "is a folder, not a file"),
-        ));
-    }
+    let shown = path;
+    let target = replaced_file(path).map_err(|e| LearnError::io(shown, e))?;
+    let path = target.as_path();
     let folder = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -223,7 +219,7 @@ pub fn check_writable(path: &Path) -> Result<(), LearnError> {
     if !folder.is_dir() {
         let what = if folder.exists() { "is not a folder" } else { "does not exist (create it first)" };
         return Err(LearnError::io(
-            path,
+            shown,
             std::io::Error::new(std::io::ErrorKind::NotFound, format!("its folder {} {what}", folder.display())),
         ));
     }
@@ -232,7 +228,79 @@ pub fn check_writable(path: &Path) -> Result<(), LearnError> {
         path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
         std::process::id()
     ));
-    std::fs::OpenOptions::new().write(true).create_new(true).open(&probe).map_err(|e| LearnError::io(path, e))?;
+    std::fs::OpenOptions::new().write(true).create_new(true).open(&probe).map_err(|e| LearnError::io(shown, e))?;
     let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// The file an atomic write to `path` replaces: `path` itself, or the file a
+/// symbolic link `path` points to (so the link stays and its target gets the
+/// new contents). Refused: a folder and anything that is
+/// not a regular file (a pipe, a device, a socket), which a write by renaming
+/// a new file over it would replace by a plain file.
+fn replaced_file(path: &Path) -> std::io::Result<std::path::PathBuf> {
+    use std::io::{Error, ErrorKind};
+    let target = match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(path) {
+            Ok(target) => target,
+            // A link to a file not written yet: that file, relative to the link's folder.
+            Err(_) => match path.parent() {
+                Some(folder) => folder.join(std::fs::read_link(path)?),
+                None => std::fs::read_link(path)?,
+            },
+        },
+        _ => path.to_path_buf(),
+    };
+    match std::fs::metadata(&target) {
+        Ok(m) if m.is_dir() => Err(Error::new(ErrorKind::IsADirectory, "is a folder, not a file")),
+        Ok(m) if !m.is_file() => Err(Error::new(
+            ErrorKind::InvalidInput,
+            "is not a regular file (a pipe, device or socket); files are written by replacing them, so give the \
+             path of a regular file",
+        )),
+        _ => Ok(target),
+    }
+}
+
+/// Refuses a command line that names one file for two jobs where one of them
+/// writes it: each output against every input and every other output
+/// (`(option, path)` pairs, e.g. `("--output", …)`, `("--data", …)`). Paths
+/// compare as the files they name (links and `..` resolved; an output that does
+/// not exist yet by its folder).
+///
+/// ```
+/// use std::path::Path;
+/// let dir = tempfile::tempdir().unwrap();
+/// let data = dir.path().join("test.sld");
+/// std::fs::write(&data, b"x").unwrap();
+/// let same = dir.path().join("sub/../test.sld");
+/// std::fs::create_dir(dir.path().join("sub")).unwrap();
+/// let err = structlearn::files::check_distinct(&[("--data", &data)], &[("--output", &same)]).unwrap_err();
+/// assert!(err.to_string().contains("given as --output and as --data"), "{err}");
+/// let other = dir.path().join("predictions.json");
+/// structlearn::files::check_distinct(&[("--data", &data)], &[("--output", &other)]).unwrap();
+/// ```
+pub fn check_distinct(inputs: &[(&str, &Path)], outputs: &[(&str, &Path)]) -> Result<(), LearnError> {
+    let id = |p: &Path| -> Option<std::path::PathBuf> {
+        if let Ok(c) = std::fs::canonicalize(p) {
+            return Some(c);
+        }
+        let folder = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        Some(std::fs::canonicalize(folder).ok()?.join(p.file_name()?))
+    };
+    for (i, &(role, path)) in outputs.iter().enumerate() {
+        let Some(mine) = id(path) else { continue };
+        let others = inputs.iter().chain(&outputs[..i]);
+        if let Some(&(other, _)) = others.into_iter().find(|(_, q)| id(q).as_ref() == Some(&mine)) {
+            return Err(LearnError::SamePath {
+                path: path.display().to_string(),
+                role: role.into(),
+                other: other.into(),
+            });
+        }
+    }
     Ok(())
 }

@@ -28,3 +28,25 @@ pub fn checked_thread_count(n: usize) -> Result<usize, String> {
         Err(format!("--threads {n}: must be between 1 and {max} (16 per core of this machine, at least 64)"))
     }
 }
+
+/// Checks `RAYON_NUM_THREADS`, which sizes rayon's global pool when no thread
+/// count is given on the command line: a value beyond [`max_threads`] would
+/// hang or abort the same way as such a `--threads`. Unset, empty, `0` or
+/// not a number is fine (rayon then uses one thread per core).
+///
+/// ```
+/// // Whatever the environment holds, a count within the range passes.
+/// assert!(structlearn::threads::checked_thread_count(1).is_ok());
+/// let _ = structlearn::threads::check_environment();
+/// ```
+pub fn check_environment() -> Result<(), String> {
+    let Ok(value) = std::env::var("RAYON_NUM_THREADS") else { return Ok(()) };
+    match value.trim().parse::<u128>() {
+        Ok(n) if n > max_threads() as u128 => Err(format!(
+            "RAYON_NUM_THREADS={value}: must be between 1 and {} (16 per core of this machine, at least 64); unset it \
+             or pass --threads",
+            max_threads()
+        )),
+        _ => Ok(()),
+    }
+}

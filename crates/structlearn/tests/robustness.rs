@@ -4,6 +4,8 @@
 mod common;
 
 use std::path::Path;
+#[cfg(unix)]
+use std::os::unix::fs::FileTypeExt;
 
 use oracles::ModelRegistry;
 use structlearn::oracle_config::oracle_from_json;
@@ -151,6 +153,34 @@ fn atomic_writes_follow_the_umask_and_hide_temporary_names() {
     assert!(structlearn::files::check_writable(dir.path()).is_err());
     assert!(structlearn::files::check_writable(&path).is_ok());
     assert!(!Path::new(&dir.path().join(".out.bin.probe")).exists());
+}
+
+/// An atomic write through a symbolic link writes the file it points to (even
+/// one not written yet) and keeps the link; a pipe or device is refused, not
+/// replaced by a plain file.
+#[cfg(unix)]
+#[test]
+fn atomic_writes_go_through_links_and_refuse_pipes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, link) = (dir.path().join("target.json"), dir.path().join("link.json"));
+    std::os::unix::fs::symlink("target.json", &link).unwrap();
+    for contents in [&b"first"[..], b"second"] {
+        structlearn::files::check_writable(&link).unwrap();
+        structlearn::files::write_atomic(&link, contents).unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read(&target).unwrap(), contents);
+    }
+    let fifo = dir.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for err in [
+        structlearn::files::write_atomic(&fifo, b"x").unwrap_err().to_string(),
+        structlearn::files::check_writable(&fifo).unwrap_err().to_string(),
+    ] {
+        assert!(err.contains("fifo") && err.contains("not a regular file"), "{err}");
+    }
+    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    let err = structlearn::files::write_atomic(Path::new("/dev/null"), b"x").unwrap_err().to_string();
+    assert!(err.contains("not a regular file"), "{err}");
 }
 
 /// Errors on the validation set during training say so.
