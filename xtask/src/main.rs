@@ -45,7 +45,7 @@ enum Command {
         /// Output folder (default: target/reproduce/EXPERIMENT[-quick|-full]).
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Repeat with this many seeds (punyakanok: trials, default 10) and report mean ± std.
+        /// Repeat with this many seeds (punyakanok: trials, default 10; at most 100) and report mean ± std.
         #[arg(long)]
         seeds: Option<usize>,
         /// First seed (the seeds are SEED, SEED + 1, …; a list past the largest seed is refused).
@@ -190,6 +190,26 @@ enum Experiment {
     Stanford,
 }
 
+/// The most seeds (punyakanok: trials) `reproduce --seeds` takes.
+const MAX_SEEDS: usize = 100;
+
+/// Refuses a `--seeds` count the experiment cannot take: more than
+/// [`MAX_SEEDS`] (every seed's data sets are built before the first cell
+/// trains, so a large count aborted on memory), or any for hazan-urtasun (one
+/// seed; it used to ignore the option).
+fn check_seeds(experiment: &Experiment, seeds: Option<usize>) -> Result<()> {
+    let Some(n) = seeds else { return Ok(()) };
+    anyhow::ensure!(
+        n <= MAX_SEEDS,
+        "--seeds {n}: at most {MAX_SEEDS} (each seed's data sets are held in memory for the whole run)"
+    );
+    anyhow::ensure!(
+        !matches!(experiment, Experiment::HazanUrtasun),
+        "--seeds does not apply to hazan-urtasun (it runs one seed: choose it with --seed)"
+    );
+    Ok(())
+}
+
 fn main() {
     if let Err(e) = run() {
         eprintln!("{}", error_line(&e));
@@ -315,6 +335,7 @@ fn run() -> Result<()> {
                 jobs: jobs.map(|j| j as usize),
             };
             let experiment = experiment.unwrap_or(Experiment::Denoising);
+            check_seeds(&experiment, seeds)?;
             anyhow::ensure!(
                 set.is_empty() || matches!(experiment, Experiment::Horses | Experiment::Stanford),
                 "--set applies to the horses and stanford experiments"
@@ -344,6 +365,20 @@ fn run() -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seed_counts_are_bounded_and_hazan_urtasun_takes_none() {
+        for e in [Experiment::Denoising, Experiment::Stanford, Experiment::Punyakanok] {
+            check_seeds(&e, None).unwrap();
+            check_seeds(&e, Some(MAX_SEEDS)).unwrap();
+            for n in [MAX_SEEDS + 1, usize::MAX] {
+                let err = check_seeds(&e, Some(n)).unwrap_err().to_string();
+                assert!(err.contains(&format!("--seeds {n}: at most {MAX_SEEDS}")), "{err}");
+            }
+        }
+        check_seeds(&Experiment::HazanUrtasun, None).unwrap();
+        assert!(check_seeds(&Experiment::HazanUrtasun, Some(1)).unwrap_err().to_string().contains("--seed)"));
+    }
 
     #[test]
     fn each_cause_is_printed_once() {

@@ -3,9 +3,9 @@
 
 mod common;
 
-use std::path::Path;
 #[cfg(unix)]
 use std::os::unix::fs::FileTypeExt;
+use std::path::Path;
 
 use oracles::ModelRegistry;
 use structlearn::oracle_config::oracle_from_json;
