@@ -363,7 +363,7 @@ where
 
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
-    if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)) {
+    if let Err(e) = structlearn_cli::stop_on_ctrl_c(flag) {
         eprintln!("warning: Ctrl-C will not stop cleanly: {e}");
     }
     let mode = opts.verbosity.mode();

@@ -305,7 +305,9 @@ pub fn check_model_shape(model: &dyn Model, dim: usize, classes: usize) -> Resul
 /// assert!(oracles::check_score_buffer(f, 2, &[0.0; 5]).is_err());
 /// ```
 pub fn check_score_buffer(features: Features<'_>, classes: usize, out: &[f64]) -> Result<(), OracleError> {
-    let expected = features.rows() * classes;
+    let Some(expected) = features.rows().checked_mul(classes) else {
+        return Err(OracleError::TooManyClasses { classes, rows: features.rows() });
+    };
     if out.len() != expected {
         return Err(OracleError::OutputShape { got: out.len(), expected });
     }

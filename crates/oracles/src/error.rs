@@ -38,6 +38,15 @@ pub enum OracleError {
         /// Number of classes given.
         classes: usize,
     },
+    /// More classes than an oracle can hold one row of scores for, or so many
+    /// that `rows × classes` (the problem's scores and biases) overflows.
+    #[error("{classes} classes for {rows} rows: at most {MAX_VALUES} classes, and rows × classes must not overflow")]
+    TooManyClasses {
+        /// Number of classes given.
+        classes: usize,
+        /// Number of rows.
+        rows: usize,
+    },
     /// The label vector's length differs from the number of rows.
     #[error("{got} labels for {rows} rows")]
     LabelCount {

@@ -1086,6 +1086,12 @@ pub(crate) mod tests {
         let empty = Features::new(&[], 0, 2).unwrap();
         assert!(matches!(Problem::new(empty, &[], &[], 2, None), Err(OracleError::Empty)));
         assert!(matches!(Problem::new(f, &[0, 0], &[0.0; 2], 1, None), Err(OracleError::TooFewClasses { .. })));
+        // rows × classes wrapped to 0 (an empty bias passed), then fits panicked on capacity.
+        for classes in [1 << 63, crate::MAX_VALUES + 1] {
+            let too_many = Problem::new(f, &[0, 0], &[], classes, None);
+            assert!(matches!(too_many, Err(OracleError::TooManyClasses { .. })), "{classes}");
+            assert!(crate::check_score_buffer(f, 1 << 63, &[]).is_err());
+        }
 
         let problem = Problem::new(f, &[0, 1], &[0.0; 4], 2, None).unwrap();
         let invalid = [

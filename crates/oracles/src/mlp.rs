@@ -122,6 +122,9 @@ pub const UNARY_STEP_SIZE: f64 = 0.25;
 /// Step size the papers use for factors over pairs of variables (NIPS §8, ch. §1.9.5).
 pub const PAIRWISE_STEP_SIZE: f64 = 0.05;
 
+/// The most epochs one fit may run (a fit is not interrupted by Ctrl-C).
+pub const MAX_EPOCHS: usize = 1_000_000;
+
 /// Rows per chunk of the full-loss evaluation and of scoring. Equal to the chunk
 /// of [`crate::logistic_loss`], so the loss computed inside a fit is bit-identical
 /// to [`crate::model_loss`] of the returned model.
@@ -264,6 +267,16 @@ impl Oracle for MlpOracle {
         }
         if self.epochs == 0 {
             return Err(invalid("epochs", "at least one epoch is needed".into()));
+        }
+        if self.epochs > MAX_EPOCHS {
+            return Err(invalid(
+                "epochs",
+                format!(
+                    "{} > {MAX_EPOCHS} per call (a fit runs to its end uninterrupted); give more learning \
+                     iterations instead",
+                    self.epochs
+                ),
+            ));
         }
         if self.step_halvings > MAX_STEP_HALVINGS {
             return Err(invalid(

@@ -207,6 +207,9 @@ impl<'a> Problem<'a> {
         if classes < 2 {
             return Err(OracleError::TooFewClasses { classes });
         }
+        if classes > crate::MAX_VALUES || rows.checked_mul(classes).is_none() {
+            return Err(OracleError::TooManyClasses { classes, rows });
+        }
         if labels.len() != rows {
             return Err(OracleError::LabelCount { got: labels.len(), rows });
         }

@@ -13,3 +13,25 @@ mod resume;
 pub use checks::{EPS_RANGE, error_text, parse_eps, parse_tolerance};
 pub use progress::{ItemProgress, ProgressMode, ProgressObserver, Verbosity, human_duration};
 pub use resume::{check_or_record_settings, resume_settings, settings_path};
+
+/// Installs the Ctrl-C handler of a long run: the first Ctrl-C sets `stop`
+/// (the run finishes its current learning iteration, keeps what is done and
+/// stops), the second ends the process at once with exit code 130 — an
+/// oracle fit or a message-passing step that takes long (a typo such as
+/// `epochs = 1000000`) cannot otherwise be interrupted.
+///
+/// ```no_run
+/// use std::sync::{Arc, atomic::AtomicBool};
+/// let stop = Arc::new(AtomicBool::new(false));
+/// structlearn_cli::stop_on_ctrl_c(stop.clone()).expect("a handler");
+/// ```
+pub fn stop_on_ctrl_c(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Result<(), ctrlc::Error> {
+    use std::sync::atomic::Ordering;
+    ctrlc::set_handler(move || {
+        if stop.swap(true, Ordering::SeqCst) {
+            eprintln!("\nstopped at once (second Ctrl-C); finished learning iterations and cells are kept");
+            std::process::exit(130);
+        }
+        eprintln!("\nstopping after the current learning iteration (Ctrl-C again to stop at once)");
+    })
+}

@@ -5,7 +5,7 @@ mod report;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -724,7 +724,7 @@ fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     // Ctrl-C: finish the current learning iteration, checkpoint, and stop.
-    if let Err(e) = ctrlc::set_handler(move || flag.store(true, Ordering::SeqCst)) {
+    if let Err(e) = structlearn_cli::stop_on_ctrl_c(flag) {
         eprintln!("warning: Ctrl-C will not stop training cleanly: {e}");
     }
     trainer.set_stop_flag(stop);

@@ -99,6 +99,8 @@ fn oversized_oracle_settings_are_errors_not_aborts() {
         ("unary=mlp:hidden=100000000000", "hidden"),
         ("unary=linear:lbfgs.memory=1000000000000", "memory"),
         ("unary=indexed-linear:groups=100000000000", "groups"),
+        ("unary=boosting:rounds=1000000000000", "rounds"),
+        ("unary=mlp:epochs=1000000000000", "epochs"),
     ] {
         let o = train(&data, &dir.path().join("m.slm"), &["--oracle", oracle, "--oracle", "pairwise=zero"]);
         refused(&o, &[&format!("`{name}`")]);
@@ -188,4 +190,36 @@ fn rayon_num_threads_far_beyond_the_machine_is_refused() {
         .output()
         .unwrap();
     refused(&o, &["RAYON_NUM_THREADS=100000", "must be between 1 and"]);
+}
+
+/// A fit that runs long cannot be interrupted between learning iterations: a
+/// second Ctrl-C ends the process at once (exit code 130).
+#[cfg(unix)]
+#[test]
+fn a_second_ctrl_c_stops_at_once() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_file(dir.path(), "train.sld", &structlearn_fuzz::seeds::dataset(4, 3, 4, 9));
+    let model = dir.path().join("m.slm");
+    let mut child = std::process::Command::new(common::BIN)
+        .args(["train", "--data", data.to_str().unwrap(), "--model", model.to_str().unwrap(), "--iterations", "1"])
+        .args(["--oracle", "unary=mlp:epochs=1000000", "--oracle", "pairwise=linear"])
+        .env("RAYON_NUM_THREADS", "1")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first line comes once training has started (the handler is installed).
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    assert!(lines.next().unwrap().unwrap().starts_with("train:"));
+    let interrupt = || {
+        let pid = child.id().to_string();
+        assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    };
+    interrupt();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    interrupt();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert_eq!(child.wait().unwrap().code(), Some(130), "{rest:?}");
+    assert!(rest.iter().any(|l| l.contains("second Ctrl-C")), "{rest:?}");
+    assert!(!model.exists());
 }

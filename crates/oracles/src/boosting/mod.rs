@@ -563,6 +563,8 @@ impl Oracle for BoostingOracle {
         if self.rounds == 0 {
             return Err(invalid("rounds", "must be at least 1"));
         }
+        // Every round adds at least one tree of at least one value to the model.
+        crate::error::check_size("rounds", Some(self.rounds), "one call's trees")?;
         if !(self.shrinkage > 0.0 && self.shrinkage <= 1.0) {
             return Err(invalid("shrinkage", &format!("{} is not in (0, 1]", self.shrinkage)));
         }
