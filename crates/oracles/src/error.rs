@@ -29,6 +29,18 @@ pub enum OracleError {
         /// The value itself.
         value: f64,
     },
+    /// A feature beyond ±[`MAX_MAGNITUDE`]: scores would overflow.
+    #[error(
+        "feature ({row}, {col}) is {value}, beyond ±1e100 (MAX_MAGNITUDE), where scores overflow; rescale the features"
+    )]
+    FeatureTooLarge {
+        /// Row of the offending value.
+        row: usize,
+        /// Column of the offending value.
+        col: usize,
+        /// The value itself.
+        value: f64,
+    },
     /// A problem without rows.
     #[error("empty problem: there are no rows to fit")]
     Empty,
@@ -76,7 +88,7 @@ pub enum OracleError {
         classes: usize,
     },
     /// A bias is NaN or +∞ (−∞ is allowed: an impossible class).
-    #[error("bias ({row}, {class}) is {value}; only finite values or -inf are allowed")]
+    #[error("bias ({row}, {class}) is {value}; only finite values within ±1e100 (MAX_MAGNITUDE) or -inf are allowed")]
     InvalidBias {
         /// Row of the offending bias.
         row: usize,
@@ -197,6 +209,17 @@ fn group_range(groups: usize) -> String {
 /// a hyper-parameter (or a problem far beyond this library's scale), and is
 /// refused before anything is allocated instead of aborting the process.
 pub const MAX_VALUES: usize = 1 << 28;
+
+/// The largest magnitude of a feature, a finite bias or a fixed table entry an
+/// oracle accepts. Scores are sums of products of features with parameters
+/// (plus biases), so values near `f64::MAX` (say 1e308) overflow them to ±∞ or
+/// NaN, or swallow every other term (a loss of 0 for a bias of 1e308); below
+/// this bound a factor of 1e200 is left for the parameters.
+///
+/// ```
+/// assert!(oracles::MAX_MAGNITUDE < f64::MAX.sqrt());
+/// ```
+pub const MAX_MAGNITUDE: f64 = 1e100;
 
 /// `count` (`None` when computing it overflowed) if it is at most
 /// [`MAX_VALUES`]; else an invalid hyper-parameter `name`, saying that `what`

@@ -66,6 +66,9 @@ fn check_table(table: &[f64], forbidden: &[usize]) -> Result<(), OracleError> {
     if let Some(y) = table.iter().position(|v| !v.is_finite()) {
         return Err(bad(format!("entry {y} is {}; use `forbidden` for -inf", table[y])));
     }
+    if let Some(y) = table.iter().position(|v| v.abs() > crate::MAX_MAGNITUDE) {
+        return Err(bad(format!("entry {y} is {}, beyond ±1e100 (MAX_MAGNITUDE), where scores overflow", table[y])));
+    }
     let mut seen = vec![false; table.len()];
     for &y in forbidden {
         if y >= table.len() {
@@ -137,6 +140,10 @@ impl Oracle for FixedOracle {
                 classes: problem.classes(),
             });
         }
+        // A forbidden class that is some row's label makes the loss infinite.
+        if let Some(row) = problem.labels().iter().position(|l| self.forbidden.contains(l)) {
+            return Err(OracleError::ImpossibleLabel { row, label: problem.labels()[row] });
+        }
         Ok(Box::new(FixedModel::new(problem.dim(), self.table.clone(), self.forbidden.clone())?))
     }
 }
@@ -185,10 +192,22 @@ mod tests {
             (vec![0.0, 0.0], vec![2], "out of range"),
             (vec![0.0, 0.0], vec![1, 1], "twice"),
             (vec![0.0, 0.0], vec![0, 1], "every class"),
+            (vec![0.0, 1e308], vec![], "beyond ±1e100"),
         ] {
             let e = FixedOracle { table, forbidden }.validate().unwrap_err().to_string();
             assert!(e.contains(what), "{e}");
         }
+    }
+
+    /// A row whose label is a forbidden class has an infinite loss: refused.
+    #[test]
+    fn a_forbidden_class_that_is_a_label_is_an_error() {
+        let x = [1.0, 1.0];
+        let f = crate::Features::new(&x, 2, 1).unwrap();
+        let problem = crate::Problem::new(f, &[0, 1], &[0.0; 4], 2, None).unwrap();
+        let oracle = FixedOracle { table: vec![0.0, 0.0], forbidden: vec![1] };
+        let e = oracle.fit(&problem, None, crate::FitContext { seed: 0 }).unwrap_err();
+        assert!(matches!(e, OracleError::ImpossibleLabel { row: 1, label: 1 }), "{e}");
     }
 
     #[test]

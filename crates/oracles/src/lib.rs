@@ -27,7 +27,7 @@ pub use contract::{
     FitContext, FitLosses, Model, ModelLoader, ModelRegistry, MonotoneFit, Oracle, check_model_shape,
     check_score_buffer, decode, downcast_model, downcast_warm, encode, fit_monotone, fit_monotone_scored, model_loss,
 };
-pub use error::{MAX_VALUES, OracleError};
+pub use error::{MAX_MAGNITUDE, MAX_VALUES, OracleError};
 pub use problem::{BiasRows, Features, Problem, log_sum_exp, logistic_loss, row_loss};
 
 /// Loaders of the built-in model kinds, for [`ModelRegistry::with_builtin`].

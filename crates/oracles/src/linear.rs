@@ -1086,6 +1086,12 @@ pub(crate) mod tests {
         let empty = Features::new(&[], 0, 2).unwrap();
         assert!(matches!(Problem::new(empty, &[], &[], 2, None), Err(OracleError::Empty)));
         assert!(matches!(Problem::new(f, &[0, 0], &[0.0; 2], 1, None), Err(OracleError::TooFewClasses { .. })));
+        // Values that overflow scores, or swallow every other term, are refused.
+        let e = Features::new(&[1.0, 1e300], 1, 2).unwrap_err();
+        assert!(matches!(e, OracleError::FeatureTooLarge { col: 1, .. }), "{e}");
+        let bias = [0.0, 1e308, 0.0, 0.0];
+        assert!(matches!(Problem::new(f, &[0, 1], &bias, 2, None), Err(OracleError::InvalidBias { class: 1, .. })));
+        assert!(Problem::new(f, &[0, 1], &[0.0, -1e100, f64::NEG_INFINITY, 0.0], 2, None).is_ok());
         // rows × classes wrapped to 0 (an empty bias passed), then fits panicked on capacity.
         for classes in [1 << 63, crate::MAX_VALUES + 1] {
             let too_many = Problem::new(f, &[0, 0], &[], classes, None);

@@ -41,11 +41,12 @@ impl<'a> Features<'a> {
         if rows.checked_mul(dim) != Some(data.len()) {
             return Err(OracleError::FeatureShape { len: data.len(), rows, dim });
         }
-        if let Some(pos) = data.iter().position(|v| !v.is_finite()) {
-            return Err(OracleError::NonFiniteFeature {
-                row: pos / dim.max(1),
-                col: pos % dim.max(1),
-                value: data[pos],
+        if let Some(pos) = data.iter().position(|v| !(v.abs() <= crate::MAX_MAGNITUDE)) {
+            let (row, col, value) = (pos / dim.max(1), pos % dim.max(1), data[pos]);
+            return Err(if value.is_finite() {
+                OracleError::FeatureTooLarge { row, col, value }
+            } else {
+                OracleError::NonFiniteFeature { row, col, value }
             });
         }
         Ok(Self { data, rows, dim })
@@ -349,7 +350,7 @@ const VALIDATE_ROWS: usize = 4096;
 
 /// A bias row must not hold NaN or `+∞`, nor `−∞` on the row's own label.
 fn check_bias_row(row: usize, b: &[f64], label: usize) -> Result<(), OracleError> {
-    if let Some(class) = b.iter().position(|v| v.is_nan() || *v == f64::INFINITY) {
+    if let Some(class) = b.iter().position(|&v| !(v.abs() <= crate::MAX_MAGNITUDE || v == f64::NEG_INFINITY)) {
         return Err(OracleError::InvalidBias { row, class, value: b[class] });
     }
     if b[label] == f64::NEG_INFINITY {

@@ -469,7 +469,7 @@ fn is_json(path: &Path) -> bool {
 /// ```
 /// assert!(structlearn::data::MAX_FEATURE_MAGNITUDE < f64::MAX.sqrt());
 /// ```
-pub const MAX_FEATURE_MAGNITUDE: f64 = 1e100;
+pub const MAX_FEATURE_MAGNITUDE: f64 = oracles::MAX_MAGNITUDE;
 
 /// Magic bytes of binary data set files (the last byte is the format version).
 pub const DATASET_MAGIC: &[u8; 8] = b"SLDATA\0\x02";

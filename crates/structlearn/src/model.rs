@@ -189,12 +189,24 @@ pub struct StructuredModel {
 
 impl StructuredModel {
     /// Checks that there is one model and one positive, finite `ε` per type,
-    /// with matching dimensions and classes.
+    /// with matching dimensions and classes ([`StructuredModel::check`]).
     pub fn new(
         factor_types: Vec<FactorTypeInfo>,
         epsilon: Vec<f64>,
         models: Vec<Box<dyn Model>>,
     ) -> Result<Self, LearnError> {
+        let model = Self { factor_types, epsilon, models };
+        model.check()?;
+        Ok(model)
+    }
+
+    /// Checks what [`StructuredModel::new`] checks, for a model whose public
+    /// fields may have been edited since: saving ([`StructuredModel::to_bytes`])
+    /// and predicting ([`StructuredModel::check_dataset`]) call it, so an
+    /// inconsistent model is an error there, not a file its own loader refuses
+    /// or an index out of bounds.
+    pub fn check(&self) -> Result<(), LearnError> {
+        let (factor_types, epsilon, models) = (&self.factor_types, &self.epsilon, &self.models);
         if epsilon.len() != factor_types.len() || models.len() != factor_types.len() {
             return Err(LearnError::Config(format!(
                 "{} factor types but {} entropy weights and {} models",
@@ -203,7 +215,7 @@ impl StructuredModel {
                 models.len()
             )));
         }
-        for ((ft, &eps), m) in factor_types.iter().zip(&epsilon).zip(&models) {
+        for ((ft, &eps), m) in factor_types.iter().zip(epsilon).zip(models) {
             if !(eps > 0.0 && eps.is_finite()) {
                 return Err(LearnError::Config(format!(
                     "epsilon of `{}` is {eps}; it must be > 0 and finite",
@@ -222,12 +234,13 @@ impl StructuredModel {
                 )));
             }
         }
-        Ok(Self { factor_types, epsilon, models })
+        Ok(())
     }
 
     /// Checks that a data set has this model's factor types (same names and
     /// order, dimensions and classes).
     pub fn check_dataset(&self, data: &Dataset) -> Result<(), LearnError> {
+        self.check()?;
         if data.factor_types.len() != self.factor_types.len() {
             return Err(LearnError::ModelMismatch(format!(
                 "the model has {} factor types, the data {}",
@@ -331,6 +344,7 @@ impl StructuredModel {
         opts: &PredictOptions,
         messages: &mut Messages,
     ) -> Result<Prediction, LearnError> {
+        self.check_dataset(data)?;
         let graph = &example(data, k)?.graph;
         let plan = ProblemPlan::new(Arc::clone(graph), &graph_epsilon(data, k, &self.epsilon))
             .map_err(|source| LearnError::Inference { example: k, source })?;
@@ -435,6 +449,7 @@ impl StructuredModel {
 
     /// The model as bytes of the binary model file format (module docs).
     pub fn to_bytes(&self) -> Result<Vec<u8>, LearnError> {
+        self.check()?;
         let params = self
             .models
             .iter()

@@ -233,4 +233,17 @@ fn predicting_one_example_of_foreign_data_is_an_error_not_a_panic() {
     let mut other = data.clone();
     other.factor_types = renamed;
     assert!(matches!(model.predict_example(&other, 0, &opts), Err(LearnError::ModelMismatch(_))));
+    // A model whose public fields were edited: an error on saving and
+    // predicting, not a file its own loader refuses or an index out of bounds.
+    let dir = tempfile::tempdir().unwrap();
+    let mut short = model.clone();
+    short.models.pop();
+    let mut nan = model.clone();
+    nan.epsilon[0] = f64::NAN;
+    for edited in [&short, &nan] {
+        assert!(matches!(edited.save(&dir.path().join("m.slm")), Err(LearnError::Config(_))));
+        assert!(matches!(edited.predict_example(&data, 0, &opts), Err(LearnError::Config(_))));
+        assert!(matches!(edited.predict(&data, &opts), Err(LearnError::Config(_))));
+    }
+    assert!(!dir.path().join("m.slm").exists());
 }
