@@ -41,7 +41,7 @@ impl<'a> Features<'a> {
         if rows.checked_mul(dim) != Some(data.len()) {
             return Err(OracleError::FeatureShape { len: data.len(), rows, dim });
         }
-        if let Some(pos) = data.iter().position(|v| !(v.abs() <= crate::MAX_MAGNITUDE)) {
+        if let Some(pos) = data.iter().position(|v| v.is_nan() || v.abs() > crate::MAX_MAGNITUDE) {
             let (row, col, value) = (pos / dim.max(1), pos % dim.max(1), data[pos]);
             return Err(if value.is_finite() {
                 OracleError::FeatureTooLarge { row, col, value }
@@ -350,7 +350,9 @@ const VALIDATE_ROWS: usize = 4096;
 
 /// A bias row must not hold NaN or `+∞`, nor `−∞` on the row's own label.
 fn check_bias_row(row: usize, b: &[f64], label: usize) -> Result<(), OracleError> {
-    if let Some(class) = b.iter().position(|&v| !(v.abs() <= crate::MAX_MAGNITUDE || v == f64::NEG_INFINITY)) {
+    if let Some(class) =
+        b.iter().position(|&v| v.is_nan() || (v.abs() > crate::MAX_MAGNITUDE && v != f64::NEG_INFINITY))
+    {
         return Err(OracleError::InvalidBias { row, class, value: b[class] });
     }
     if b[label] == f64::NEG_INFINITY {
