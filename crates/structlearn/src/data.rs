@@ -378,9 +378,25 @@ impl Dataset {
         self.factor_types.iter().position(|f| f.name == name)
     }
 
-    /// Labels of example `k`, or an error naming it.
+    /// Labels of example `k`, or an error naming it: none, an example index
+    /// past the end, or (the examples are public, so they may have been edited
+    /// since [`Dataset::new`] checked them) a count other than the graph's
+    /// variables or a label outside its variable's range.
     pub fn labels(&self, k: usize) -> Result<&[usize], LearnError> {
-        self.examples[k].labels.as_deref().ok_or(LearnError::MissingLabels { example: k })
+        let example = self
+            .examples
+            .get(k)
+            .ok_or_else(|| LearnError::Config(format!("example {k} of {}", self.examples.len())))?;
+        let labels = example.labels.as_deref().ok_or(LearnError::MissingLabels { example: k })?;
+        let cardinalities = example.graph.cardinalities();
+        if labels.len() != cardinalities.len() {
+            return Err(LearnError::LabelCount { example: k, expected: cardinalities.len(), got: labels.len() });
+        }
+        if let Some(variable) = labels.iter().zip(cardinalities).position(|(l, c)| l >= c) {
+            let (label, cardinality) = (labels[variable], cardinalities[variable]);
+            return Err(LearnError::LabelOutOfRange { example: k, variable, label, cardinality });
+        }
+        Ok(labels)
     }
 
     /// Total number of labelled variables (pixels) over all examples.

@@ -246,4 +246,12 @@ fn predicting_one_example_of_foreign_data_is_an_error_not_a_panic() {
         assert!(matches!(edited.predict(&data, &opts), Err(LearnError::Config(_))));
     }
     assert!(!dir.path().join("m.slm").exists());
+    // Labels edited after the data set was checked: errors, not error rates.
+    let mut relabelled = data.clone();
+    relabelled.examples[0].labels.as_mut().unwrap()[3] = 7;
+    let e = model.error_rate(&relabelled, &opts).unwrap_err();
+    assert!(matches!(e, LearnError::LabelOutOfRange { example: 0, variable: 3, label: 7, .. }), "{e}");
+    relabelled.examples[0].labels.as_mut().unwrap().pop();
+    assert!(matches!(model.error_rate(&relabelled, &opts), Err(LearnError::LabelCount { example: 0, .. })));
+    assert!(matches!(data.labels(5), Err(LearnError::Config(_))));
 }
