@@ -378,6 +378,42 @@ impl Dataset {
         self.factor_types.iter().position(|f| f.name == name)
     }
 
+    /// Checks that the public fields still fit what [`Dataset::new`] derived
+    /// from them ([`Dataset::check_example`] for every example). Saving calls
+    /// it, so examples pushed or edited after construction are an error naming
+    /// the example, not a file the loader refuses.
+    pub fn check_consistent(&self) -> Result<(), LearnError> {
+        (0..self.examples.len()).try_for_each(|k| self.check_example(k))
+    }
+
+    /// Checks example `k` against what [`Dataset::new`] derived (the fields
+    /// are public, so it may have been edited since): as many examples as
+    /// region-type maps and unknown-label masks, its graph with as many regions
+    /// as its map, one feature block per factor type, labels of the right
+    /// count and range. Prediction calls it per example, so an edited set is
+    /// an error ("rebuild it with Dataset::new"), not an index out of bounds.
+    pub fn check_example(&self, k: usize) -> Result<(), LearnError> {
+        let n = self.examples.len();
+        if self.region_types.len() != n || self.ignored.len() != n {
+            return Err(LearnError::Config(format!(
+                "the data set has {n} examples but was built with {}; rebuild it with Dataset::new after adding or \
+                 removing examples",
+                self.region_types.len()
+            )));
+        }
+        let ex = self.examples.get(k).ok_or_else(|| LearnError::Config(format!("example {k} of {n}")))?;
+        if ex.graph.num_regions() != self.region_types[k].len() || ex.features.len() != self.factor_types.len() {
+            return Err(LearnError::Config(format!(
+                "example {k} was changed after the data set was built (its graph or feature blocks); rebuild it \
+                 with Dataset::new"
+            )));
+        }
+        if ex.labels.is_some() {
+            self.labels(k)?;
+        }
+        Ok(())
+    }
+
     /// Labels of example `k`, or an error naming it: none, an example index
     /// past the end, or (the examples are public, so they may have been edited
     /// since [`Dataset::new`] checked them) a count other than the graph's
@@ -461,6 +497,7 @@ impl Dataset {
 
     /// Writes the data set atomically (JSON for `.json`, binary otherwise).
     pub fn save(&self, path: &Path) -> Result<(), LearnError> {
+        self.check_consistent()?;
         let file = DatasetFile::from_dataset(self);
         let bytes = if is_json(path) {
             serde_json::to_vec(&file).map_err(|e| LearnError::bad_file(path, e.to_string()))?

@@ -282,6 +282,7 @@ impl StructuredModel {
     /// configuration of its graph.
     pub fn energies(&self, data: &Dataset, k: usize) -> Result<Vec<f64>, LearnError> {
         self.check_dataset(data)?;
+        data.check_example(k)?;
         let graph = &example(data, k)?.graph;
         let mut theta = vec![0.0; graph.total_configs()];
         for t in 0..self.factor_types.len() {
@@ -345,6 +346,7 @@ impl StructuredModel {
         messages: &mut Messages,
     ) -> Result<Prediction, LearnError> {
         self.check_dataset(data)?;
+        data.check_example(k)?;
         let graph = &example(data, k)?.graph;
         let plan = ProblemPlan::new(Arc::clone(graph), &graph_epsilon(data, k, &self.epsilon))
             .map_err(|source| LearnError::Inference { example: k, source })?;

@@ -254,4 +254,12 @@ fn predicting_one_example_of_foreign_data_is_an_error_not_a_panic() {
     relabelled.examples[0].labels.as_mut().unwrap().pop();
     assert!(matches!(model.error_rate(&relabelled, &opts), Err(LearnError::LabelCount { example: 0, .. })));
     assert!(matches!(data.labels(5), Err(LearnError::Config(_))));
+    assert!(matches!(relabelled.save(&dir.path().join("d.sld")), Err(LearnError::LabelCount { .. })));
+    // An example pushed after construction: an error, not an index out of bounds.
+    let mut grown = data.clone();
+    grown.examples.push(data.examples[0].clone());
+    for e in [model.predict(&grown, &opts).unwrap_err(), grown.save(&dir.path().join("d.sld")).unwrap_err()] {
+        assert!(matches!(&e, LearnError::Config(m) if m.contains("Dataset::new")), "{e}");
+    }
+    assert!(!dir.path().join("d.sld").exists());
 }
