@@ -723,7 +723,7 @@ fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
     }
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
-    // Ctrl-C: finish the current learning iteration, checkpoint, and stop.
+    // Ctrl-C: finish the current learning iteration, checkpoint, and stop (a second one: stop at once).
     if let Err(e) = structlearn_cli::stop_on_ctrl_c(flag) {
         eprintln!("warning: Ctrl-C will not stop training cleanly: {e}");
     }
