@@ -106,6 +106,17 @@ pub enum OracleError {
         /// Its label.
         label: usize,
     },
+    /// A row's label is a class the fixed oracle forbids: its loss is +∞.
+    #[error(
+        "the label {label} of row {row} is a forbidden class of the fixed table, so its loss is infinite; remove \
+             the class from `forbidden` or correct the labels"
+    )]
+    ForbiddenLabel {
+        /// Row.
+        row: usize,
+        /// Its label.
+        label: usize,
+    },
     /// The weight vector's length differs from the number of rows.
     #[error("{got} example weights for {rows} rows")]
     WeightCount {

@@ -142,7 +142,7 @@ impl Oracle for FixedOracle {
         }
         // A forbidden class that is some row's label makes the loss infinite.
         if let Some(row) = problem.labels().iter().position(|l| self.forbidden.contains(l)) {
-            return Err(OracleError::ImpossibleLabel { row, label: problem.labels()[row] });
+            return Err(OracleError::ForbiddenLabel { row, label: problem.labels()[row] });
         }
         Ok(Box::new(FixedModel::new(problem.dim(), self.table.clone(), self.forbidden.clone())?))
     }
@@ -207,7 +207,7 @@ mod tests {
         let problem = crate::Problem::new(f, &[0, 1], &[0.0; 4], 2, None).unwrap();
         let oracle = FixedOracle { table: vec![0.0, 0.0], forbidden: vec![1] };
         let e = oracle.fit(&problem, None, crate::FitContext { seed: 0 }).unwrap_err();
-        assert!(matches!(e, OracleError::ImpossibleLabel { row: 1, label: 1 }), "{e}");
+        assert!(matches!(e, OracleError::ForbiddenLabel { row: 1, label: 1 }), "{e}");
     }
 
     #[test]
