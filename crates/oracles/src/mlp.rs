@@ -1637,32 +1637,29 @@ mod tests {
                     assert_eq!(k.to_bits(), p.to_bits(), "{dim}×{hidden}×{classes}, parameter {i}: {k} vs {p}");
                 }
                 // Both arithmetics' kernels, whichever the CPU runs (one chunk of all rows).
-                let q = layout.pack(&params);
-                for fused in [false, true] {
-                    let mut block = Rows::new(layout, rows);
+                fn one_chunk<A: Arith>(
+                    layout: Layout,
+                    p: &[f64],
+                    problem: &Problem<'_>,
+                    order: &[usize],
+                ) -> [Vec<f64>; 2] {
+                    let mut block = Rows::new(layout, order.len());
                     let mut grad = vec![0.0; layout.packed_len()];
-                    let net = layout.net(&q);
-                    let (kernel, plain) = if fused {
-                        gradient_kernel::<Fused>(
-                            &net,
-                            &problem,
-                            &order,
-                            0.37,
-                            &mut block,
-                            &mut layout.net_mut(&mut grad),
-                        );
-                        (layout.unpack(&grad), plain_gradient::<Fused>(layout, &params, &problem, &order, rows, 0.37))
-                    } else {
-                        gradient_kernel::<Plain>(
-                            &net,
-                            &problem,
-                            &order,
-                            0.37,
-                            &mut block,
-                            &mut layout.net_mut(&mut grad),
-                        );
-                        (layout.unpack(&grad), plain_gradient::<Plain>(layout, &params, &problem, &order, rows, 0.37))
-                    };
+                    let (q, scale) = (layout.pack(p), 0.37);
+                    gradient_kernel::<A>(
+                        &layout.net(&q),
+                        problem,
+                        order,
+                        scale,
+                        &mut block,
+                        &mut layout.net_mut(&mut grad),
+                    );
+                    [layout.unpack(&grad), plain_gradient::<A>(layout, p, problem, order, order.len(), scale)]
+                }
+                for (fused, [kernel, plain]) in [
+                    (false, one_chunk::<Plain>(layout, &params, &problem, &order)),
+                    (true, one_chunk::<Fused>(layout, &params, &problem, &order)),
+                ] {
                     for (i, (k, p)) in kernel.iter().zip(&plain).enumerate() {
                         assert_eq!(k.to_bits(), p.to_bits(), "fused {fused}, {dim}×{hidden}×{classes}, parameter {i}");
                     }
