@@ -252,19 +252,7 @@ impl Dataset {
                 }
             }
             if let Some(labels) = &ex.labels {
-                if labels.len() != g.num_variables() {
-                    return Err(LearnError::LabelCount { example: k, expected: g.num_variables(), got: labels.len() });
-                }
-                for (variable, &label) in labels.iter().enumerate() {
-                    if label >= g.cardinality(variable) {
-                        return Err(LearnError::LabelOutOfRange {
-                            example: k,
-                            variable,
-                            label,
-                            cardinality: g.cardinality(variable),
-                        });
-                    }
-                }
+                check_labels(k, labels, g)?;
             }
             region_types.push(types);
         }
@@ -408,10 +396,10 @@ impl Dataset {
                  with Dataset::new"
             )));
         }
-        if ex.labels.is_some() {
-            self.labels(k)?;
+        match &ex.labels {
+            Some(labels) => check_labels(k, labels, &ex.graph),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Labels of example `k`, or an error naming it: none, an example index
@@ -424,14 +412,7 @@ impl Dataset {
             .get(k)
             .ok_or_else(|| LearnError::Config(format!("example {k} of {}", self.examples.len())))?;
         let labels = example.labels.as_deref().ok_or(LearnError::MissingLabels { example: k })?;
-        let cardinalities = example.graph.cardinalities();
-        if labels.len() != cardinalities.len() {
-            return Err(LearnError::LabelCount { example: k, expected: cardinalities.len(), got: labels.len() });
-        }
-        if let Some(variable) = labels.iter().zip(cardinalities).position(|(l, c)| l >= c) {
-            let (label, cardinality) = (labels[variable], cardinalities[variable]);
-            return Err(LearnError::LabelOutOfRange { example: k, variable, label, cardinality });
-        }
+        check_labels(k, labels, &example.graph)?;
         Ok(labels)
     }
 
@@ -506,6 +487,24 @@ impl Dataset {
             crate::files::wrap_binary(DATASET_MAGIC, &body)
         };
         crate::files::write_atomic(path, &bytes)
+    }
+}
+
+/// The labels of example `k` fit its graph: one per variable, each below its
+/// variable's cardinality (the first offending variable is named).
+fn check_labels(k: usize, labels: &[usize], graph: &RegionGraph) -> Result<(), LearnError> {
+    let cardinalities = graph.cardinalities();
+    if labels.len() != cardinalities.len() {
+        return Err(LearnError::LabelCount { example: k, expected: cardinalities.len(), got: labels.len() });
+    }
+    match labels.iter().zip(cardinalities).position(|(l, c)| l >= c) {
+        Some(variable) => Err(LearnError::LabelOutOfRange {
+            example: k,
+            variable,
+            label: labels[variable],
+            cardinality: cardinalities[variable],
+        }),
+        None => Ok(()),
     }
 }
 

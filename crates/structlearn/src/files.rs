@@ -114,10 +114,7 @@ pub fn write_atomic_with(
     let name = path
         .file_name()
         .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "the path names a folder, not a file"))?;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
+    let dir = folder_of(path);
     let tmp = dir.join(format!(
         ".{}.{}.{}.tmp",
         name.to_string_lossy(),
@@ -212,10 +209,7 @@ pub fn check_writable(path: &Path) -> Result<(), LearnError> {
     let shown = path;
     let target = replaced_file(path).map_err(|e| LearnError::io(shown, e))?;
     let path = target.as_path();
-    let folder = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
+    let folder = folder_of(path);
     if !folder.is_dir() {
         let what = if folder.exists() { "is not a folder" } else { "does not exist (create it first)" };
         return Err(LearnError::io(
@@ -233,6 +227,14 @@ pub fn check_writable(path: &Path) -> Result<(), LearnError> {
     Ok(())
 }
 
+/// The folder `path` is in (`.` for a bare file name).
+fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
 /// The file an atomic write to `path` replaces: `path` itself, or the file a
 /// symbolic link `path` points to (so the link stays and its target gets the
 /// new contents). Refused: a folder and anything that is
@@ -244,10 +246,7 @@ fn replaced_file(path: &Path) -> std::io::Result<std::path::PathBuf> {
         Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(path) {
             Ok(target) => target,
             // A link to a file not written yet: that file, relative to the link's folder.
-            Err(_) => match path.parent() {
-                Some(folder) => folder.join(std::fs::read_link(path)?),
-                None => std::fs::read_link(path)?,
-            },
+            Err(_) => folder_of(path).join(std::fs::read_link(path)?),
         },
         _ => path.to_path_buf(),
     };
@@ -285,11 +284,7 @@ pub fn check_distinct(inputs: &[(&str, &Path)], outputs: &[(&str, &Path)]) -> Re
         if let Ok(c) = std::fs::canonicalize(p) {
             return Some(c);
         }
-        let folder = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        Some(std::fs::canonicalize(folder).ok()?.join(p.file_name()?))
+        Some(std::fs::canonicalize(folder_of(p)).ok()?.join(p.file_name()?))
     };
     for (i, &(role, path)) in outputs.iter().enumerate() {
         let Some(mine) = id(path) else { continue };

@@ -345,8 +345,8 @@ impl StructuredModel {
         opts: &PredictOptions,
         messages: &mut Messages,
     ) -> Result<Prediction, LearnError> {
+        // Before the plan is built from ε; the example itself is checked in `energies`.
         self.check_dataset(data)?;
-        data.check_example(k)?;
         let graph = &example(data, k)?.graph;
         let plan = ProblemPlan::new(Arc::clone(graph), &graph_epsilon(data, k, &self.epsilon))
             .map_err(|source| LearnError::Inference { example: k, source })?;
