@@ -40,6 +40,7 @@
 //! | `boosting` | `leaf_lbfgs.*` | 50 iterations, rel. decrease 1e-9 | L-BFGS of the leaf re-fit |
 //! | `boosting` | `split_gain` | `least-squares` | split criterion: `least-squares` (the chapter's) or `newton` |
 //! | `boosting` | `trees` | `multi-output` | per round one `multi-output` tree (the chapter's) or one tree `per-class` (the NIPS paper's, LightGBM's) |
+//! | `boosting` | `leaf_values` | `refit` | leaf values by L-BFGS `refit` (the chapter's) or one `newton` step −G/(H + λ) (LightGBM's) |
 //! | `mlp` | `hidden` | 100 | hidden units |
 //! | `mlp` | `step_size` | 0.25 | momentum-SGD step size (papers: 0.25 unary, 0.05 pairwise) |
 //! | `mlp` | `momentum` | 0.9 | momentum in [0, 1) |
@@ -278,6 +279,11 @@ const MEANINGS: &[(&str, &str, &str)] = &[
     ("boosting", "leaf_l2", "ridge λ on each leaf's values in the re-fit (and in the Newton gain), ≥ 0"),
     ("boosting", "split_gain", "split criterion: least-squares (the chapter's ‖G‖²/W) or newton (Σ G²/(H + λ))"),
     ("boosting", "trees", "per round: one multi-output tree (the chapter's) or one tree per-class (NIPS, LightGBM)"),
+    (
+        "boosting",
+        "leaf_values",
+        "refit (L-BFGS on the leaf's rows, the chapter's) or newton (one step −G/(H + λ), LightGBM's)",
+    ),
     ("mlp", "hidden", "hidden units"),
     ("mlp", "step_size", "momentum-SGD step size (papers: 0.25 unary, 0.05 pairwise)"),
     ("mlp", "momentum", "momentum μ in [0, 1)"),

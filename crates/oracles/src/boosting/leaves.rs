@@ -65,18 +65,25 @@ impl LeafData {
     /// `sub_scores` (row-major `|sub| × C`, row `r` for row `sub[r]`), and
     /// writes each row's `[w (q − e_y), w, 1]` into `stats` — with the Newton
     /// gain `[w (q − e_y), w q (1 − q), w, 1]` (see [`super::tree::Sample`]).
-    /// Returns the subsample's loss.
+    /// With `target = Some(y)` only class `y`'s gradient (and Hessian) is
+    /// written, the statistics a single-output tree of that class grows on
+    /// ([`super::Trees::PerClass`]; `stats_width(1, …)` per row). Returns the
+    /// subsample's loss.
     pub(super) fn gather(
         &mut self,
         problem: &Problem<'_>,
         sub_scores: &[f64],
         sub: &[usize],
         gain: SplitGain,
+        target: Option<usize>,
         stats: &mut [f64],
     ) -> f64 {
         let c = self.classes;
         let weighted = problem.weights().is_some();
-        let width = stats_width(c, gain, weighted);
+        let outputs = if target.is_some() { 1 } else { c };
+        let width = stats_width(outputs, gain, weighted);
+        // The classes whose statistics are written: all, or the target alone.
+        let (first, last) = target.map_or((0, c), |y| (y, y + 1));
         (
             self.z.par_chunks_mut(c),
             self.q.par_chunks_mut(c),
@@ -102,10 +109,13 @@ impl LeafData {
                     }
                     q.iter_mut().for_each(|q| *q /= sum);
                     *loss = max + sum.ln() - z[*label];
-                    st[..c].iter_mut().zip(q.iter()).for_each(|(g, q)| *g = *weight * q);
-                    st[*label] -= *weight;
+                    let q = &q[first..last];
+                    st[..outputs].iter_mut().zip(q).for_each(|(g, q)| *g = *weight * q);
+                    if (first..last).contains(label) {
+                        st[*label - first] -= *weight;
+                    }
                     if gain == SplitGain::Newton {
-                        st[c..2 * c].iter_mut().zip(q.iter()).for_each(|(h, q)| *h = *weight * q * (1.0 - q));
+                        st[outputs..2 * outputs].iter_mut().zip(q).for_each(|(h, q)| *h = *weight * q * (1.0 - q));
                     }
                     if weighted {
                         st[width - 2] = *weight;
@@ -209,11 +219,13 @@ impl LeafData {
         let c = self.classes;
         out.fill(0.0);
         hess.fill(0.0);
+        let (first, last) = class.map_or((0, c), |y| (y, y + 1));
         for &r in rows {
             let r = r as usize;
             let w = self.weights[r];
+            let q = &self.q[r * c + first..r * c + last];
             for (y, (&p, (g, h))) in
-                self.q[r * c..(r + 1) * c].iter().zip(out.iter_mut().zip(hess.iter_mut())).enumerate()
+                (first..last).zip(q.iter().zip(out[first..last].iter_mut().zip(hess[first..last].iter_mut())))
             {
                 *g += w * (p - if y == self.labels[r] { 1.0 } else { 0.0 });
                 *h += w * p * (1.0 - p);
@@ -222,11 +234,6 @@ impl LeafData {
         for (v, h) in out.iter_mut().zip(hess.iter()) {
             let h = h + l2;
             *v = if h > 0.0 { -*v / h } else { 0.0 };
-        }
-        if let Some(y) = class {
-            let keep = out[y];
-            out.fill(0.0);
-            out[y] = keep;
         }
     }
 

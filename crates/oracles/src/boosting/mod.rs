@@ -16,7 +16,8 @@
 //!    with [`Trees::PerClass`], one tree per class instead, each on its class's
 //!    `g_k(y)` (steps 1–4 per class, the classes in turn);
 //! 3. with the splits fixed, re-fit each leaf's `C`-vector (per class: its
-//!    `v_y`) by L-BFGS on the logistic loss of its rows (`leaves.rs`);
+//!    `v_y`) by L-BFGS on the logistic loss of its rows (`leaves.rs`), or with
+//!    [`LeafValues::Newton`] take one Newton step `v_y = −G_y/(H_y + λ)`;
 //! 4. shrink the tree by `ν` and add it: `g ← g + ν t`. The training scores `s`
 //!    are never recomputed: a round reads the scores of its subsample (the
 //!    scores at the start of the call plus this call's trees so far), and the
@@ -30,9 +31,10 @@
 //!
 //! # What is monotone
 //!
-//! Step 3 never returns leaf values worse than zero on `S`, and the loss is convex
-//! in the leaf values, so for `0 < ν ≤ 1` **the loss on `S` never increases in a
-//! round**. When `S` holds every row (`subsample ≥ rows`) this is the training
+//! Step 3's re-fit never returns leaf values worse than zero on `S`, and the loss
+//! is convex in the leaf values, so for `0 < ν ≤ 1` **the loss on `S` never
+//! increases in a round** (with [`LeafValues::Refit`], the default; a Newton step
+//! can overshoot). When `S` holds every row (`subsample ≥ rows`) this is the training
 //! loss, which is then non-increasing round by round. With a proper subsample the
 //! training loss can rise in a round (the tree also fits the noise of `S`), and
 //! over many rounds that noise can accumulate until the training loss drifts up;
@@ -64,7 +66,7 @@ use crate::{
 use bins::{BIN_SAMPLE_ROWS, BinEdges};
 use descent::Descent;
 use leaves::LeafData;
-use tree::{Sample, TreeBuilder, TreeLimits, class_stats, stats_width};
+use tree::{Sample, TreeBuilder, TreeLimits, stats_width};
 
 /// Registry name of [`BoostingModel`].
 pub const KIND: &str = "boosting";
@@ -143,6 +145,47 @@ pub enum Trees {
     PerClass,
 }
 
+/// How a boosting round sets the values of its tree's leaves (step 3 of the
+/// module docs), the splits being fixed.
+///
+/// For a leaf holding the subsample rows `R` (of the class `y` its tree fits,
+/// or every class of a multi-output tree):
+///
+/// * re-fit: `v = argmin_v Σ_{k∈R} ℓ_k(s_k + v) + (λ/2)‖v‖²` by L-BFGS, the
+///   biased logistic loss `ℓ_k` of the rows at their current scores `s_k`
+///   (the chapter's, started from the better of 0 and the Newton values, so
+///   never worse than `v = 0`: the loss on the subsample never rises);
+/// * Newton: one diagonal Newton step from `v = 0`,
+///   `v_y = −G_y / (H_y + λ)` with `G_y = Σ_k w_k (q_k(y) − 1{y = y_k})` and
+///   `H_y = Σ_k w_k q_k(y)(1 − q_k(y))` (XGBoost's and LightGBM's leaf values; no
+///   L-BFGS, so cheaper, but a step can overshoot and raise the subsample's loss
+///   — [`crate::fit_monotone`] still guards each call).
+///
+/// LightGBM's `multiclass` objective scales `H` by `K/(K − 1)`, so at the same
+/// nominal learning rate its steps are `(K − 1)/K` of these: `shrinkage`
+/// `ν·(K − 1)/K` here takes LightGBM's steps.
+///
+/// ```
+/// use oracles::boosting::{BoostingOracle, LeafValues, Trees};
+/// use oracles::{Features, FitContext, Oracle, Problem, model_loss};
+/// let x: Vec<f64> = (0..300).map(|i| (i % 30) as f64).collect();
+/// let labels: Vec<usize> = x.iter().map(|&v| usize::from(v > 20.0)).collect();
+/// let bias = vec![0.0; 600];
+/// let p = Problem::new(Features::new(&x, 300, 1).unwrap(), &labels, &bias, 2, None).unwrap();
+/// let oracle = BoostingOracle { rounds: 5, trees: Trees::PerClass, leaf_values: LeafValues::Newton, leaf_l2: 1.0, ..Default::default() };
+/// let model = oracle.fit(&p, None, FitContext { seed: 0 }).unwrap();
+/// assert!(model_loss(model.as_ref(), &p).unwrap() < 300.0 * 2f64.ln());
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LeafValues {
+    /// L-BFGS on the leaf's rows (the chapter's; the default).
+    #[default]
+    Refit,
+    /// One Newton step `−G/(H + λ)` per leaf and class.
+    Newton,
+}
+
 /// The boosting oracle's hyper-parameters (ch. §1.9.4; defaults from the chapter
 /// where it gives one).
 ///
@@ -197,6 +240,10 @@ pub struct BoostingOracle {
     /// chapter's multi-output tree by default).
     #[serde(default)]
     pub trees: Trees,
+    /// How leaf values are set once the splits are chosen ([`LeafValues`]; the
+    /// chapter's L-BFGS re-fit by default).
+    #[serde(default)]
+    pub leaf_values: LeafValues,
 }
 
 impl Default for BoostingOracle {
@@ -239,6 +286,7 @@ impl Default for BoostingOracle {
             },
             split_gain: SplitGain::LeastSquares,
             trees: Trees::MultiOutput,
+            leaf_values: LeafValues::Refit,
         }
     }
 }
@@ -257,7 +305,8 @@ pub struct RoundReport<'a> {
     pub subsample_rows: usize,
     /// Loss on the subsample before the round.
     pub subsample_loss_before: f64,
-    /// Loss on the subsample after the round (never higher; module docs).
+    /// Loss on the subsample after the round (never higher with re-fitted
+    /// leaves; module docs).
     pub subsample_loss_after: f64,
     /// Scores `g(φ_k, ·)` of every training row after the round, row-major
     /// `rows × classes`; `crate::logistic_loss(problem, scores, None)` is the
@@ -300,7 +349,7 @@ impl BoostingOracle {
     ) -> Result<BoostingModel, OracleError> {
         let mut scores = vec![0.0; problem.rows() * problem.classes()];
         let model = self.start(problem, warm, &mut scores, true)?;
-        self.boost(problem, model, &mut scores, ctx, true, Some(observer))
+        self.boost(problem, model, &mut scores, ctx, Some(observer))
     }
 
     /// The model to continue (a copy of `warm`, or the empty ensemble), after
@@ -347,13 +396,12 @@ impl BoostingOracle {
         let warm = downcast_warm::<BoostingModel>(warm, KIND)?;
         let model = self.start(problem, warm, scores, score_warm)?;
         let warm_loss = warm.map(|_| logistic_loss(problem, scores, None));
-        let model = self.boost(problem, model, scores, ctx, true, None)?;
+        let model = self.boost(problem, model, scores, ctx, None)?;
         let loss = Some(logistic_loss(problem, scores, None));
         Ok((Box::new(model), FitLosses { loss, warm_loss }))
     }
 
-    /// The boosting loop (module docs). `refit_leaves = false` keeps the
-    /// one-step Newton leaf values instead of the L-BFGS re-fit (for comparison).
+    /// The boosting loop (module docs).
     /// `model` is grown from `scores`, its scores on the problem's rows
     /// ([`BoostingOracle::start`]), which hold the grown model's on return.
     ///
@@ -370,7 +418,6 @@ impl BoostingOracle {
         mut model: BoostingModel,
         scores: &mut [f64],
         ctx: FitContext,
-        refit_leaves: bool,
         mut observer: Option<&mut dyn FnMut(&RoundReport<'_>)>,
     ) -> Result<BoostingModel, OracleError> {
         let (n, d, c) = (problem.rows(), problem.dim(), problem.classes());
@@ -397,8 +444,7 @@ impl BoostingOracle {
         let mut builder = TreeBuilder::new(&edges, d, if per_class { 1 } else { c }, gain, weighted, self.leaf_l2);
         let mut sub = Vec::with_capacity(m);
         let mut sub_bins = vec![0u8; d * m];
-        let mut stats = vec![0.0; m * stats_width(c, gain, weighted)];
-        let mut one_class = if per_class { vec![0.0; m * stats_width(1, gain, weighted)] } else { Vec::new() };
+        let mut stats = vec![0.0; m * stats_width(if per_class { 1 } else { c }, gain, weighted)];
         let mut data = LeafData::new(m, c);
         let mut values = Vec::new();
         // The subsample's bins row-major, its current scores, and its rows' leaves.
@@ -423,35 +469,32 @@ impl BoostingOracle {
             for (descent, values) in &pending {
                 add_tree(descent, values, c, &sub_rows, d, &mut sub_scores, &mut sub_leaf);
             }
-            let subsample_loss_before = data.gather(problem, &sub_scores, &sub, gain, &mut stats);
+            let mut subsample_loss_before = 0.0;
             let mut leaves = 0;
             for (i, &target) in targets.iter().enumerate() {
-                let sample_stats = match target {
-                    None => &stats,
-                    Some(y) => {
-                        // The trees before this one changed the subsample's scores.
-                        if i > 0 {
-                            data.gather(problem, &sub_scores, &sub, gain, &mut stats);
-                        }
-                        class_stats(&stats, c, gain, weighted, y, &mut one_class);
-                        &one_class
-                    }
-                };
-                builder.grow(&Sample { bins: &sub_bins, stats: sample_stats, rows: m }, &limits);
+                // Each class's tree sees the scores after the trees before it.
+                let loss = data.gather(problem, &sub_scores, &sub, gain, target, &mut stats);
+                if i == 0 {
+                    subsample_loss_before = loss;
+                }
+                builder.grow(&Sample { bins: &sub_bins, stats: &stats, rows: m }, &limits);
                 let tree = &builder.tree;
                 leaves += tree.leaf_ranges.len();
                 values.clear();
                 values.resize(tree.leaf_ranges.len() * c, 0.0);
-                values.par_chunks_mut(c).zip(tree.leaf_ranges.par_iter()).try_for_each(|(v, &(start, end))| {
-                    let rows = &tree.order[start..end];
-                    if refit_leaves {
-                        data.refit_leaf(rows, target, self.leaf_l2, &self.leaf_lbfgs, v)
-                    } else {
-                        let mut hess = vec![0.0; c];
-                        data.newton_leaf(rows, target, self.leaf_l2, v, &mut hess);
-                        Ok(())
-                    }
-                })?;
+                values.par_chunks_mut(c).zip(tree.leaf_ranges.par_iter()).try_for_each_init(
+                    || vec![0.0; c],
+                    |hess, (v, &(start, end))| {
+                        let rows = &tree.order[start..end];
+                        match self.leaf_values {
+                            LeafValues::Refit => data.refit_leaf(rows, target, self.leaf_l2, &self.leaf_lbfgs, v),
+                            LeafValues::Newton => {
+                                data.newton_leaf(rows, target, self.leaf_l2, v, hess);
+                                Ok(())
+                            }
+                        }
+                    },
+                )?;
                 values.iter_mut().for_each(|v| *v *= self.shrinkage);
 
                 let mut descent = Descent::new();
@@ -601,7 +644,7 @@ impl Oracle for BoostingOracle {
         let warm = downcast_warm::<BoostingModel>(warm, KIND)?;
         let mut scores = vec![0.0; problem.rows() * problem.classes()];
         let model = self.start(problem, warm, &mut scores, true)?;
-        Ok(Box::new(self.boost(problem, model, &mut scores, ctx, true, None)?))
+        Ok(Box::new(self.boost(problem, model, &mut scores, ctx, None)?))
     }
 
     /// The losses are read off the training scores the fit tracks anyway.

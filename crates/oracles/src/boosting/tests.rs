@@ -104,12 +104,13 @@ fn lbfgs_leaf_refit_beats_newton_leaves() {
     let mut warm: Option<BoostingModel> = None;
     for call in 0..3 {
         let ctx = FitContext { seed: call };
-        let grow = |refit_leaves| {
+        let grow = |leaf_values| {
+            let oracle = BoostingOracle { leaf_values, ..one_step };
             let mut scores = vec![0.0; p.rows() * p.classes()];
-            let start = one_step.start(&p, warm.as_ref(), &mut scores, true).unwrap();
-            one_step.boost(&p, start, &mut scores, ctx, refit_leaves, None).unwrap()
+            let start = oracle.start(&p, warm.as_ref(), &mut scores, true).unwrap();
+            oracle.boost(&p, start, &mut scores, ctx, None).unwrap()
         };
-        let (refit, newton) = (grow(true), grow(false));
+        let (refit, newton) = (grow(LeafValues::Refit), grow(LeafValues::Newton));
         assert_eq!(refit.feature, newton.feature, "same splits");
         let (lr, ln) = (model_loss(&refit, &p).unwrap(), model_loss(&newton, &p).unwrap());
         assert!(lr < ln - 1e-3 * ln, "call {call}: re-fit {lr} vs Newton {ln}");
@@ -602,7 +603,7 @@ fn gathered_statistics_are_the_weighted_gradients_and_hessians() {
         let width = tree::stats_width(3, gain, true);
         let mut stats = vec![f64::NAN; sub.len() * width];
         let mut leaf_data = leaves::LeafData::new(sub.len(), 3);
-        leaf_data.gather(&p, &scores, &sub, gain, &mut stats);
+        leaf_data.gather(&p, &scores, &sub, gain, None, &mut stats);
         for (r, &k) in sub.iter().enumerate() {
             let z: Vec<f64> = (0..3).map(|y| scores[r * 3 + y] + data.bias[k * 3 + y]).collect();
             let total: f64 = z.iter().map(|v| v.exp()).sum();
@@ -698,25 +699,40 @@ fn a_class_tree_splits_where_that_class_gains_most() {
 
 #[test]
 fn class_statistics_are_one_column_of_the_gathered_ones() {
-    for (gain, weighted) in
-        [SplitGain::LeastSquares, SplitGain::Newton].into_iter().flat_map(|g| [(g, true), (g, false)])
-    {
-        let (c, rows) = (3, 4);
-        let width = tree::stats_width(c, gain, weighted);
-        let stats: Vec<f64> = (0..rows * width).map(|i| i as f64).collect();
-        let narrow = tree::stats_width(1, gain, weighted);
-        let tail = if weighted { 2 } else { 1 };
-        for y in 0..c {
-            let mut out = vec![f64::NAN; rows * narrow];
-            tree::class_stats(&stats, c, gain, weighted, y, &mut out);
-            for r in 0..rows {
-                let row = &stats[r * width..(r + 1) * width];
-                let mut want = vec![row[y]];
-                if gain == SplitGain::Newton {
-                    want.push(row[c + y]);
+    // `gather` with a target class writes exactly that class's column of the
+    // all-class statistics (same bits), and returns the same loss.
+    let data = Data::new(60, 2, 3, 4, true);
+    let unit = data.problem();
+    let weights: Vec<f64> = (0..60).map(|k| 0.25 + (k % 3) as f64).collect();
+    let weighted =
+        Problem::new(Features::new(&data.x, 60, 2).unwrap(), &data.labels, &data.bias, 3, Some(&weights)).unwrap();
+    let sub: Vec<usize> = (0..60).step_by(2).collect();
+    let scores: Vec<f64> = (0..sub.len() * 3).map(|i| ((i * 5) % 7) as f64 * 0.2 - 0.5).collect();
+    for (p, is_weighted) in [(&unit, false), (&weighted, true)] {
+        for gain in [SplitGain::LeastSquares, SplitGain::Newton] {
+            let c = 3;
+            let width = tree::stats_width(c, gain, is_weighted);
+            let mut all = vec![f64::NAN; sub.len() * width];
+            let mut leaf_data = leaves::LeafData::new(sub.len(), c);
+            let loss = leaf_data.gather(p, &scores, &sub, gain, None, &mut all);
+            let narrow = tree::stats_width(1, gain, is_weighted);
+            let tail = if is_weighted { 2 } else { 1 };
+            for y in 0..c {
+                let mut one = vec![f64::NAN; sub.len() * narrow];
+                assert_eq!(leaf_data.gather(p, &scores, &sub, gain, Some(y), &mut one).to_bits(), loss.to_bits());
+                for r in 0..sub.len() {
+                    let row = &all[r * width..(r + 1) * width];
+                    let mut want = vec![row[y]];
+                    if gain == SplitGain::Newton {
+                        want.push(row[c + y]);
+                    }
+                    want.extend(&row[width - tail..]);
+                    let got = &one[r * narrow..(r + 1) * narrow];
+                    assert!(
+                        got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{gain:?} weighted {is_weighted} class {y} row {r}: {got:?} vs {want:?}"
+                    );
                 }
-                want.extend(&row[width - tail..]);
-                assert_eq!(&out[r * narrow..(r + 1) * narrow], &want[..], "{gain:?} class {y} row {r}");
             }
         }
     }
@@ -762,5 +778,55 @@ fn first_trees(model: &BoostingModel, t: usize) -> BoostingModel {
         right: model.right[..nodes].to_vec(),
         leaf_values: model.leaf_values[..leaves * c].to_vec(),
         leaf_rows: model.leaf_rows[..leaves].to_vec(),
+    }
+}
+
+#[test]
+fn newton_leaves_are_one_step_minus_g_over_h_plus_lambda() {
+    // One round on every row: each leaf of class y's tree holds
+    // ν · (−Σ (q(y) − 1{y = label}) / (Σ q(y)(1 − q(y)) + λ)) over its rows, q the
+    // softmax at the scores before that tree (the bias, then the bias plus the
+    // trees before it), whichever gain chose the splits.
+    let data = Data::new(800, 3, 3, 21, false);
+    let p = data.problem();
+    let (nu, l2) = (0.5, 3.0);
+    for (trees, gain) in [(Trees::PerClass, SplitGain::Newton), (Trees::PerClass, SplitGain::LeastSquares)] {
+        let oracle = BoostingOracle {
+            trees,
+            split_gain: gain,
+            leaf_values: LeafValues::Newton,
+            shrinkage: nu,
+            leaf_l2: l2,
+            ..full(1)
+        };
+        let model = oracle.fit_observed(&p, None, FitContext { seed: 0 }, &mut |_| {}).unwrap();
+        assert_eq!(model.trees(), 3);
+        for y in 0..3 {
+            let mut before = vec![0.0; 800 * 3];
+            first_trees(&model, y).score(p.features(), &mut before).unwrap();
+            let mut after = vec![0.0; 800 * 3];
+            first_trees(&model, y + 1).score(p.features(), &mut after).unwrap();
+            // Rows grouped by the value class y's tree gave them: one group per leaf.
+            let mut groups: Vec<(f64, f64, f64)> = Vec::new();
+            for k in 0..800 {
+                let z: Vec<f64> = (0..3).map(|j| before[k * 3 + j] + data.bias[k * 3 + j]).collect();
+                let total: f64 = z.iter().map(|v| v.exp()).sum();
+                let q = z[y].exp() / total;
+                let value = after[k * 3 + y] - before[k * 3 + y];
+                let g = q - f64::from(u8::from(data.labels[k] == y));
+                match groups.iter_mut().find(|(v, _, _)| *v == value) {
+                    Some((_, sg, sh)) => {
+                        *sg += g;
+                        *sh += q * (1.0 - q);
+                    }
+                    None => groups.push((value, g, q * (1.0 - q))),
+                }
+            }
+            assert!(groups.len() >= 2, "class {y}: the tree split");
+            for (value, g, h) in groups {
+                let want = nu * (-g / (h + l2));
+                assert!((value - want).abs() <= 1e-9 * want.abs().max(1e-3), "class {y}: {value} vs {want}");
+            }
+        }
     }
 }

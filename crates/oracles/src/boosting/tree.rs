@@ -53,28 +53,6 @@ pub(super) fn stats_width(classes: usize, gain: SplitGain, weighted: bool) -> us
     }
 }
 
-/// The statistics of output `class` alone (a [`stats_width`]`(1, gain,
-/// weighted)` row per row) from all outputs' `stats` of `classes` outputs:
-/// what a single-output tree for that class grows on ([`super::Trees::PerClass`]).
-pub(super) fn class_stats(
-    stats: &[f64],
-    classes: usize,
-    gain: SplitGain,
-    weighted: bool,
-    class: usize,
-    out: &mut [f64],
-) {
-    let (width, narrow) = (stats_width(classes, gain, weighted), stats_width(1, gain, weighted));
-    let tail = 1 + usize::from(weighted);
-    for (row, o) in stats.chunks_exact(width).zip(out.chunks_exact_mut(narrow)) {
-        o[0] = row[class];
-        if gain == SplitGain::Newton {
-            o[1] = row[classes + class];
-        }
-        o[narrow - tail..].copy_from_slice(&row[width - tail..]);
-    }
-}
-
 /// Split constraints in rows of the subsample.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct TreeLimits {
@@ -447,6 +425,20 @@ impl TreeBuilder {
         };
         let parent_term = if weight > 0.0 { term(&|j| total[j], weight) } else { 0.0 };
         let mut best: Option<Split> = None;
+        if c == 1 {
+            let scan = SingleScan { weight, count, min_child, parent_term, gain: gain_kind, l2, weight_column: w };
+            for (f, block) in hist.chunks(self.feature_stride).enumerate() {
+                let bins = self.bins[f];
+                if bins >= 2 {
+                    match stride {
+                        4 => scan.feature::<4>(f, &block[..bins * 4], total, &mut best),
+                        3 => scan.feature::<3>(f, &block[..bins * 3], total, &mut best),
+                        _ => scan.feature::<2>(f, &block[..bins * 2], total, &mut best),
+                    }
+                }
+            }
+            return best;
+        }
         for (f, block) in hist.chunks(self.feature_stride).enumerate() {
             let bins = self.bins[f];
             if bins < 2 {
@@ -494,6 +486,68 @@ impl TreeBuilder {
             }
         }
         best
+    }
+}
+
+/// The split search of a single-output tree's node ([`TreeBuilder::best_split`]
+/// with one class): the same sums, gains and comparisons, with a bin's `S`
+/// statistics (`[g, (h,) (w,) 1]`) and their running left sums in registers
+/// instead of the general loop's buffer, whose store and reload each bin
+/// lengthened the loop-carried chain of additions.
+struct SingleScan {
+    weight: f64,
+    count: f64,
+    min_child: f64,
+    parent_term: f64,
+    gain: SplitGain,
+    l2: f64,
+    weight_column: usize,
+}
+
+impl SingleScan {
+    /// Scans the thresholds of feature `f` (histogram `block`, `S` values per
+    /// bin; node totals `total`), updating `best` like the general loop.
+    #[inline(always)]
+    fn feature<const S: usize>(&self, f: usize, block: &[f64], total: &[f64], best: &mut Option<Split>) {
+        let (bins, _) = block.as_chunks::<S>();
+        let total: [f64; S] = std::array::from_fn(|k| total[k]);
+        let (n, w) = (S - 1, self.weight_column);
+        let mut left = [0.0f64; S];
+        for (j, h) in bins[..bins.len() - 1].iter().enumerate() {
+            // An empty bin leaves the partition of the previous threshold.
+            if h[n] == 0.0 {
+                continue;
+            }
+            for k in 0..S {
+                left[k] += h[k];
+            }
+            let left_count = left[n];
+            if left_count < self.min_child {
+                continue;
+            }
+            if self.count - left_count < self.min_child {
+                break;
+            }
+            let left_weight = left[w];
+            let right_weight = self.weight - left_weight;
+            if left_weight <= 0.0 || right_weight <= 0.0 {
+                continue;
+            }
+            let (left_term, right_term) = match self.gain {
+                SplitGain::LeastSquares => {
+                    let right = total[0] - left[0];
+                    (left[0] * left[0] / left_weight, right * right / right_weight)
+                }
+                SplitGain::Newton => {
+                    (newton_term(1, self.l2, |k| left[k]), newton_term(1, self.l2, |k| total[k] - left[k]))
+                }
+            };
+            let gain = left_term + right_term - self.parent_term;
+            // Rounding leaves a gain of ±ε·terms when no split helps.
+            if gain > 1e-12 * (left_term + right_term) && best.is_none_or(|b| gain > b.gain) {
+                *best = Some(Split { feature: f, bin: j, gain });
+            }
+        }
     }
 }
 
