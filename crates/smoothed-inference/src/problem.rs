@@ -1938,6 +1938,8 @@ mod tests {
         let cases = [
             (factor_graph::grid(7, 9, 2).unwrap(), 0.0, false, false),
             (factor_graph::grid(23, 19, 2).unwrap(), 0.0, false, false),
+            // Large enough for steps of four stars, some with impossible values.
+            (factor_graph::grid(20, 17, 2).unwrap(), 0.05, false, false),
             (factor_graph::grid(6, 8, 2).unwrap(), 0.15, false, false),
             (factor_graph::grid(9, 7, 2).unwrap(), 0.0, true, false),
             (factor_graph::grid(5, 5, 2).unwrap(), 0.0, false, true),

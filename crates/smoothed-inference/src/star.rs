@@ -71,6 +71,34 @@ macro_rules! binary_entry_points {
                 binary_star::<A>(b.0, b.1, lambda, tt, bufs);
             }
         }
+
+        /// Four binary stars that share no region, updated together like
+        /// [`binary_pair`]: four chains in flight instead of two.
+        #[inline(always)]
+        pub(super) unsafe fn binary_quad<A: Kernel>(
+            stars: [(ChildPlan, &[EdgePlan]); 4],
+            lambda: &mut [f64],
+            tt: &mut [f64],
+            bufs: &mut Bufs<'_>,
+        ) {
+            // Written out, not through closures, so that all is inlined into
+            // the function compiled for the kernels' target features.
+            let [a, b, c, d] = stars;
+            let sa = prepare(a.0, a.1, tt);
+            let sb = prepare(b.0, b.1, tt);
+            let sc = prepare(c.0, c.1, tt);
+            let sd = prepare(d.0, d.1, tt);
+            if finite(&sa) && finite(&sb) && finite(&sc) && finite(&sd) {
+                finish(a.0, a.1, sa, lambda, tt);
+                finish(b.0, b.1, sb, lambda, tt);
+                finish(c.0, c.1, sc, lambda, tt);
+                finish(d.0, d.1, sd, lambda, tt);
+            } else {
+                for (cp, edges) in stars {
+                    binary_star::<A>(cp, edges, lambda, tt, bufs);
+                }
+            }
+        }
     };
 }
 
@@ -189,6 +217,20 @@ pub(crate) fn sweep<A: Kernel>(
                                     avx512::binary_pair::<A>((ca, ea), (cb, eb), lambda, tt, bufs)
                                 } else {
                                     avx2::binary_pair::<A>((ca, ea), (cb, eb), lambda, tt, bufs)
+                                }
+                            };
+                        }
+                        Step::Four(a, b, c, d) => {
+                            let group = [a, b, c, d].map(|r| {
+                                let cp = p.plan.children[r];
+                                (cp, &p.plan.edges[cp.first..cp.end])
+                            });
+                            // SAFETY: as for `Step::Two`.
+                            unsafe {
+                                if A::AVX512 {
+                                    avx512::binary_quad::<A>(group, lambda, tt, bufs)
+                                } else {
+                                    avx2::binary_quad::<A>(group, lambda, tt, bufs)
                                 }
                             };
                         }
