@@ -652,6 +652,13 @@ impl<'a> Trainer<'a> {
                 Step::MessagePassing { .. } => Ok(None),
             })
             .collect::<Result<Vec<_>, _>>()?;
+        if step_types.iter().all(Option::is_none) {
+            return Err(LearnError::Config(
+                "the schedule has no `fit` step, so training would save the all-zero model; add a step \
+                 {\"fit\": {\"factor_type\": …}} for each type to learn"
+                    .into(),
+            ));
+        }
         let epsilon = config.epsilons(train)?;
         let pooled = (0..train.factor_types.len()).map(|t| pool(train, t)).collect::<Result<Vec<_>, _>>()?;
         let models = (0..train.factor_types.len()).map(|_| None).collect();

@@ -10,8 +10,8 @@ use std::path::Path;
 use oracles::ModelRegistry;
 use structlearn::oracle_config::oracle_from_json;
 use structlearn::{
-    Dataset, DatasetFile, Evaluate, Example, FactorTypeInfo, FeatureBlock, LearnError, PredictOptions, StructuredModel,
-    TrainConfig, Trainer,
+    Dataset, DatasetFile, Evaluate, Example, FactorTypeInfo, FeatureBlock, LearnError, PredictOptions, Step,
+    StructuredModel, TrainConfig, Trainer,
 };
 
 /// `common::denoising` with the pairwise type's features replaced by none
@@ -262,4 +262,30 @@ fn predicting_one_example_of_foreign_data_is_an_error_not_a_panic() {
         assert!(matches!(&e, LearnError::Config(m) if m.contains("Dataset::new")), "{e}");
     }
     assert!(!dir.path().join("d.sld").exists());
+}
+
+#[test]
+fn a_schedule_without_a_fit_step_is_refused_not_trained_to_a_zero_model() {
+    let data = common::denoising(2, 3, 3, 1);
+    let oracles = || {
+        vec![
+            ("unary".to_string(), oracle_from_json(&serde_json::json!({"kind": "linear"})).unwrap()),
+            ("pairwise".to_string(), oracle_from_json(&serde_json::json!({"kind": "linear"})).unwrap()),
+        ]
+    };
+    let only_messages = TrainConfig {
+        schedule: Some(vec![Step::MessagePassing { iterations: 3 }]),
+        learning_iterations: 1,
+        ..TrainConfig::default()
+    };
+    let err = Trainer::new(&data, oracles(), only_messages).err().expect("refused");
+    assert!(matches!(err, LearnError::Config(_)), "{err}");
+    assert!(err.to_string().contains("no `fit` step"), "{err}");
+    // One fit step is enough.
+    let one_fit = TrainConfig {
+        schedule: Some(vec![Step::MessagePassing { iterations: 3 }, Step::Fit { factor_type: "unary".into() }]),
+        learning_iterations: 1,
+        ..TrainConfig::default()
+    };
+    assert!(Trainer::new(&data, oracles(), one_fit).is_ok());
 }
