@@ -74,7 +74,11 @@ impl<'a> Features<'a> {
     }
 
     /// Rows `start..end` as a feature matrix of their own.
+    ///
+    /// # Panics
+    /// If `start > end` or `end` exceeds [`Features::rows`] (like slicing).
     pub fn slice_rows(&self, start: usize, end: usize) -> Features<'a> {
+        assert!(start <= end && end <= self.rows, "rows {start}..{end} of a matrix of {} rows", self.rows);
         Features { data: &self.data[start * self.dim..end * self.dim], rows: end - start, dim: self.dim }
     }
 }
@@ -386,9 +390,18 @@ pub fn log_sum_exp(v: &[f64]) -> f64 {
 /// assert!((loss - 2f64.ln()).abs() < 1e-12);
 /// assert_eq!(grad, [0.5, -0.5]); // softmax minus one-hot
 /// ```
+///
+/// # Panics
+/// If `bias` (or `grad`) has another length than `scores`, or `label` is not
+/// below it (a programming error: [`Problem`] checks its rows once).
 #[inline]
 pub fn row_loss(scores: &[f64], bias: &[f64], label: usize, weight: f64, grad: Option<&mut [f64]>) -> f64 {
     let c = scores.len();
+    assert!(
+        bias.len() == c && label < c && grad.as_ref().is_none_or(|g| g.len() == c),
+        "row_loss: {c} scores, {} biases, label {label}",
+        bias.len()
+    );
     let mut m = f64::NEG_INFINITY;
     for y in 0..c {
         m = m.max(scores[y] + bias[y]);
@@ -514,6 +527,9 @@ fn row_loss_libm(scores: &[f64], bias: &[f64], label: usize, weight: f64, grad: 
 /// // Row 0 can only be class 0 (bias −∞ on class 1): it costs nothing.
 /// assert!((logistic_loss(&p, &[0.0; 4], None) - 2f64.ln()).abs() < 1e-12);
 /// ```
+///
+/// # Panics
+/// If `scores` (or `grad`) is not `rows × classes` long.
 pub fn logistic_loss(problem: &Problem<'_>, scores: &[f64], grad: Option<&mut [f64]>) -> f64 {
     use rayon::prelude::*;
     let c = problem.classes();
@@ -573,6 +589,24 @@ mod tests {
     use super::*;
     use rand::{RngExt, SeedableRng};
     use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    #[should_panic(expected = "row_loss: 2 scores, 3 biases, label 1")]
+    fn row_loss_of_mismatched_lengths_panics_with_the_lengths() {
+        row_loss(&[0.0, 0.0], &[0.0; 3], 1, 1.0, None);
+    }
+
+    #[test]
+    #[should_panic(expected = "row_loss: 2 scores, 2 biases, label 2")]
+    fn row_loss_of_a_label_out_of_range_panics_with_it() {
+        row_loss(&[0.0, 0.0], &[0.0; 2], 2, 1.0, None);
+    }
+
+    #[test]
+    #[should_panic(expected = "rows 1..4 of a matrix of 3 rows")]
+    fn slicing_past_the_rows_panics_with_the_range() {
+        Features::new(&[0.0; 6], 3, 2).unwrap().slice_rows(1, 4);
+    }
 
     /// Every lane of [`row_losses`] is bit for bit [`row_loss`] of its row,
     /// including rows with −∞ biases, non-finite scores, and padding lanes.
