@@ -66,10 +66,11 @@
 //! # Performance
 //!
 //! A minibatch is split into row chunks of equal size (whole blocks) that
-//! depends only on the shapes and the minibatch size, at most about `2¹⁹`
-//! floating-point operations each (so a chunk's arrays stay in the L1/L2
-//! caches); their gradients are computed in parallel (rayon) and summed in chunk order,
-//! so the reduction is deterministic. Within a chunk the rows' values are held
+//! depends only on the shapes and the minibatch size, at most about `2²¹`
+//! floating-point operations each (so a chunk's arrays stay in the L2 cache,
+//! and a small minibatch is not split: waking a second thread costs more than
+//! it gains); their gradients are computed in parallel (rayon) and summed in
+//! chunk order, so the reduction is deterministic. Within a chunk the rows' values are held
 //! value-major (`Rows`: one contiguous slice per input, hidden unit or class),
 //! and each pass runs over all the chunk's rows:
 //!
@@ -130,11 +131,16 @@ pub const MAX_EPOCHS: usize = 1_000_000;
 /// to [`crate::model_loss`] of the returned model.
 const EVAL_CHUNK: usize = 4096;
 
-/// Most floating-point work per minibatch chunk (about `2¹⁹` operations: 40
-/// rows of the 42-input, 8-class unary network). Smaller chunks cost more in
-/// scheduling and in summing their gradients than they gain in parallelism
-/// (`2¹⁷`, 12 rows: 0.68 s for an epoch of 400000 rows where this takes 0.61 s).
-const CHUNK_WORK: usize = 1 << 19;
+/// Most floating-point work per minibatch chunk (about `2²¹` operations: 160
+/// rows of the 42-input, 8-class unary network, so its 100-row minibatches are
+/// one chunk; 96 rows of the 3-input, 64-class pairwise one, two chunks). A
+/// minibatch takes ≈ 150 µs, and waking a second thread for it and summing the
+/// chunks' gradients cost more than the second thread gained: an epoch of
+/// 400000 rows of the unary network took 0.61 s on one thread and 0.61–0.68 s
+/// on two with `2¹⁹` (3 chunks), 0.58–0.60 s and 0.50–0.51 s with this (the
+/// loss pass still runs in parallel); the pairwise one 1.30 s and 1.16–1.22 s
+/// with `2¹⁹` (5 chunks), 1.26–1.31 s and 0.89–0.93 s with this.
+const CHUNK_WORK: usize = 1 << 21;
 
 /// Fewest rows in a minibatch chunk.
 const MIN_CHUNK_ROWS: usize = 8;
