@@ -228,7 +228,8 @@ pub enum LearnError {
     },
     /// Exact inference by enumeration was asked for a graph with too many labelings.
     #[error(
-        "example {example}: exact inference would enumerate {labelings} labelings (limit {limit}); use smoothed inference for graphs this large"
+        "example {example}: exact inference would enumerate {} labelings (limit {limit}); use smoothed inference for graphs this large",
+        saturated_count(*.labelings)
     )]
     TooManyLabelings {
         /// Example index.
@@ -253,4 +254,10 @@ impl LearnError {
     pub(crate) fn bad_file(path: &std::path::Path, reason: impl Into<String>) -> Self {
         LearnError::BadFile { path: path.display().to_string(), reason: reason.into() }
     }
+}
+
+/// A count that saturates at `usize::MAX` (as [`crate::exact::labelings`]),
+/// written so that a saturated one does not read as exact.
+fn saturated_count(n: usize) -> String {
+    if n == usize::MAX { format!("at least {n}") } else { n.to_string() }
 }

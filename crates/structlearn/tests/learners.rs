@@ -273,7 +273,13 @@ fn infeasible_and_oversized_graphs_are_typed_errors() {
     assert!(matches!(map_labeling(&g, &theta, 3), Err(structlearn::LearnError::Infeasible { example: 3 })));
     let big = factor_graph::grid(6, 5, 2).unwrap();
     let theta = vec![0.0; big.total_configs()];
-    assert!(matches!(map_labeling(&big, &theta, 0), Err(structlearn::LearnError::TooManyLabelings { .. })));
+    let err = map_labeling(&big, &theta, 0).unwrap_err();
+    assert!(matches!(err, structlearn::LearnError::TooManyLabelings { .. }));
+    assert!(err.to_string().contains("enumerate 1073741824 labelings"), "{err}");
+    // 2^80 labelings saturate the count: the message does not pass it off as exact.
+    let huge = factor_graph::grid(8, 10, 2).unwrap();
+    let err = map_labeling(&huge, &vec![0.0; huge.total_configs()], 0).unwrap_err();
+    assert!(err.to_string().contains(&format!("enumerate at least {} labelings", usize::MAX)), "{err}");
 }
 
 /// Constrained data: labels are the best feasible labeling of random local
