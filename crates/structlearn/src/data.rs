@@ -174,6 +174,9 @@ impl Dataset {
             let types = match cache.get(&key) {
                 Some(t) => t.clone(),
                 None => {
+                    if let Some(variable) = (0..g.num_variables()).find(|&v| g.singleton(v).is_none()) {
+                        return Err(LearnError::MissingSingleton { example: k, variable });
+                    }
                     let mut map = Vec::with_capacity(g.num_regions());
                     for r in 0..g.num_regions() {
                         let name = &g.factor_types()[g.region_type(r)];

@@ -31,6 +31,17 @@ pub enum LearnError {
         /// The type's name.
         factor_type: String,
     },
+    /// A variable of an example has no singleton region: the learner decodes and
+    /// scores every variable from its own region's beliefs.
+    #[error(
+        "example {example}: variable {variable} has no singleton region (a region over it alone); every variable needs one to be decoded and scored"
+    )]
+    MissingSingleton {
+        /// Example index.
+        example: usize,
+        /// The variable.
+        variable: usize,
+    },
     /// A region's number of configurations differs from its factor type's classes.
     #[error(
         "example {example}: region {region} of type `{factor_type}` has {got} configurations, but the type has {expected} classes"

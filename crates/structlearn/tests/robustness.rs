@@ -289,3 +289,23 @@ fn a_schedule_without_a_fit_step_is_refused_not_trained_to_a_zero_model() {
     };
     assert!(Trainer::new(&data, oracles(), one_fit).is_ok());
 }
+
+#[test]
+fn a_variable_without_a_singleton_region_is_refused_when_the_data_set_is_built() {
+    // Two binary variables, one pair region and a singleton for variable 0 only.
+    let mut b = factor_graph::RegionGraphBuilder::new(vec![2, 2]).unwrap();
+    let (unary, pair) = (b.add_factor_type("unary").unwrap(), b.add_factor_type("pairwise").unwrap());
+    b.add_region(&[0], unary).unwrap();
+    b.add_region(&[0, 1], pair).unwrap();
+    let graph = std::sync::Arc::new(b.build().unwrap());
+    let example = Example {
+        name: "x".into(),
+        graph,
+        labels: Some(vec![0, 1]),
+        features: vec![FeatureBlock { dim: 1, values: vec![1.0] }, FeatureBlock { dim: 1, values: vec![1.0] }],
+    };
+    let types = vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)];
+    let err = Dataset::new(types, vec![example]).unwrap_err();
+    assert!(matches!(err, LearnError::MissingSingleton { example: 0, variable: 1 }), "{err}");
+    assert!(err.to_string().contains("variable 1 has no singleton region"), "{err}");
+}
