@@ -169,11 +169,16 @@ impl<'a> Perceptron<'a> {
                 "linear" => TypeModel::Learned(vec![0.0; ft.classes * ft.dim]),
                 "zero" => TypeModel::Fixed(Box::new(oracles::zero::ZeroModel { dim: ft.dim, classes: ft.classes })),
                 FIXED_KIND => {
-                    // A fixed oracle ignores the problem but its shape: fit it on one dummy row.
+                    // A fixed oracle ignores the problem but its shape: fit it on one dummy row,
+                    // labelled with a class the table allows (a forbidden label is refused).
+                    let forbidden = serde_json::from_value::<oracles::fixed::FixedOracle>(spec.clone())
+                        .map(|f| f.forbidden)
+                        .unwrap_or_default();
+                    let label = [(0..ft.classes).find(|l| !forbidden.contains(l)).unwrap_or(0)];
                     let x = vec![0.0; ft.dim];
                     let bias = vec![0.0; ft.classes];
                     let features = oracles::Features::new(&x, 1, ft.dim).map_err(|e| oracle_err(ft, e))?;
-                    let problem = oracles::Problem::new(features, &[0], &bias, ft.classes, None)
+                    let problem = oracles::Problem::new(features, &label, &bias, ft.classes, None)
                         .map_err(|e| oracle_err(ft, e))?;
                     TypeModel::Fixed(
                         oracle.fit(&problem, None, oracles::FitContext { seed: 0 }).map_err(|e| oracle_err(ft, e))?,

@@ -454,3 +454,38 @@ fn ridge_bounds_untied_weights_and_the_penalised_objective_falls() {
     let last = ridge.history.last().unwrap().objective;
     assert!(last > total && total > 0.0, "objective {last}, penalties {total}");
 }
+
+/// A fixed constraint table that forbids class 0 (the dummy row the
+/// perceptron fits it on used to be labelled 0, and the fixed oracle refuses a
+/// forbidden label): both perceptrons build and train (Punyakanok's experiment
+/// draws such constraint sets for half its seeds).
+#[test]
+fn perceptrons_take_a_constraint_that_forbids_class_zero() {
+    use structlearn::{Learner, Perceptron, PerceptronMode};
+    let graph = Arc::new(
+        factors_with_singletons(vec![2, 2], &[Scope { variables: vec![0, 1], factor_type: "constraint".into() }])
+            .unwrap(),
+    );
+    let ex = |y: Vec<usize>, a: f64, b: f64| Example {
+        name: "e".into(),
+        graph: graph.clone(),
+        labels: Some(y),
+        features: vec![
+            FeatureBlock { dim: 4, values: vec![a, 1.0, 0.0, 0.0, 0.0, 0.0, b, 1.0] },
+            FeatureBlock { dim: 1, values: vec![1.0] },
+        ],
+    };
+    // Labelings (1, 0), (0, 1), (1, 1): never (0, 0), which the constraint forbids.
+    let examples = vec![ex(vec![1, 0], 1.0, -1.0), ex(vec![0, 1], -1.0, 1.0), ex(vec![1, 1], 1.0, 1.0)];
+    let data =
+        Dataset::new(vec![FactorTypeInfo::new("unary", 4), FactorTypeInfo::new("constraint", 1)], examples).unwrap();
+    let specs = vec![
+        ("unary".to_string(), json!({"kind": "linear"})),
+        ("constraint".to_string(), json!({"kind": "fixed", "table": [0.0, 0.0, 0.0, 0.0], "forbidden": [0]})),
+    ];
+    for mode in [PerceptronMode::Local, PerceptronMode::Global] {
+        let config = TrainConfig { learning_iterations: 3, ..TrainConfig::default() };
+        let mut learner = Perceptron::new(&data, &specs, mode, config).unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+        learner.train().unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+    }
+}
