@@ -288,12 +288,7 @@ impl Dataset {
     /// assert!(data.set_ignored(0, Some(vec![true])).is_err());
     /// ```
     pub fn set_ignored(&mut self, k: usize, mask: Option<Vec<bool>>) -> Result<(), LearnError> {
-        let n = self
-            .examples
-            .get(k)
-            .ok_or_else(|| LearnError::Config(format!("example {k} of {}", self.examples.len())))?
-            .graph
-            .num_variables();
+        let n = self.example(k)?.graph.num_variables();
         if let Some(m) = &mask
             && m.len() != n
         {
@@ -392,7 +387,7 @@ impl Dataset {
                 self.region_types.len()
             )));
         }
-        let ex = self.examples.get(k).ok_or_else(|| LearnError::Config(format!("example {k} of {n}")))?;
+        let ex = self.example(k)?;
         if ex.graph.num_regions() != self.region_types[k].len() || ex.features.len() != self.factor_types.len() {
             return Err(LearnError::Config(format!(
                 "example {k} was changed after the data set was built (its graph or feature blocks); rebuild it \
@@ -405,15 +400,20 @@ impl Dataset {
         }
     }
 
+    /// Example `k`, or an error naming it and the data set's size.
+    pub(crate) fn example(&self, k: usize) -> Result<&Example, LearnError> {
+        let n = self.examples.len();
+        self.examples
+            .get(k)
+            .ok_or_else(|| LearnError::Config(format!("example {k} asked of a data set of {n} examples")))
+    }
+
     /// Labels of example `k`, or an error naming it: none, an example index
     /// past the end, or (the examples are public, so they may have been edited
     /// since [`Dataset::new`] checked them) a count other than the graph's
     /// variables or a label outside its variable's range.
     pub fn labels(&self, k: usize) -> Result<&[usize], LearnError> {
-        let example = self
-            .examples
-            .get(k)
-            .ok_or_else(|| LearnError::Config(format!("example {k} of {}", self.examples.len())))?;
+        let example = self.example(k)?;
         let labels = example.labels.as_deref().ok_or(LearnError::MissingLabels { example: k })?;
         check_labels(k, labels, &example.graph)?;
         Ok(labels)

@@ -262,7 +262,7 @@ impl StructuredModel {
     /// Scores of factor type `t` for all its regions of example `k`
     /// (`rows × classes`, rows in region order).
     pub fn type_scores(&self, data: &Dataset, k: usize, t: usize) -> Result<Vec<f64>, LearnError> {
-        let example = example(data, k)?;
+        let example = data.example(k)?;
         let (Some(ft), Some(block)) = (self.factor_types.get(t), example.features.get(t)) else {
             return Err(LearnError::ModelMismatch(format!(
                 "factor type {t} asked of a model of {} and data of {} types",
@@ -283,7 +283,7 @@ impl StructuredModel {
     pub fn energies(&self, data: &Dataset, k: usize) -> Result<Vec<f64>, LearnError> {
         self.check_dataset(data)?;
         data.check_example(k)?;
-        let graph = &example(data, k)?.graph;
+        let graph = &data.example(k)?.graph;
         let mut theta = vec![0.0; graph.total_configs()];
         for t in 0..self.factor_types.len() {
             let scores = self.type_scores(data, k, t)?;
@@ -301,7 +301,7 @@ impl StructuredModel {
     /// Predicts example `k` (docs/MATH.md §4): `θ = ε g`, messages from 0, message
     /// passing until `opts`' tolerance or budget, decode.
     pub fn predict_example(&self, data: &Dataset, k: usize, opts: &PredictOptions) -> Result<Prediction, LearnError> {
-        let mut messages = Messages::zeros(&example(data, k)?.graph);
+        let mut messages = Messages::zeros(&data.example(k)?.graph);
         self.predict_example_from(data, k, opts, &mut messages)
     }
 
@@ -347,7 +347,7 @@ impl StructuredModel {
     ) -> Result<Prediction, LearnError> {
         // Before the plan is built from ε; the example itself is checked in `energies`.
         self.check_dataset(data)?;
-        let graph = &example(data, k)?.graph;
+        let graph = &data.example(k)?.graph;
         let plan = ProblemPlan::new(Arc::clone(graph), &graph_epsilon(data, k, &self.epsilon))
             .map_err(|source| LearnError::Inference { example: k, source })?;
         self.predict_planned(data, k, &plan, opts, messages)
@@ -545,13 +545,6 @@ impl StructuredModel {
 /// Zero messages for every example of `data` (message passing's start, docs/MATH.md §4).
 pub(crate) fn zero_messages(data: &Dataset) -> Vec<Messages> {
     data.examples.iter().map(|e| Messages::zeros(&e.graph)).collect()
-}
-
-/// Example `k` of `data`, or an error naming the data set's size.
-fn example(data: &Dataset, k: usize) -> Result<&crate::Example, LearnError> {
-    data.examples
-        .get(k)
-        .ok_or_else(|| LearnError::Config(format!("example {k} asked of a data set of {} examples", data.len())))
 }
 
 /// `ε` per factor type of example `k`'s *graph*, in the graph's own type order,

@@ -171,9 +171,10 @@ impl<'a> Perceptron<'a> {
                 FIXED_KIND => {
                     // A fixed oracle ignores the problem but its shape: fit it on one dummy row,
                     // labelled with a class the table allows (a forbidden label is refused).
+                    // (`oracle_from_json` has read this specification already, so this cannot fail.)
                     let forbidden = serde_json::from_value::<oracles::fixed::FixedOracle>(spec.clone())
-                        .map(|f| f.forbidden)
-                        .unwrap_or_default();
+                        .map_err(|e| LearnError::Config(format!("oracle of factor type `{name}`: {e}")))?
+                        .forbidden;
                     let label = [(0..ft.classes).find(|l| !forbidden.contains(l)).unwrap_or(0)];
                     let x = vec![0.0; ft.dim];
                     let bias = vec![0.0; ft.classes];
