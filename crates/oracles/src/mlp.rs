@@ -74,15 +74,24 @@
 //! value-major (`Rows`: one contiguous slice per input, hidden unit or class),
 //! and each pass runs over all the chunk's rows:
 //!
-//! * the forward pass computes blocks of `BLOCK` (4) rows as vector lanes, two
-//!   blocks at a time, with hidden units (and classes) in tiles of `TILE` (4),
-//!   so each weight loaded serves eight rows and the sums stay in registers; the
-//!   `tanh` of all rows follows in a pass of its own (its polynomial's latency
-//!   then overlaps between rows);
+//! * the forward pass computes groups of 16 rows as vector lanes, with hidden
+//!   units (and classes) in tiles of `TILE` (4), so each weight loaded serves
+//!   16 rows and the sums stay in registers; a hidden unit's `tanh` is taken
+//!   while its sums are still in registers (its division then overlaps the
+//!   next tile's products); the last rows (fewer than 16) go by blocks of
+//!   `BLOCK` (4) rows, their `tanh` in a pass of its own;
 //! * the row losses run four rows at a time, one lane each
 //!   (`problem::row_losses`, bit for bit [`crate::row_loss`]);
-//! * the backward pass forms each weight's gradient as a sum over the chunk's
-//!   rows held in registers (`outer_sums`), eight weights at a time.
+//! * the backward pass forms `∂ℓ/∂t` two hidden units and 16 rows at a time,
+//!   and each weight's gradient as a sum over the chunk's rows held in
+//!   registers (`outer_sums`), eight or more weights at a time.
+//!
+//! On CPUs with AVX-512 the forward products, `tanh` and the outer-product
+//! sums run on eight-lane registers (`avx512`: two tiles or eight rows per
+//! register), the rest as on AVX2; they compute every value by the same
+//! operations in the same order, so they give the same bits (tests
+//! `mlp_gradient_is_the_plain_arithmetic_bit_for_bit`,
+//! `mlp_wide_kernels_are_the_portable_ones_bit_for_bit`).
 //!
 //! Every gradient entry receives its rows' terms one row at a time in row
 //! order, the bias entries per block of 4 rows first; how the passes are
@@ -91,7 +100,9 @@
 //! *packed* copy of the parameters (tiles contiguous, hidden units padded with
 //! zeros to whole tiles), converted from and to the model's layout once per
 //! call; there is no allocation per minibatch. The next minibatch's rows (a
-//! random sample of the data) are prefetched while one is computed.
+//! random sample of the data) are prefetched while one is computed: one line
+//! of each row at the start (the CPU looks up their pages at once), the rest
+//! spread over the forward pass.
 //! Full-loss evaluation and [`Model::score`] run in parallel over rows. `tanh`
 //! is a vectorisable polynomial version (absolute error < 4·10⁻¹⁶).
 //!
@@ -102,6 +113,9 @@
 //! same kind; a CPU without FMA gives a model that differs in the last bits.
 
 use fastmath::{Arith, Fused, Plain};
+
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 use rand::seq::SliceRandom;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -418,10 +432,8 @@ impl MlpOracle {
                     let mut batches = order.chunks(self.minibatch).peekable();
                     while let Some(batch) = batches.next() {
                         // The next minibatch's rows (a random sample) load while this one is computed.
-                        for &k in batches.peek().copied().unwrap_or_default() {
-                            problem.prefetch_row(k);
-                        }
-                        sgd.step(&mut params, problem, batch, step, self.momentum);
+                        let ahead = batches.peek().copied().unwrap_or_default();
+                        sgd.step(&mut params, problem, batch, ahead, step, self.momentum);
                     }
                     if !params.iter().all(|p| p.is_finite()) {
                         break;
@@ -832,6 +844,8 @@ struct Rows {
     g_block: Vec<Lanes>,
     /// One row's (computed) bias.
     row_b: Vec<f64>,
+    /// Two columns of `W` (two hidden units' weights in every class).
+    w_cols: Vec<[f64; 2]>,
 }
 
 /// One value per row of a block.
@@ -855,6 +869,7 @@ impl Rows {
             b_block: vec![[0.0; BLOCK]; c],
             g_block: vec![[0.0; BLOCK]; c],
             row_b: vec![0.0; c],
+            w_cols: vec![[0.0; 2]; c],
         }
     }
 
@@ -1025,32 +1040,101 @@ fn outer_sum<A: Arith, const M: usize>(out: &mut [f64], a: &[f64], st: usize, b:
     }
 }
 
+/// `dz[h][r] = (Σ_y w[y][h] · g[y][r]) · (1 − t[h][r]²)` (`y` in order) for
+/// two hidden units `h` and the `L` rows at `r0`: `g`, `t` and `dz` value-major
+/// with row stride `st`.
+#[inline(always)]
+fn dz_rows<A: Arith, const L: usize>(w: &[[f64; 2]], g: &[f64], st: usize, r0: usize, t: &[f64], dz: &mut [f64]) {
+    let (mut a0, mut a1) = ([0.0; L], [0.0; L]);
+    for (y, &[w0, w1]) in w.iter().enumerate() {
+        let gy = lanes::<L>(g, y * st + r0);
+        for r in 0..L {
+            a0[r] = A::madd(w0, gy[r], a0[r]);
+            a1[r] = A::madd(w1, gy[r], a1[r]);
+        }
+    }
+    for (h, acc) in [a0, a1].iter().enumerate() {
+        let t = lanes::<L>(t, h * st + r0);
+        let dz: &mut [f64; L] = (&mut dz[h * st + r0..h * st + r0 + L]).try_into().expect("L rows");
+        for r in 0..L {
+            dz[r] = acc[r] * (1.0 - t[r] * t[r]);
+        }
+    }
+}
+
 impl Net<'_> {
+    /// Where `W[y][j]` (class `y`, hidden unit `j`) is in the packed `w`: in
+    /// tile `y / TILE` at `j · TILE + y % TILE` for the tiled classes, in
+    /// class-major rows after them for the others.
+    #[inline(always)]
+    fn w_index(&self, y: usize, j: usize) -> usize {
+        if y < self.tiled {
+            (y / TILE) * self.hp * TILE + j * TILE + y % TILE
+        } else {
+            self.tiled * self.hp + (y - self.tiled) * self.hp + j
+        }
+    }
+
     /// Forward pass of rows `0..used` (whole blocks): `t = tanh(V φ + c)`,
     /// `s = W t + a`, two blocks at a time, then a last block. Each row is
     /// computed by the same sequence of operations whatever the other rows
     /// hold, so a row's scores do not depend on the rows beside it.
+    ///
+    /// Groups of 16 rows take their hidden units' `tanh` while the sums are
+    /// in registers; the rows after them, in a pass of their own. The caller's
+    /// `ahead(step, steps)` runs at `steps` points spread over the pass (after
+    /// each tile of hidden units of each group), `step = 0..steps`.
     #[inline(always)]
-    fn forward<A: Arith>(&self, b: &mut Rows, used: usize) {
-        let pairs = used / (2 * BLOCK) * (2 * BLOCK);
-        for r0 in (0..pairs).step_by(2 * BLOCK) {
-            self.hidden_sums::<A, true>(b, r0);
-        }
-        if pairs < used {
-            self.hidden_sums::<A, false>(b, pairs);
-        }
-        // In a pass of its own, the tanh of one row does not wait for the next.
-        for tj in b.t.chunks_exact_mut(b.stride) {
-            for t in &mut tj[..used] {
-                *t = tanh::<A>(*t);
+    fn forward<K: Kernels>(&self, b: &mut Rows, used: usize, mut ahead: impl FnMut(usize, usize)) {
+        const WIDE: usize = 4 * BLOCK;
+        let wide = used / WIDE * WIDE;
+        let pairs = wide + (used - wide) / (2 * BLOCK) * (2 * BLOCK);
+        let (st, tiles) = (b.stride, self.hp / TILE);
+        let steps = wide / WIDE * tiles;
+        for (group, r0) in (0..wide).step_by(WIDE).enumerate() {
+            for (u, tu) in b.t.chunks_exact_mut(TILE * st).enumerate() {
+                K::tile_sums_16::<true>(self.hidden_start(u), self.hidden_tile(u), &b.x, st, r0, tu);
+                ahead(group * tiles + u, steps);
             }
         }
-        for r0 in (0..pairs).step_by(2 * BLOCK) {
-            self.output_sums::<A, true>(b, r0);
+        if steps == 0 {
+            ahead(0, 1);
+        }
+        if wide < pairs {
+            self.hidden_sums::<K::A, true>(b, wide);
         }
         if pairs < used {
-            self.output_sums::<A, false>(b, pairs);
+            self.hidden_sums::<K::A, false>(b, pairs);
         }
+        for tj in b.t.chunks_exact_mut(st) {
+            K::tanh_slice(&mut tj[wide..used]);
+        }
+        for r0 in (0..wide).step_by(WIDE) {
+            self.output_sums_16::<K>(b, r0);
+        }
+        if wide < pairs {
+            self.output_sums::<K::A, true>(b, wide);
+        }
+        if pairs < used {
+            self.output_sums::<K::A, false>(b, pairs);
+        }
+    }
+
+    /// The starting values `c` of the hidden units of tile `u` (zeros without biases).
+    #[inline(always)]
+    fn hidden_start(&self, u: usize) -> [f64; TILE] {
+        match self.c.get(u * TILE..(u + 1) * TILE) {
+            Some(c) => lanes(c, 0),
+            None => [0.0; TILE],
+        }
+    }
+
+    /// The weights of `V` of the hidden units of tile `u`, input by input.
+    #[inline(always)]
+    fn hidden_tile(&self, u: usize) -> &[f64] {
+        // By index, not `chunks_exact(dim · TILE)`: with 0 features the tile has no weights.
+        let tile_v = self.dim * TILE;
+        &self.v[u * tile_v..(u + 1) * tile_v]
     }
 
     /// `t = V φ + c` (before the tanh) of the block of rows at `r0` and, if
@@ -1059,15 +1143,9 @@ impl Net<'_> {
     #[inline(always)]
     fn hidden_sums<A: Arith, const PAIR: bool>(&self, b: &mut Rows, r0: usize) {
         let st = b.stride;
-        let tile_v = self.dim * TILE;
         for (u, tu) in b.t.chunks_exact_mut(TILE * st).enumerate() {
-            // By index, not `chunks_exact(dim · TILE)`: with 0 features the tile has no weights.
-            let vu = &self.v[u * tile_v..(u + 1) * tile_v];
-            let start = match self.c.get(u * TILE..(u + 1) * TILE) {
-                Some(c) => splat(|q| c[q]),
-                None => [[0.0; BLOCK]; TILE],
-            };
-            tile_sums::<A, PAIR>(start, vu, &b.x, st, r0, tu);
+            let start = self.hidden_start(u);
+            tile_sums::<A, PAIR>(splat(|q| start[q]), self.hidden_tile(u), &b.x, st, r0, tu);
         }
     }
 
@@ -1076,14 +1154,45 @@ impl Net<'_> {
     #[inline(always)]
     fn output_sums<A: Arith, const PAIR: bool>(&self, b: &mut Rows, r0: usize) {
         let (st, hp) = (b.stride, self.hp);
+        let (w_tiled, s_tiled) = (&self.w[..self.tiled * hp], &mut b.s[..self.tiled * st]);
+        for (g, (wg, sg)) in w_tiled.chunks_exact(hp * TILE).zip(s_tiled.chunks_exact_mut(TILE * st)).enumerate() {
+            let start = self.output_start(g);
+            tile_sums::<A, PAIR>(splat(|k| start[k]), wg, &b.t, st, r0, sg);
+        }
+        self.single_output_sums::<A, PAIR>(b, r0);
+    }
+
+    /// [`Net::output_sums`] of the 16 rows at `r0` ([`Kernels::tile_sums_16`]).
+    #[inline(always)]
+    fn output_sums_16<K: Kernels>(&self, b: &mut Rows, r0: usize) {
+        let (st, hp) = (b.stride, self.hp);
+        let (w_tiled, s_tiled) = (&self.w[..self.tiled * hp], &mut b.s[..self.tiled * st]);
+        for (g, (wg, sg)) in w_tiled.chunks_exact(hp * TILE).zip(s_tiled.chunks_exact_mut(TILE * st)).enumerate() {
+            K::tile_sums_16::<false>(self.output_start(g), wg, &b.t, st, r0, sg);
+        }
+        self.single_output_sums::<K::A, true>(b, r0);
+        self.single_output_sums::<K::A, true>(b, r0 + 2 * BLOCK);
+    }
+
+    /// The starting values `a` of the classes of tile `g` (zeros without biases).
+    #[inline(always)]
+    fn output_start(&self, g: usize) -> [f64; TILE] {
+        let mut start = [0.0; TILE];
+        for (k, s) in start.iter_mut().enumerate() {
+            *s = self.a.get(g * TILE + k).copied().unwrap_or(0.0);
+        }
+        start
+    }
+
+    /// The scores of the classes beyond the whole tiles, one by one, of the
+    /// block of rows at `r0` and, if `PAIR`, of the next.
+    #[inline(always)]
+    fn single_output_sums<A: Arith, const PAIR: bool>(&self, b: &mut Rows, r0: usize) {
+        let (st, hp) = (b.stride, self.hp);
         let r1 = r0 + BLOCK;
         let bias = |y: usize| self.a.get(y).copied().unwrap_or(0.0);
-        let (w_tiled, w_single) = self.w.split_at(self.tiled * hp);
-        let (s_tiled, s_single) = b.s.split_at_mut(self.tiled * st);
-        for (g, (wg, sg)) in w_tiled.chunks_exact(hp * TILE).zip(s_tiled.chunks_exact_mut(TILE * st)).enumerate() {
-            let start = splat(|k| bias(g * TILE + k));
-            tile_sums::<A, PAIR>(start, wg, &b.t, st, r0, sg);
-        }
+        let w_single = &self.w[self.tiled * hp..];
+        let s_single = &mut b.s[self.tiled * st..];
         for (y, (wy, sy)) in w_single.chunks_exact(hp).zip(s_single.chunks_exact_mut(st)).enumerate() {
             let (mut a0, mut a1) = ([bias(self.tiled + y); BLOCK], [bias(self.tiled + y); BLOCK]);
             for (&wj, tj) in wy.iter().zip(b.t.chunks_exact(st)) {
@@ -1107,50 +1216,39 @@ impl Net<'_> {
     /// entry receives its rows' terms one row at a time in row order; the
     /// biases' terms are summed per block of [`BLOCK`] rows first.
     #[inline(always)]
-    fn backward<A: Arith>(&self, b: &mut Rows, used: usize, grad: &mut NetMut<'_>) {
+    fn backward<K: Kernels>(&self, b: &mut Rows, used: usize, grad: &mut NetMut<'_>) {
         let (st, hp) = (b.stride, self.hp);
         for (ay, gy) in grad.a.iter_mut().zip(b.g.chunks_exact(st)) {
             for block in gy[..used].chunks_exact(BLOCK) {
                 *ay += block.iter().sum::<f64>();
             }
         }
-        // dz = ∂ℓ/∂(Vφ + c) = Wᵀ g ⊙ (1 − t²): per hidden unit and block of rows,
-        // the classes' terms in class order in registers, then the factor.
-        let (w_tiled, w_single) = self.w.split_at(self.tiled * hp);
-        let (g_tiled, g_single) = b.g.split_at(self.tiled * st);
-        for (j, (dzj, tj)) in b.dz.chunks_exact_mut(st).zip(b.t.chunks_exact(st)).enumerate() {
-            for r0 in (0..used).step_by(BLOCK) {
-                let mut acc = [0.0; BLOCK];
-                for (wg, gg) in w_tiled.chunks_exact(hp * TILE).zip(g_tiled.chunks_exact(TILE * st)) {
-                    for (&w, gk) in wg[j * TILE..(j + 1) * TILE].iter().zip(gg.chunks_exact(st)) {
-                        let gv = lanes::<BLOCK>(gk, r0);
-                        for r in 0..BLOCK {
-                            acc[r] = A::madd(w, gv[r], acc[r]);
-                        }
-                    }
-                }
-                for (wy, gy) in w_single.chunks_exact(hp).zip(g_single.chunks_exact(st)) {
-                    let gv = lanes::<BLOCK>(gy, r0);
-                    for r in 0..BLOCK {
-                        acc[r] = A::madd(wy[j], gv[r], acc[r]);
-                    }
-                }
-                let t = lanes::<BLOCK>(tj, r0);
-                for r in 0..BLOCK {
-                    dzj[r0 + r] = acc[r] * (1.0 - t[r] * t[r]);
-                }
+        // dz = ∂ℓ/∂(Vφ + c) = Wᵀ g ⊙ (1 − t²): per pair of hidden units (`hp`
+        // is even), their columns of `W` in class order, then four blocks of
+        // rows at a time (eight sums in flight per lane), each row's terms in
+        // class order, then the factor.
+        let wide = used / (4 * BLOCK) * (4 * BLOCK);
+        for j in (0..hp).step_by(2) {
+            for (y, wy) in b.w_cols.iter_mut().enumerate() {
+                *wy = [self.w[self.w_index(y, j)], self.w[self.w_index(y, j + 1)]];
+            }
+            let (dz, t) = (&mut b.dz[j * st..(j + 2) * st], &b.t[j * st..(j + 2) * st]);
+            for r0 in (0..wide).step_by(4 * BLOCK) {
+                dz_rows::<K::A, { 4 * BLOCK }>(&b.w_cols, &b.g, st, r0, t, dz);
+            }
+            for r0 in (wide..used).step_by(BLOCK) {
+                dz_rows::<K::A, BLOCK>(&b.w_cols, &b.g, st, r0, t, dz);
             }
         }
         // ∂ℓ/∂W: the tiled classes through their rows, the others one by one.
-        rows_of_tiles(g_tiled, st, used, &mut b.g_rows);
         let (gw_tiled, gw_single) = grad.w.split_at_mut(self.tiled * hp);
-        for (gwg, gr) in gw_tiled.chunks_exact_mut(hp * TILE).zip(b.g_rows.chunks_exact(st)) {
-            outer_sums::<A>(gwg, &b.t, st, &gr[..used]);
-        }
+        let (g_tiled, g_single) = b.g.split_at(self.tiled * st);
+        rows_of_tiles(g_tiled, st, used, &mut b.g_rows);
+        K::outer_sums_tiles(gw_tiled, &b.t, st, &b.g_rows, used);
         for (gwy, gy) in gw_single.chunks_exact_mut(hp).zip(g_single.chunks_exact(st)) {
             for (gwj, tj) in gwy.iter_mut().zip(b.t.chunks_exact(st)) {
                 for (&t, &gv) in tj[..used].iter().zip(&gy[..used]) {
-                    *gwj = A::madd(t, gv, *gwj);
+                    *gwj = K::A::madd(t, gv, *gwj);
                 }
             }
         }
@@ -1160,10 +1258,7 @@ impl Net<'_> {
             }
         }
         rows_of_tiles(&b.dz, st, used, &mut b.dz_rows);
-        let tile_v = self.dim * TILE;
-        for (u, dzr) in b.dz_rows.chunks_exact(st).enumerate() {
-            outer_sums::<A>(&mut grad.v[u * tile_v..(u + 1) * tile_v], &b.x, st, &dzr[..used]);
-        }
+        K::outer_sums_tiles(grad.v, &b.x, st, &b.dz_rows, used);
     }
 }
 
@@ -1187,6 +1282,101 @@ pub fn fused_arithmetic() -> bool {
     }
 }
 
+/// One build of the kernels: its arithmetic, and the loops that have
+/// hand-vectorised versions (by default the portable ones, which the compiler
+/// vectorises). Every build computes each value by the same operations in the
+/// same order, so builds of one arithmetic give the same bits.
+trait Kernels {
+    /// How products are added to their sums.
+    type A: Arith;
+
+    /// [`tile_sums`] of 16 rows (four blocks) at `r0`, each output starting
+    /// from `start[q]`, and with `TANH` the [`tanh`] of each sum.
+    #[inline(always)]
+    fn tile_sums_16<const TANH: bool>(start: [f64; TILE], w: &[f64], x: &[f64], st: usize, r0: usize, out: &mut [f64]) {
+        let start = splat(|q| start[q]);
+        tile_sums::<Self::A, true>(start, w, x, st, r0, out);
+        tile_sums::<Self::A, true>(start, w, x, st, r0 + 2 * BLOCK, out);
+        if TANH {
+            for oq in out.chunks_exact_mut(st) {
+                Self::tanh_slice(&mut oq[r0..r0 + 4 * BLOCK]);
+            }
+        }
+    }
+
+    /// `v ← tanh v` for every value of `t`.
+    #[inline(always)]
+    fn tanh_slice(t: &mut [f64]) {
+        for v in t {
+            *v = tanh::<Self::A>(*v);
+        }
+    }
+
+    /// [`outer_sums`] of every tile: `out` holds the tiles one after another,
+    /// `b` their rows' values (`[tile][row]`, row stride `st`), of which rows
+    /// `0..used` count.
+    #[inline(always)]
+    fn outer_sums_tiles(out: &mut [f64], a: &[f64], st: usize, b: &[[f64; TILE]], used: usize) {
+        outer_sums_from::<Self::A>(out, a, st, b, used, 0);
+    }
+}
+
+impl Kernels for Plain {
+    type A = Plain;
+}
+
+impl Kernels for Fused {
+    type A = Fused;
+}
+
+/// The AVX-512 kernels of [`avx512`] where the CPU has AVX-512 F (the portable
+/// ones elsewhere), with fused multiply-adds.
+#[cfg(target_arch = "x86_64")]
+struct Avx512;
+
+#[cfg(target_arch = "x86_64")]
+impl Kernels for Avx512 {
+    type A = Fused;
+
+    #[inline(always)]
+    fn tile_sums_16<const TANH: bool>(start: [f64; TILE], w: &[f64], x: &[f64], st: usize, r0: usize, out: &mut [f64]) {
+        if avx512::available() {
+            // SAFETY: the CPU has AVX-512 F, checked just above.
+            unsafe { avx512::tile_sums_16::<TANH>(start, w, x, st, r0, out) }
+        } else {
+            Fused::tile_sums_16::<TANH>(start, w, x, st, r0, out);
+        }
+    }
+
+    #[inline(always)]
+    fn tanh_slice(t: &mut [f64]) {
+        if avx512::available() {
+            // SAFETY: as above.
+            unsafe { avx512::tanh_slice(t) }
+        } else {
+            Fused::tanh_slice(t);
+        }
+    }
+
+    #[inline(always)]
+    fn outer_sums_tiles(out: &mut [f64], a: &[f64], st: usize, b: &[[f64; TILE]], used: usize) {
+        // SAFETY: as above.
+        let done = if avx512::available() { unsafe { avx512::outer_sums(out, a, st, b, used) } } else { 0 };
+        outer_sums_from::<Fused>(out, a, st, b, used, done);
+    }
+}
+
+/// [`Kernels::outer_sums_tiles`] from tile `first` on, tile by tile.
+#[inline(always)]
+fn outer_sums_from<A: Arith>(out: &mut [f64], a: &[f64], st: usize, b: &[[f64; TILE]], used: usize, first: usize) {
+    let tiles = b.len() / st;
+    // By index, not `chunks_exact`: a tile of `V` has no values without features.
+    let size = out.len() / tiles.max(1);
+    for u in first..tiles {
+        outer_sums::<A>(&mut out[u * size..(u + 1) * size], a, st, &b[u * st..u * st + used]);
+    }
+}
+
 /// Runs a kernel compiled for AVX2 + FMA with fused multiply-adds when
 /// [`fused_arithmetic`] says so, else compiled for the baseline target with
 /// separate multiplies and adds. Each build is the same Rust code, so all CPUs
@@ -1195,15 +1385,17 @@ macro_rules! dispatch {
     ($generic:ident, ($($arg:ident: $ty:ty),*) -> $ret:ty) => {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn fused($($arg: $ty),*) -> $ret {
-            $generic::<Fused>($($arg),*)
+        unsafe fn fused<K: Kernels<A = Fused>>($($arg: $ty),*) -> $ret {
+            $generic::<K>($($arg),*)
         }
 
         fn dispatched($($arg: $ty),*) -> $ret {
             #[cfg(target_arch = "x86_64")]
             if fused_arithmetic() {
                 // SAFETY: the CPU supports AVX2 and FMA, checked just above.
-                return unsafe { fused($($arg),*) };
+                return unsafe {
+                    if avx512::available() { fused::<Avx512>($($arg),*) } else { fused::<Fused>($($arg),*) }
+                };
             }
             #[cfg(target_arch = "aarch64")]
             return $generic::<Fused>($($arg),*);
@@ -1214,35 +1406,48 @@ macro_rules! dispatch {
 }
 
 /// Writes into `grad` (packed) the gradient of `scale · Σ_{k∈rows} w_k ℓ_k`
-/// (`rows` at most `b.stride`).
+/// (`rows` at most `b.stride`), prefetching the rows `ahead` meanwhile.
 fn gradient_rows(
     net: &Net<'_>,
     problem: &Problem<'_>,
     rows: &[usize],
+    ahead: &[usize],
     scale: f64,
     b: &mut Rows,
     grad: &mut NetMut<'_>,
 ) {
-    dispatch!(gradient_kernel, (net: &Net<'_>, problem: &Problem<'_>, rows: &[usize], scale: f64, b: &mut Rows, grad: &mut NetMut<'_>) -> ());
-    dispatched(net, problem, rows, scale, b, grad)
+    dispatch!(gradient_kernel, (net: &Net<'_>, problem: &Problem<'_>, rows: &[usize], ahead: &[usize], scale: f64, b: &mut Rows, grad: &mut NetMut<'_>) -> ());
+    dispatched(net, problem, rows, ahead, scale, b, grad)
 }
 
 /// [`gradient_rows`] in the arithmetic `A`.
 #[inline(always)]
-fn gradient_kernel<A: Arith>(
+fn gradient_kernel<K: Kernels>(
     net: &Net<'_>,
     problem: &Problem<'_>,
     rows: &[usize],
+    ahead: &[usize],
     scale: f64,
     b: &mut Rows,
     grad: &mut NetMut<'_>,
 ) {
     let used = b.gather(problem.features(), rows.iter().copied());
-    net.forward::<A>(b, used);
+    // The rows ahead: their pages looked up all at once (the lookups overlap),
+    // then their lines spread over the forward pass (all at once, they held
+    // up the loop that issued them until the memory answered).
+    for &k in ahead {
+        problem.prefetch_row_start(k);
+    }
+    let n = ahead.len();
+    net.forward::<K>(b, used, |step, steps| {
+        for &k in &ahead[step * n / steps..(step + 1) * n / steps] {
+            problem.prefetch_row_rest(k);
+        }
+    });
     for (n, block) in rows.chunks(BLOCK).enumerate() {
         b.block_losses::<true>(problem, n * BLOCK, block.iter().copied(), scale);
     }
-    net.backward::<A>(b, used, grad);
+    net.backward::<K>(b, used, grad);
 }
 
 /// The rows `start..end` of `features` through the network, [`EVAL_ROWS`] at
@@ -1258,7 +1463,7 @@ fn evaluate_rows(
     scores: Option<&mut [f64]>,
 ) -> f64 {
     #[inline(always)]
-    fn generic<A: Arith>(
+    fn generic<K: Kernels>(
         net: &Net<'_>,
         features: Features<'_>,
         problem: Option<&Problem<'_>>,
@@ -1271,7 +1476,7 @@ fn evaluate_rows(
         for k0 in (start..end).step_by(st) {
             let k1 = (k0 + st).min(end);
             let used = b.gather(features, k0..k1);
-            net.forward::<A>(b, used);
+            net.forward::<K>(b, used, |_, _| ());
             if let Some(out) = scores.as_deref_mut() {
                 for (r, row) in out[(k0 - start) * c..(k1 - start) * c].chunks_exact_mut(c).enumerate() {
                     for (v, s) in row.iter_mut().zip(b.s.chunks_exact(st)) {
@@ -1295,6 +1500,29 @@ fn evaluate_rows(
     dispatched(net, features, problem, (start, end), b, scores)
 }
 
+/// `1.5·2⁵²`: adding it rounds to an integer held in the low mantissa bits.
+const ROUND: f64 = 6_755_399_441_055_744.0;
+/// `ln 2` in two parts: `k · LN2_HI` is exact for the `k` of [`tanh`].
+const LN2_HI: f64 = 6.931_471_803_691_238e-1;
+const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
+/// `tanh` of larger magnitudes rounds to ±1.
+const TANH_CLAMP: f64 = 20.0;
+/// `1/n!` for `n = 13` down to 2: [`tanh`]'s Taylor series of `exp`.
+const INV_FACTORIAL: [f64; 12] = [
+    1.0 / 6_227_020_800.0,
+    1.0 / 479_001_600.0,
+    1.0 / 39_916_800.0,
+    1.0 / 3_628_800.0,
+    1.0 / 362_880.0,
+    1.0 / 40_320.0,
+    1.0 / 5_040.0,
+    1.0 / 720.0,
+    1.0 / 120.0,
+    1.0 / 24.0,
+    1.0 / 6.0,
+    0.5,
+];
+
 /// `tanh x` to an absolute error below `4·10⁻¹⁶`, branch-free so that a loop over
 /// the hidden units vectorises; `libm`'s `tanh` dominated the fit's time on
 /// low-dimensional inputs.
@@ -1306,25 +1534,7 @@ fn evaluate_rows(
 /// Taylor series to degree 13 (truncation error `< 10⁻¹⁷` for `|r| ≤ ln 2 / 2`).
 #[inline(always)]
 fn tanh<A: Arith>(x: f64) -> f64 {
-    const ROUND: f64 = 6_755_399_441_055_744.0;
-    const LN2_HI: f64 = 6.931_471_803_691_238e-1;
-    const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
-    // 1/n! for n = 13 down to 2.
-    const INV_FACTORIAL: [f64; 12] = [
-        1.0 / 6_227_020_800.0,
-        1.0 / 479_001_600.0,
-        1.0 / 39_916_800.0,
-        1.0 / 3_628_800.0,
-        1.0 / 362_880.0,
-        1.0 / 40_320.0,
-        1.0 / 5_040.0,
-        1.0 / 720.0,
-        1.0 / 120.0,
-        1.0 / 24.0,
-        1.0 / 6.0,
-        0.5,
-    ];
-    let y = -2.0 * x.abs().min(20.0);
+    let y = -2.0 * x.abs().min(TANH_CLAMP);
     let z = A::madd(y, std::f64::consts::LOG2_E, ROUND);
     let k = z - ROUND;
     let r = (y - k * LN2_HI) - k * LN2_LO;
@@ -1373,22 +1583,29 @@ impl Sgd {
 
     /// Writes into `self.grads[..packed_len]` the gradient of
     /// `scale · Σ_{k∈rows} w_k ℓ_k` at the packed parameters `q`; the chunks'
-    /// gradients are summed in chunk order.
-    fn gradient(&mut self, q: &[f64], problem: &Problem<'_>, rows: &[usize], scale: f64) {
+    /// gradients are summed in chunk order. The rows `ahead` (the next
+    /// minibatch) are prefetched meanwhile, each chunk an equal share.
+    fn gradient(&mut self, q: &[f64], problem: &Problem<'_>, rows: &[usize], ahead: &[usize], scale: f64) {
         let layout = self.layout;
         let len = layout.packed_len();
         let net = layout.net(q);
         let chunks = rows.len().div_ceil(self.chunk_rows);
-        let work = |(grad, (block, rows)): (&mut [f64], (&mut Rows, &[usize]))| {
+        let share = ahead.len().div_ceil(chunks.max(1)).max(1);
+        let work = |c: usize, grad: &mut [f64], block: &mut Rows, rows: &[usize]| {
             grad.fill(0.0);
-            gradient_rows(&net, problem, rows, scale, block, &mut layout.net_mut(grad));
+            let ahead = ahead.get(c * share..ahead.len().min((c + 1) * share)).unwrap_or_default();
+            gradient_rows(&net, problem, rows, ahead, scale, block, &mut layout.net_mut(grad));
         };
         let grads = &mut self.grads[..chunks * len];
         let blocks = &mut self.blocks[..chunks];
         if chunks == 1 {
-            work((grads, (&mut blocks[0], rows)));
+            work(0, grads, &mut blocks[0], rows);
         } else {
-            grads.par_chunks_mut(len).zip(blocks.par_iter_mut().zip(rows.par_chunks(self.chunk_rows))).for_each(work);
+            grads
+                .par_chunks_mut(len)
+                .zip(blocks.par_iter_mut().zip(rows.par_chunks(self.chunk_rows)))
+                .enumerate()
+                .for_each(|(c, (grad, (block, rows)))| work(c, grad, block, rows));
             let (total, rest) = grads.split_at_mut(len);
             for part in rest.chunks_exact(len) {
                 for (t, p) in total.iter_mut().zip(part) {
@@ -1399,13 +1616,21 @@ impl Sgd {
     }
 
     /// One momentum step on the minibatch `rows` (module docs).
-    fn step(&mut self, q: &mut [f64], problem: &Problem<'_>, rows: &[usize], step_size: f64, momentum: f64) {
+    fn step(
+        &mut self,
+        q: &mut [f64],
+        problem: &Problem<'_>,
+        rows: &[usize],
+        ahead: &[usize],
+        step: f64,
+        momentum: f64,
+    ) {
         let scale = self.inv_mean_weight / rows.len() as f64;
-        self.gradient(q, problem, rows, scale);
+        self.gradient(q, problem, rows, ahead, scale);
         let len = self.layout.packed_len();
         for ((p, s), &g) in q.iter_mut().zip(&mut self.velocity).zip(&self.grads[..len]) {
             *s = momentum * *s + (1.0 - momentum) * g;
-            *p -= step_size * *s;
+            *p -= step * *s;
         }
     }
 }
@@ -1497,7 +1722,7 @@ mod tests {
         // Several chunks of 3 rows (each a short, padded block), to exercise the reduction.
         let mut sgd = Sgd::with_chunk_rows(layout, data.rows, &problem, 3);
         let rows: Vec<usize> = (0..data.rows).collect();
-        sgd.gradient(&layout.pack(&params), &problem, &rows, 1.0);
+        sgd.gradient(&layout.pack(&params), &problem, &rows, &[], 1.0);
         let packed = &sgd.grads[..layout.packed_len()];
         let analytic = layout.unpack(packed);
         // The padding hidden units receive no gradient.
@@ -1632,7 +1857,8 @@ mod tests {
                 let mut order: Vec<usize> = (0..rows).collect();
                 order.shuffle(&mut rng);
                 let mut sgd = Sgd::with_chunk_rows(layout, rows, &problem, chunk_rows);
-                sgd.gradient(&layout.pack(&params), &problem, &order, 0.37);
+                // Prefetching rows (some of them its own) changes nothing.
+                sgd.gradient(&layout.pack(&params), &problem, &order, &order[rows / 3..], 0.37);
                 let kernel = layout.unpack(&sgd.grads[..layout.packed_len()]);
                 let plain = if fused_arithmetic() {
                     plain_gradient::<Fused>(layout, &params, &problem, &order, chunk_rows, 0.37)
@@ -1642,8 +1868,8 @@ mod tests {
                 for (i, (k, p)) in kernel.iter().zip(&plain).enumerate() {
                     assert_eq!(k.to_bits(), p.to_bits(), "{dim}×{hidden}×{classes}, parameter {i}: {k} vs {p}");
                 }
-                // Both arithmetics' kernels, whichever the CPU runs (one chunk of all rows).
-                fn one_chunk<A: Arith>(
+                // Every build of the kernels, whichever the CPU runs (one chunk of all rows).
+                fn one_chunk<K: Kernels>(
                     layout: Layout,
                     p: &[f64],
                     problem: &Problem<'_>,
@@ -1652,24 +1878,73 @@ mod tests {
                     let mut block = Rows::new(layout, order.len());
                     let mut grad = vec![0.0; layout.packed_len()];
                     let (q, scale) = (layout.pack(p), 0.37);
-                    gradient_kernel::<A>(
+                    gradient_kernel::<K>(
                         &layout.net(&q),
                         problem,
                         order,
+                        &[],
                         scale,
                         &mut block,
                         &mut layout.net_mut(&mut grad),
                     );
-                    [layout.unpack(&grad), plain_gradient::<A>(layout, p, problem, order, order.len(), scale)]
+                    [layout.unpack(&grad), plain_gradient::<K::A>(layout, p, problem, order, order.len(), scale)]
                 }
-                for (fused, [kernel, plain]) in [
-                    (false, one_chunk::<Plain>(layout, &params, &problem, &order)),
-                    (true, one_chunk::<Fused>(layout, &params, &problem, &order)),
-                ] {
+                let mut builds = vec![
+                    ("plain", one_chunk::<Plain>(layout, &params, &problem, &order)),
+                    ("fused", one_chunk::<Fused>(layout, &params, &problem, &order)),
+                ];
+                #[cfg(target_arch = "x86_64")]
+                if avx512::available() {
+                    builds.push(("avx512", one_chunk::<Avx512>(layout, &params, &problem, &order)));
+                }
+                for (build, [kernel, plain]) in builds {
                     for (i, (k, p)) in kernel.iter().zip(&plain).enumerate() {
-                        assert_eq!(k.to_bits(), p.to_bits(), "fused {fused}, {dim}×{hidden}×{classes}, parameter {i}");
+                        assert_eq!(k.to_bits(), p.to_bits(), "{build}, {dim}×{hidden}×{classes}, parameter {i}");
                     }
                 }
+            }
+        }
+    }
+
+    /// The AVX-512 `tanh` gives the portable one's bits on every kind of value
+    /// (NaN, ±∞, ±0, subnormals, beyond the clamp, the rounding edges) and
+    /// every length of a slice's masked remainder; the products are checked
+    /// by `mlp_gradient_is_the_plain_arithmetic_bit_for_bit`.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn mlp_wide_kernels_are_the_portable_ones_bit_for_bit() {
+        if !avx512::available() {
+            eprintln!("no AVX-512 F on this CPU: nothing to compare");
+            return;
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut values = vec![
+            f64::NAN,
+            -f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.0,
+            -0.0,
+            f64::MIN_POSITIVE / 8.0,
+            -f64::MIN_POSITIVE,
+            1e-300,
+            TANH_CLAMP,
+            -TANH_CLAMP,
+            TANH_CLAMP.next_up(),
+            19.06,
+            0.5 * std::f64::consts::LN_2,
+            f64::MAX,
+        ];
+        for _ in 0..4000 {
+            let scale: f64 = [1e-8, 0.1, 1.0, 4.0, 30.0][rng.random_range(0..5)];
+            values.push(rng.random_range(-1.0..1.0) * scale);
+        }
+        for len in [0, 1, 7, 8, 9, 15, 16, 23, values.len()] {
+            let mut wide = values[..len].to_vec();
+            Avx512::tanh_slice(&mut wide);
+            for (&x, w) in values.iter().zip(&wide) {
+                let portable = tanh::<Fused>(x);
+                assert_eq!(w.to_bits(), portable.to_bits(), "tanh({x:e}): {w:e} vs {portable:e} (length {len})");
             }
         }
     }

@@ -296,14 +296,20 @@ impl<'a> Problem<'a> {
         }
     }
 
-    /// Asks the CPU to start loading row `k`'s features, bias (when stored),
-    /// label and weight into its (level-2) cache, for kernels that visit rows
-    /// in a random order: issued while the rows before are computed, the
-    /// loads are not waited for. A hint only (no effect on any result;
-    /// nothing on targets other than x86-64).
+    /// Asks the CPU to start loading the first line of row `k`'s features and
+    /// its bias (when stored), label and weight into its (level-2) cache, for
+    /// kernels that visit rows in a random order; [`Problem::prefetch_row_rest`]
+    /// asks for the rest of its features. A hint only (no effect on any
+    /// result; nothing on targets other than x86-64).
+    ///
+    /// Each of these first lines has the CPU look up its page, which is slow
+    /// for rows spread over a large memory and holds up the prefetch until it
+    /// is done; so a kernel issues them for many rows at once (the lookups
+    /// overlap), and the rest spread over its work (all at once, they held
+    /// up the kernel until the memory answered).
     #[inline(always)]
-    pub(crate) fn prefetch_row(&self, k: usize) {
-        prefetch(self.features.row(k));
+    pub(crate) fn prefetch_row_start(&self, k: usize) {
+        prefetch(self.features.row(k).get(..1).unwrap_or_default());
         if let Bias::Dense(b) = self.bias {
             prefetch(&b[k * self.classes..(k + 1) * self.classes]);
         }
@@ -311,6 +317,12 @@ impl<'a> Problem<'a> {
         if let Some(w) = self.weights {
             prefetch(std::slice::from_ref(&w[k]));
         }
+    }
+
+    /// The rest of row `k`'s features after [`Problem::prefetch_row_start`].
+    #[inline(always)]
+    pub(crate) fn prefetch_row_rest(&self, k: usize) {
+        prefetch(self.features.row(k).get(1..).unwrap_or_default());
     }
 
     /// Weight `w_k` (1 when no weights were given).
