@@ -68,6 +68,13 @@ impl<'a> Features<'a> {
         &self.data[k * self.dim..(k + 1) * self.dim]
     }
 
+    /// [`Problem::prefetch_row_start`] and [`Problem::prefetch_row_rest`] of
+    /// the features alone: asks the CPU to start loading row `k` (a hint only).
+    #[inline(always)]
+    pub(crate) fn prefetch_row(&self, k: usize) {
+        prefetch(self.row(k));
+    }
+
     /// The whole row-major buffer.
     pub fn as_slice(&self) -> &'a [f64] {
         self.data
