@@ -113,9 +113,6 @@
 //! same kind; a CPU without FMA gives a model that differs in the last bits.
 
 use fastmath::{Arith, Fused, Plain};
-
-#[cfg(target_arch = "x86_64")]
-mod avx512;
 use rand::seq::SliceRandom;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -127,6 +124,9 @@ use crate::{
     Features, FitContext, FitLosses, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer,
     decode, downcast_warm, problem::row_losses,
 };
+
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 
 /// Registry name of [`MlpModel`].
 pub const KIND: &str = "mlp";
@@ -1076,9 +1076,10 @@ impl Net<'_> {
     }
 
     /// Forward pass of rows `0..used` (whole blocks): `t = tanh(V φ + c)`,
-    /// `s = W t + a`, two blocks at a time, then a last block. Each row is
-    /// computed by the same sequence of operations whatever the other rows
-    /// hold, so a row's scores do not depend on the rows beside it.
+    /// `s = W t + a`, 16 rows (four blocks) at a time, then a pair of blocks
+    /// and a last block. Each row is computed by the same sequence of
+    /// operations whatever the other rows hold, so a row's scores do not
+    /// depend on the rows beside it.
     ///
     /// Groups of 16 rows take their hidden units' `tanh` while the sums are
     /// in registers; the rows after them, in a pass of their own. The caller's
