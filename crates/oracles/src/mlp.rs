@@ -1244,7 +1244,7 @@ impl Net<'_> {
         // ∂ℓ/∂W: the tiled classes through their rows, the others one by one.
         let (gw_tiled, gw_single) = grad.w.split_at_mut(self.tiled * hp);
         let (g_tiled, g_single) = b.g.split_at(self.tiled * st);
-        rows_of_tiles(g_tiled, st, used, &mut b.g_rows);
+        K::rows_of_tiles(g_tiled, st, used, &mut b.g_rows);
         K::outer_sums_tiles(gw_tiled, &b.t, st, &b.g_rows, used);
         for (gwy, gy) in gw_single.chunks_exact_mut(hp).zip(g_single.chunks_exact(st)) {
             for (gwj, tj) in gwy.iter_mut().zip(b.t.chunks_exact(st)) {
@@ -1258,7 +1258,7 @@ impl Net<'_> {
                 *cj += block.iter().sum::<f64>();
             }
         }
-        rows_of_tiles(&b.dz, st, used, &mut b.dz_rows);
+        K::rows_of_tiles(&b.dz, st, used, &mut b.dz_rows);
         K::outer_sums_tiles(grad.v, &b.x, st, &b.dz_rows, used);
     }
 }
@@ -1313,9 +1313,16 @@ trait Kernels {
         }
     }
 
+    /// The rows of the tiles of `src` as [`Kernels::outer_sums_tiles`] takes
+    /// them ([`rows_of_tiles`]).
+    #[inline(always)]
+    fn rows_of_tiles(src: &[f64], st: usize, used: usize, dst: &mut [[f64; TILE]]) {
+        rows_of_tiles(src, st, used, dst);
+    }
+
     /// [`outer_sums`] of every tile: `out` holds the tiles one after another,
-    /// `b` their rows' values (`[tile][row]`, row stride `st`), of which rows
-    /// `0..used` count.
+    /// `b` their rows' values as [`Kernels::rows_of_tiles`] wrote them (row
+    /// stride `st`), of which rows `0..used` count.
     #[inline(always)]
     fn outer_sums_tiles(out: &mut [f64], a: &[f64], st: usize, b: &[[f64; TILE]], used: usize) {
         outer_sums_from::<Self::A>(out, a, st, b, used, 0);
@@ -1359,6 +1366,19 @@ impl Kernels for Avx512 {
         }
     }
 
+    #[inline(always)]
+    fn rows_of_tiles(src: &[f64], st: usize, used: usize, dst: &mut [[f64; TILE]]) {
+        if avx512::available() {
+            // SAFETY: as above.
+            unsafe { avx512::rows_of_pairs(src, st, used, dst) }
+        } else {
+            rows_of_tiles(src, st, used, dst);
+        }
+    }
+
+    /// The pairs of tiles that [`avx512::rows_of_pairs`] wrote together go to
+    /// [`avx512::outer_sums`], a last odd tile (written as [`rows_of_tiles`]
+    /// does) to the portable kernel.
     #[inline(always)]
     fn outer_sums_tiles(out: &mut [f64], a: &[f64], st: usize, b: &[[f64; TILE]], used: usize) {
         // SAFETY: as above.

@@ -113,48 +113,75 @@ pub(super) fn tile_sums_16<const TANH: bool>(
 /// Rows of `out` whose sums one pass of [`outer_sums`] holds in registers.
 const M: usize = 8;
 
+/// The rows `0..used` of the `TILE`-row tiles of the value-major `src`, as
+/// `super::rows_of_tiles` writes them but pairs of tiles `(2p, 2p + 1)` row
+/// by row together: row `r` of pair `p` is the entries `2p · st + 2r` (tile
+/// `2p`) and `2p · st + 2r + 1` (tile `2p + 1`), eight contiguous values for
+/// [`outer_sums`]. A last odd tile is written as `super::rows_of_tiles` does.
+#[target_feature(enable = "avx512f")]
+pub(super) fn rows_of_pairs(src: &[f64], st: usize, used: usize, dst: &mut [[f64; TILE]]) {
+    let tiles = dst.len() / st;
+    for p in 0..tiles / 2 {
+        let pair = &src[2 * p * TILE * st..(2 * p + 2) * TILE * st];
+        let out = &mut dst[2 * p * st..2 * p * st + 2 * used];
+        for (r, o) in out.chunks_exact_mut(2).enumerate() {
+            for (k, v) in o.as_flattened_mut().iter_mut().enumerate() {
+                *v = pair[k * st + r];
+            }
+        }
+    }
+    if tiles % 2 == 1 {
+        let t = tiles - 1;
+        super::rows_of_tiles(&src[t * TILE * st..(t + 1) * TILE * st], st, used, &mut dst[t * st..(t + 1) * st]);
+    }
+}
+
 /// `super::outer_sums` for every tile at once: `out` holds the tiles one after
-/// another (`n` rows of [`TILE`] values each), `b` their rows' values (`[tile][row]`,
-/// row stride `st`), `a` the `n` value-major rows; `out[u][m][k] += a[m][r] ·
-/// b[u][r][k]` for `r = 0..used` in turn. Tiles are taken four at a time (one
-/// register per pair of tiles' `TILE` values), then two; a last odd tile is
-/// left to the caller, whose count of tiles done this returns.
+/// another (`n` rows of [`TILE`] values each), `b` their rows' values as
+/// [`rows_of_pairs`] writes them (row stride `st`), `a` the `n` value-major
+/// rows; `out[u][m][k] += a[m][r] · b[u][r][k]` for `r = 0..used` in turn.
+/// Tiles are taken four at a time (one register per pair of tiles' `TILE`
+/// values), then two; a last odd tile is left to the caller, whose count of
+/// tiles done this returns.
 #[target_feature(enable = "avx512f")]
 pub(super) fn outer_sums(out: &mut [f64], a: &[f64], st: usize, b: &[[f64; TILE]], used: usize) -> usize {
     let tiles = b.len() / st;
     let n = out.len() / (tiles * TILE).max(1);
     assert!(out.len() == n * tiles * TILE && a.len() >= n * st && used <= st, "outer_sums: inconsistent sizes");
+    let mut o = Outer { out, a, st, b, n, used };
     let mut u = 0;
     while u + 4 <= tiles {
-        outer_rows::<2>(out, a, st, b, u, n, used);
+        outer_rows::<2>(&mut o, u);
         u += 4;
     }
     if u + 2 <= tiles {
-        outer_rows::<1>(out, a, st, b, u, n, used);
+        outer_rows::<1>(&mut o, u);
         u += 2;
     }
     u
+}
+
+/// The arguments of [`outer_sums`], and `n`, the rows of `out` per tile.
+struct Outer<'a> {
+    out: &'a mut [f64],
+    a: &'a [f64],
+    st: usize,
+    b: &'a [[f64; TILE]],
+    n: usize,
+    used: usize,
 }
 
 /// Tiles `u..u + 2P` of [`outer_sums`], [`M`] rows of `out` at a time, then
 /// the rest in one pass.
 #[inline]
 #[target_feature(enable = "avx512f")]
-fn outer_rows<const P: usize>(
-    out: &mut [f64],
-    a: &[f64],
-    st: usize,
-    b: &[[f64; TILE]],
-    u: usize,
-    n: usize,
-    used: usize,
-) {
+fn outer_rows<const P: usize>(o: &mut Outer<'_>, u: usize) {
     let mut m0 = 0;
-    while m0 + M <= n {
-        outer_block::<P, M>(out, a, st, b, u, n, m0, used);
+    while m0 + M <= o.n {
+        outer_block::<P, M>(o, u, m0);
         m0 += M;
     }
-    let block = match n - m0 {
+    let block = match o.n - m0 {
         1 => outer_block::<P, 1>,
         2 => outer_block::<P, 2>,
         3 => outer_block::<P, 3>,
@@ -164,7 +191,7 @@ fn outer_rows<const P: usize>(
         7 => outer_block::<P, 7>,
         _ => return,
     };
-    block(out, a, st, b, u, n, m0, used);
+    block(o, u, m0);
 }
 
 /// Rows `m0..m0 + R` of tiles `u..u + 2P` of [`outer_sums`]: the `R · P`
@@ -172,25 +199,15 @@ fn outer_rows<const P: usize>(
 /// all rows `r`.
 #[inline]
 #[target_feature(enable = "avx512f")]
-#[allow(clippy::too_many_arguments)]
-fn outer_block<const P: usize, const R: usize>(
-    out: &mut [f64],
-    a: &[f64],
-    st: usize,
-    b: &[[f64; TILE]],
-    u: usize,
-    n: usize,
-    m0: usize,
-    used: usize,
-) {
+fn outer_block<const P: usize, const R: usize>(o: &mut Outer<'_>, u: usize, m0: usize) {
+    let Outer { ref mut out, a, st, b, n, used } = *o;
     let tile = n * TILE;
-    // Two tiles' rows: `b[u + 2p]` and `b[u + 2p + 1]`.
-    let mut bt: [[&[[f64; TILE]]; 2]; P] = [[&[]; 2]; P];
+    // The rows of tiles `u + 2p` and `u + 2p + 1` ([`rows_of_pairs`]): two
+    // entries per row.
+    let mut bt: [&[[f64; TILE]]; P] = [&[]; P];
     for (p, bp) in bt.iter_mut().enumerate() {
-        for (h, bh) in bp.iter_mut().enumerate() {
-            let t = u + 2 * p + h;
-            *bh = &b[t * st..t * st + used];
-        }
+        let t = u + 2 * p;
+        *bp = &b[t * st..t * st + 2 * used];
     }
     let mut rows: [&[f64]; R] = [&[]; R];
     for (m, row) in rows.iter_mut().enumerate() {
@@ -213,9 +230,9 @@ fn outer_block<const P: usize, const R: usize>(
     for r in 0..used {
         let mut bv = [_mm512_setzero_pd(); P];
         for p in 0..P {
-            // SAFETY: each of the two is four values.
-            let (lo, hi) = unsafe { (_mm256_loadu_pd(bt[p][0][r].as_ptr()), _mm256_loadu_pd(bt[p][1][r].as_ptr())) };
-            bv[p] = _mm512_insertf64x4::<1>(_mm512_castpd256_pd512(lo), hi);
+            let row: &[[f64; TILE]; 2] = bt[p][2 * r..2 * r + 2].try_into().expect("a row of two tiles");
+            // SAFETY: `row` is eight values, contiguous.
+            bv[p] = unsafe { _mm512_loadu_pd(row.as_ptr().cast::<f64>()) };
         }
         for m in 0..R {
             let av = _mm512_set1_pd(rows[m][r]);
