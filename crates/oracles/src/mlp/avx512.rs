@@ -1,7 +1,8 @@
 //! The MLP's heaviest loops on AVX-512 registers (eight rows or eight weights
 //! per register instead of four): the forward products of 16 rows
 //! ([`tile_sums_16`]), the backward pass's outer-product sums over pairs or
-//! quadruples of tiles ([`outer_sums`]) and `tanh` ([`tanh_slice`]). Each
+//! quadruples of tiles ([`outer_sums`], reading the rows of pairs of tiles
+//! that [`rows_of_pairs`] writes together) and `tanh` ([`tanh_slice`]). Each
 //! computes every value by the same operations, in the same order, as the
 //! portable kernels of `mlp.rs` with fused multiply-adds, so it gives the same
 //! bits (tests `mlp_gradient_is_the_plain_arithmetic_bit_for_bit` and
