@@ -116,6 +116,26 @@ impl FixedModel {
     }
 }
 
+impl FixedOracle {
+    /// The model this oracle's fit returns for inputs of dimension `dim` and
+    /// `classes` classes, without data (the table is the function; a learner
+    /// that does not fit, such as the perceptrons, takes it from here).
+    ///
+    /// ```
+    /// use oracles::fixed::FixedOracle;
+    /// let oracle = FixedOracle { table: vec![0.5, 0.0], forbidden: vec![0] };
+    /// assert_eq!(oracle.model(3, 2).unwrap().scores(), vec![f64::NEG_INFINITY, 0.0]);
+    /// assert!(oracle.model(3, 4).is_err()); // a table of 2 classes for 4
+    /// ```
+    pub fn model(&self, dim: usize, classes: usize) -> Result<FixedModel, OracleError> {
+        self.validate()?;
+        if classes != self.table.len() {
+            return Err(OracleError::ModelMismatch { model_dim: dim, model_classes: self.table.len(), dim, classes });
+        }
+        FixedModel::new(dim, self.table.clone(), self.forbidden.clone())
+    }
+}
+
 impl Oracle for FixedOracle {
     fn kind(&self) -> &str {
         KIND
@@ -131,20 +151,12 @@ impl Oracle for FixedOracle {
         _warm: Option<&dyn Model>,
         _ctx: FitContext,
     ) -> Result<Box<dyn Model>, OracleError> {
-        self.validate()?;
-        if problem.classes() != self.table.len() {
-            return Err(OracleError::ModelMismatch {
-                model_dim: problem.dim(),
-                model_classes: self.table.len(),
-                dim: problem.dim(),
-                classes: problem.classes(),
-            });
-        }
+        let model = self.model(problem.dim(), problem.classes())?;
         // A forbidden class that is some row's label makes the loss infinite.
         if let Some(row) = problem.labels().iter().position(|l| self.forbidden.contains(l)) {
             return Err(OracleError::ForbiddenLabel { row, label: problem.labels()[row] });
         }
-        Ok(Box::new(FixedModel::new(problem.dim(), self.table.clone(), self.forbidden.clone())?))
+        Ok(Box::new(model))
     }
 }
 

@@ -169,21 +169,11 @@ impl<'a> Perceptron<'a> {
                 "linear" => TypeModel::Learned(vec![0.0; ft.classes * ft.dim]),
                 "zero" => TypeModel::Fixed(Box::new(oracles::zero::ZeroModel { dim: ft.dim, classes: ft.classes })),
                 FIXED_KIND => {
-                    // A fixed oracle ignores the problem but its shape: fit it on one dummy row,
-                    // labelled with a class the table allows (a forbidden label is refused).
+                    // The table is the function: its model, without fitting it to data.
                     // (`oracle_from_json` has read this specification already, so this cannot fail.)
-                    let forbidden = serde_json::from_value::<oracles::fixed::FixedOracle>(spec.clone())
-                        .map_err(|e| LearnError::Config(format!("oracle of factor type `{name}`: {e}")))?
-                        .forbidden;
-                    let label = [(0..ft.classes).find(|l| !forbidden.contains(l)).unwrap_or(0)];
-                    let x = vec![0.0; ft.dim];
-                    let bias = vec![0.0; ft.classes];
-                    let features = oracles::Features::new(&x, 1, ft.dim).map_err(|e| oracle_err(ft, e))?;
-                    let problem = oracles::Problem::new(features, &label, &bias, ft.classes, None)
-                        .map_err(|e| oracle_err(ft, e))?;
-                    TypeModel::Fixed(
-                        oracle.fit(&problem, None, oracles::FitContext { seed: 0 }).map_err(|e| oracle_err(ft, e))?,
-                    )
+                    let fixed = serde_json::from_value::<oracles::fixed::FixedOracle>(spec.clone())
+                        .map_err(|e| LearnError::Config(format!("oracle of factor type `{name}`: {e}")))?;
+                    TypeModel::Fixed(Box::new(fixed.model(ft.dim, ft.classes).map_err(|e| oracle_err(ft, e))?))
                 }
                 other => {
                     return Err(LearnError::Config(format!(
