@@ -4,7 +4,7 @@
 //! else (objective, θ refresh, bookkeeping), the process's CPU seconds (on a
 //! shared machine wall-clock time mostly measures the other processes; CPU
 //! seconds / threads is what the iteration takes on idle cores), and the peak
-//! resident memory. Figures and how they were taken: docs/BENCHMARKS.md.
+//! resident memory. Figures and how they were taken: docs/guide/performance.md.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;

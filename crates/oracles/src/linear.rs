@@ -48,7 +48,7 @@ const CHUNK_ROWS: usize = 4096;
 /// round of message passing, so a few quasi-Newton steps follow the optimum;
 /// running every call to convergence (up to 200 steps) spent most of a
 /// Stanford-scale learning iteration on fits that barely change the model
-/// (docs/BENCHMARKS.md).
+/// (docs/guide/performance.md).
 pub const DEFAULT_WARM_MAX_ITERATIONS: usize = 10;
 
 /// The linear oracle: batch L-BFGS on `J(W)` (module docs).

@@ -10,7 +10,7 @@
 //! independent binary stars can be updated together (`star::avx2::binary_pair`,
 //! `binary_quad`) and their chains overlap. On a grid in reading order it walks
 //! four rows at once, each a pixel or two behind the one above (fours are
-//! 7–13 % faster than pairs on a 100 × 100 grid; docs/BENCHMARKS.md).
+//! 7–13 % faster than pairs on a 100 × 100 grid; docs/guide/performance.md).
 
 use crate::problem::{InferenceProblem, StarKind};
 

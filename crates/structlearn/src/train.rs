@@ -134,7 +134,7 @@ pub const EPSILON_RANGE: (f64, f64) = (1e-6, 1e6);
 /// Default [`TrainConfig::message_passing_tolerance`]: a violation of `1e-6`
 /// changes the learning objective by far less than one fit does, and on the
 /// denoising and Stanford-shaped benchmarks most examples reach it within a
-/// few iterations once learning settles (docs/BENCHMARKS.md).
+/// few iterations once learning settles (docs/guide/performance.md).
 pub const DEFAULT_MESSAGE_PASSING_TOLERANCE: f64 = 1e-6;
 
 /// Settings of Algorithm 1. `Default` is docs/MATH.md §4: `ε = 0.1`, each learning
