@@ -234,6 +234,46 @@ pub trait Oracle: Send + Sync + Debug {
         false
     }
 
+    /// The same function class as an oracle that takes **one** gradient step
+    /// per call with the exact line minimiser instead of a full fit
+    /// (Hazan & Urtasun's learner, [`crate::step`]; docs/MATH.md §6.4), for
+    /// classes whose scores are linear in their parameters. `None` (the
+    /// default): the class has no such step.
+    ///
+    /// ```
+    /// use oracles::Oracle;
+    /// assert_eq!(oracles::linear::LinearOracle::default().gradient_step().unwrap().kind(), "linear");
+    /// assert!(oracles::boosting::BoostingOracle::default().gradient_step().is_none());
+    /// ```
+    fn gradient_step(&self) -> Option<Box<dyn Oracle>> {
+        None
+    }
+
+    /// For a class whose function is known without data (`zero`, `fixed`:
+    /// nothing to learn), that function for `dim` features and `classes`
+    /// classes. Learners that do not call oracles (the perceptrons) use it for
+    /// the factor types they do not learn. `None` (the default): the class
+    /// learns from data.
+    ///
+    /// ```
+    /// use oracles::Oracle;
+    /// let zero = oracles::zero::ZeroOracle.fixed_model(3, 2).unwrap().unwrap();
+    /// assert_eq!((zero.dim(), zero.classes()), (3, 2));
+    /// assert!(oracles::linear::LinearOracle::default().fixed_model(3, 2).is_none());
+    /// ```
+    fn fixed_model(&self, dim: usize, classes: usize) -> Option<Result<Box<dyn Model>, OracleError>> {
+        let _ = (dim, classes);
+        None
+    }
+
+    /// Whether the class is `g(φ, y) = (W φ)_y` with models of the `linear`
+    /// kind ([`crate::linear::LinearModel`], `W` of `classes × dim`, no other
+    /// parameters), so that a learner may update `W` itself (the
+    /// perceptrons). The default is `false`.
+    fn is_linear(&self) -> bool {
+        false
+    }
+
     /// [`Oracle::fit_with_losses`] given `scores`, the warm start's scores on
     /// the problem's rows (`rows × classes`, bit for bit what [`Model::score`]
     /// writes; zeros without a warm start). On success `scores` holds the

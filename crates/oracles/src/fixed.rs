@@ -141,6 +141,10 @@ impl Oracle for FixedOracle {
         KIND
     }
 
+    fn fixed_model(&self, dim: usize, classes: usize) -> Option<Result<Box<dyn Model>, OracleError>> {
+        Some(self.model(dim, classes).map(|m| Box::new(m) as Box<dyn Model>))
+    }
+
     fn validate(&self) -> Result<(), OracleError> {
         check_table(&self.table, &self.forbidden)
     }

@@ -264,6 +264,10 @@ impl Oracle for IndexedLinearOracle {
         KIND
     }
 
+    fn gradient_step(&self) -> Option<Box<dyn Oracle>> {
+        Some(Box::new(crate::step::GradientStepOracle::indexed(self)))
+    }
+
     fn validate(&self) -> Result<(), OracleError> {
         self.lbfgs.validate()?;
         if !(self.l2.is_finite() && self.l2 >= 0.0) {

@@ -226,6 +226,14 @@ impl Oracle for LinearOracle {
         KIND
     }
 
+    fn gradient_step(&self) -> Option<Box<dyn Oracle>> {
+        Some(Box::new(crate::step::GradientStepOracle::linear(self)))
+    }
+
+    fn is_linear(&self) -> bool {
+        true
+    }
+
     fn validate(&self) -> Result<(), OracleError> {
         self.lbfgs.validate()?;
         if self.warm_max_iterations == Some(0) {

@@ -332,12 +332,13 @@ pub enum StepClass {
 /// ```
 /// use oracles::step::GradientStepOracle;
 /// use oracles::{Features, FitContext, Oracle, Problem};
-/// let o = GradientStepOracle::for_oracle_of("linear", 0.0, 0).unwrap();
+/// let o = GradientStepOracle::linear(&oracles::linear::LinearOracle::default());
 /// let p = Problem::new(Features::new(&[1.0, -1.0], 2, 1).unwrap(), &[0, 1], &[0.0; 4], 2, None).unwrap();
 /// let one = o.fit(&p, None, FitContext { seed: 0 }).unwrap();
 /// let two = o.fit(&p, Some(one.as_ref()), FitContext { seed: 0 }).unwrap();
 /// assert!(oracles::model_loss(two.as_ref(), &p).unwrap() <= oracles::model_loss(one.as_ref(), &p).unwrap());
-/// assert!(GradientStepOracle::for_oracle_of("boosting", 0.0, 0).is_none());
+/// // Any oracle offers its step version, if it has one (`Oracle::gradient_step`).
+/// assert!(oracles::boosting::BoostingOracle::default().gradient_step().is_none());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct GradientStepOracle {
@@ -350,18 +351,6 @@ pub struct GradientStepOracle {
 }
 
 impl GradientStepOracle {
-    /// The step oracle for the class of a full-fit oracle: `linear` and
-    /// `indexed-linear` (keeping their `l2` and groups). `None` for any other
-    /// class, whose scores are not linear in its parameters.
-    pub fn for_oracle_of(kind: &str, l2: f64, groups: usize) -> Option<Self> {
-        let class = match kind {
-            crate::linear::KIND => StepClass::Linear,
-            crate::indexed::KIND => StepClass::IndexedLinear { groups },
-            _ => return None,
-        };
-        Some(Self { class, l2, max_line_search: 30 })
-    }
-
     /// The step oracle equivalent to a linear oracle.
     pub fn linear(oracle: &LinearOracle) -> Self {
         Self { class: StepClass::Linear, l2: oracle.l2, max_line_search: 30 }

@@ -42,6 +42,10 @@ impl Oracle for ZeroOracle {
         KIND
     }
 
+    fn fixed_model(&self, dim: usize, classes: usize) -> Option<Result<Box<dyn Model>, OracleError>> {
+        Some(Ok(Box::new(ZeroModel { dim, classes })))
+    }
+
     fn validate(&self) -> Result<(), OracleError> {
         Ok(())
     }

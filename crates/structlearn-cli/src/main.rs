@@ -728,6 +728,8 @@ fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
         eprintln!("warning: Ctrl-C will not stop training cleanly: {e}");
     }
     trainer.set_stop_flag(stop);
+    // Every finished learning iteration's model is on disk, also without --checkpoint.
+    trainer.save_model_to(&a.model);
     let outcome = match trainer.train() {
         Err(structlearn::LearnError::Interrupted { completed }) if completed > 0 => {
             // Keep the model of the last finished learning iteration (with

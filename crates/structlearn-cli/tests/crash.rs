@@ -1,12 +1,15 @@
 //! Crash safety: `structlearn train` killed with SIGKILL at random points and
 //! restarted with `--resume` loses at most the learning iteration in progress
-//! and ends with the model and curve of an uninterrupted run, bit for bit.
+//! and ends with the model and curve of an uninterrupted run, bit for bit —
+//! for Algorithm 1 and for the perceptrons, whose checkpoints, resume and
+//! model saving come from the shared run loop (`structlearn::Executor`).
 //!
 //! The default run kills it at 5 random points; `STRUCTLEARN_CRASH_KILLS=20`
 //! (or more) runs the acceptance version.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::Instant;
 
 use rand::{RngExt, SeedableRng};
@@ -18,17 +21,24 @@ struct Run {
     model: PathBuf,
     curve: PathBuf,
     checkpoint: PathBuf,
+    /// The learner, oracles and iterations.
+    args: Vec<String>,
 }
 
 impl Run {
-    fn new(dir: &Path) -> Self {
-        Self { model: dir.join("m.slm"), curve: dir.join("curve.csv"), checkpoint: dir.join("train.ckpt") }
+    fn new(dir: &Path, args: &[&str]) -> Self {
+        Self {
+            model: dir.join("m.slm"),
+            curve: dir.join("curve.csv"),
+            checkpoint: dir.join("train.ckpt"),
+            args: args.iter().map(|a| a.to_string()).collect(),
+        }
     }
 
     fn command(&self, data: &Path, resume: bool) -> Command {
         let mut c = Command::new(BIN);
-        c.args(["train", "--data", data.to_str().unwrap(), "--iterations", "8", "--seed", "5"])
-            .args(["--oracle", "unary=boosting", "--oracle", "pairwise=linear"])
+        c.args(["train", "--data", data.to_str().unwrap(), "--seed", "5"])
+            .args(&self.args)
             .arg("--model")
             .arg(&self.model)
             .arg("--curve")
@@ -70,19 +80,65 @@ impl Run {
 
 #[test]
 fn sigkill_at_random_points_then_resume_ends_bitwise_identical() {
+    let data = structlearn_fuzz::seeds::dataset(8, 5, 6, 4);
+    let args = ["--iterations", "8", "--oracle", "unary=boosting", "--oracle", "pairwise=linear"];
+    // fit + message passing for each of the two types
+    kill_and_resume(&data, &args, 4);
+}
+
+/// The local perceptron, one epoch per learning iteration, on data it cannot
+/// separate (so that it never stops early).
+#[test]
+fn the_local_perceptron_resumes_bitwise_after_sigkill() {
+    let args = ["--learner", "perceptron-local", "--iterations", "300", "--oracle", "unary=linear"];
+    kill_and_resume(&inseparable(12, 5, 6), &[&args[..], &["--oracle", "pairwise=linear"]].concat(), 1);
+}
+
+/// The structured perceptron (exact MAP by enumeration: small images).
+#[test]
+fn the_global_perceptron_resumes_bitwise_after_sigkill() {
+    let args = ["--learner", "perceptron-global", "--iterations", "150", "--oracle", "unary=linear"];
+    kill_and_resume(&inseparable(12, 2, 4), &[&args[..], &["--oracle", "pairwise=linear"]].concat(), 1);
+}
+
+/// Binary images whose features do not determine their labels.
+fn inseparable(count: usize, h: usize, w: usize) -> structlearn::Dataset {
+    use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let layout = factor_graph::GridLayout { height: h, width: w };
+    let graph = Arc::new(factor_graph::grid(h, w, 2).unwrap());
+    let examples = (0..count)
+        .map(|k| Example {
+            name: format!("noise{k}"),
+            graph: graph.clone(),
+            labels: Some((0..h * w).map(|_| rng.random_range(0..2)).collect()),
+            features: vec![
+                FeatureBlock { dim: 2, values: (0..h * w).flat_map(|_| [rng.random::<f64>(), 1.0]).collect() },
+                FeatureBlock { dim: 1, values: (0..layout.num_pairs()).map(|_| rng.random::<f64>()).collect() },
+            ],
+        })
+        .collect();
+    Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)], examples).unwrap()
+}
+
+/// Trains on `data` with `args` once uninterrupted and once killed with
+/// SIGKILL at random points and resumed each time (`steps` per learning
+/// iteration); the two must end with the same model and curve bits. The
+/// default run kills 5 times; `STRUCTLEARN_CRASH_KILLS` sets it.
+fn kill_and_resume(data: &structlearn::Dataset, args: &[&str], steps: usize) {
     let kills: usize = std::env::var("STRUCTLEARN_CRASH_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("train.sld");
-    structlearn_fuzz::seeds::dataset(8, 5, 6, 4).save(&data).unwrap();
+    let path = dir.path().join("train.sld");
+    data.save(&path).unwrap();
+    let data = path;
 
-    let reference = Run::new(&dir.path().join("reference").tap_mkdir());
+    let reference = Run::new(&dir.path().join("reference").tap_mkdir(), args);
     let t0 = Instant::now();
     let out = reference.command(&data, false).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let duration = t0.elapsed();
-    let steps = 4; // fit + message passing for each of the two types
 
-    let crashed = Run::new(&dir.path().join("crashed").tap_mkdir());
+    let crashed = Run::new(&dir.path().join("crashed").tap_mkdir(), args);
     let mut rng = ChaCha8Rng::seed_from_u64(14);
     let mut killed = 0;
     let mut attempts = 0;
@@ -137,7 +193,8 @@ fn sigkill_at_random_points_then_resume_ends_bitwise_identical() {
     assert_eq!(std::fs::read(&crashed.model).unwrap(), std::fs::read(&reference.model).unwrap(), "models differ");
     assert_eq!(crashed.curve_without_times(), reference.curve_without_times(), "curves differ");
     eprintln!(
-        "{killed} SIGKILLs in {attempts} runs; learning iterations lost per kill: {lost:?}; uninterrupted run {duration:?}"
+        "{args:?}: {killed} SIGKILLs in {attempts} runs; learning iterations lost per kill: {lost:?}; uninterrupted \
+         run {duration:?}"
     );
 }
 

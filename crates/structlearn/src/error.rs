@@ -163,6 +163,16 @@ pub enum LearnError {
     /// A factor type has no oracle, or an oracle names no type.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A setting is out of its allowed range ([`crate::TrainConfig::validate`]).
+    #[error("invalid setting `{name}` = {value}: must be {allowed}")]
+    InvalidSetting {
+        /// The setting (dotted for nested ones: `checkpoint.every`).
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What is allowed.
+        allowed: &'static str,
+    },
     /// The model and the data disagree (types, dimensions, classes).
     #[error("model does not match the data: {0}")]
     ModelMismatch(String),

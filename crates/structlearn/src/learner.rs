@@ -59,16 +59,14 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
-use oracles::ModelRegistry;
-use oracles::step::GradientStepOracle;
+use oracles::{ModelRegistry, Oracle};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::observer::{Observer, Record};
-use crate::oracle_config::{FIXED_KIND, oracle_from_json};
 use crate::perceptron::{Perceptron, PerceptronMode};
 use crate::train::{Step, TrainOutcome};
-use crate::{Dataset, LearnError, StructuredModel, TrainConfig, Trainer};
+use crate::{Algorithm1, Dataset, Executor, LearnError, OracleRegistry, StructuredModel, TrainConfig};
 
 /// The learners [`build_learner`] knows (module docs).
 ///
@@ -165,6 +163,9 @@ pub trait Learner<'a> {
     fn add_observer(&mut self, observer: Box<dyn Observer + Send + 'a>);
     /// A flag that, once set, stops training at the next iteration boundary.
     fn set_stop_flag(&mut self, stop: Arc<AtomicBool>);
+    /// Writes the model to this file (atomically) after every learning
+    /// iteration ([`Executor::save_model_to`]).
+    fn save_model_to(&mut self, path: &Path);
     /// Runs the remaining iterations and returns the model and all records.
     fn train(&mut self) -> Result<TrainOutcome, LearnError>;
     /// The current model.
@@ -182,99 +183,25 @@ pub trait Learner<'a> {
     fn resume_from(&mut self, path: &Path, registry: &ModelRegistry) -> Result<(), LearnError>;
 }
 
-/// Algorithm 1's [`Trainer`] running the schedule and oracles of one of the
-/// smoothed learners (`algorithm1`, `hazan-urtasun`, `piecewise`).
-///
-/// ```
-/// # use std::sync::Arc;
-/// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
-/// # let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
-/// # let ex = |y: Vec<usize>, a: f64, b: f64| Example {
-/// #     name: "tiny".into(),
-/// #     graph: graph.clone(),
-/// #     labels: Some(y),
-/// #     features: vec![
-/// #         FeatureBlock { dim: 2, values: vec![a, 1.0, b, 1.0] },
-/// #         FeatureBlock { dim: 1, values: vec![1.0] },
-/// #     ],
-/// # };
-/// # let types = vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)];
-/// # let data = Dataset::new(types, vec![ex(vec![0, 1], 0.1, 0.9), ex(vec![1, 1], 0.8, 0.7)]).unwrap();
-/// # let specs: Vec<_> = ["unary", "pairwise"].iter().map(|t| (t.to_string(), serde_json::json!({"kind": "linear"}))).collect();
-/// use structlearn::{LearnerKind, TrainConfig, build_learner};
-/// // Algorithm 1 and Hazan–Urtasun are both Algorithm 1's trainer under another schedule.
-/// let config = TrainConfig { learning_iterations: 1, ..TrainConfig::default() };
-/// let mut learner = build_learner(LearnerKind::Algorithm1, &data, &specs, config).unwrap();
-/// assert!(learner.train().unwrap().history.iter().all(|r| r.objective.is_finite()));
-/// ```
-pub struct Scheduled<'a> {
-    kind: LearnerKind,
-    trainer: Trainer<'a>,
-}
-
-impl<'a> Scheduled<'a> {
-    /// The underlying trainer (objective, `ε`, …).
-    pub fn trainer(&self) -> &Trainer<'a> {
-        &self.trainer
-    }
-}
-
-impl<'a> Learner<'a> for Scheduled<'a> {
-    fn kind(&self) -> LearnerKind {
-        self.kind
-    }
-    fn set_validation(&mut self, validation: &'a Dataset) {
-        self.trainer.set_validation(validation);
-    }
-    fn add_observer(&mut self, observer: Box<dyn Observer + Send + 'a>) {
-        self.trainer.add_observer(observer);
-    }
-    fn set_stop_flag(&mut self, stop: Arc<AtomicBool>) {
-        self.trainer.set_stop_flag(stop);
-    }
-    fn train(&mut self) -> Result<TrainOutcome, LearnError> {
-        self.trainer.train()
-    }
-    fn model(&self) -> Result<StructuredModel, LearnError> {
-        self.trainer.model()
-    }
-    fn best_model(&self) -> Option<&StructuredModel> {
-        self.trainer.best_model()
-    }
-    fn history(&self) -> &[Record] {
-        self.trainer.history()
-    }
-    fn save_checkpoint(&self, path: &Path) -> Result<(), LearnError> {
-        self.trainer.save_checkpoint(path)
-    }
-    fn resume_from(&mut self, path: &Path, registry: &ModelRegistry) -> Result<(), LearnError> {
-        self.trainer.resume_from(path, registry)
-    }
-}
-
 /// An oracle for the factor type of this name.
-type NamedOracle = (String, Box<dyn oracles::Oracle>);
+type NamedOracle = (String, Box<dyn Oracle>);
 
-/// The oracle of `spec` as the Hazan–Urtasun learner uses it: linear classes
-/// take one gradient step per round on the same objective (`"l2"`, the ridge
-/// of Hazan & Urtasun's regulariser, and `"groups"` carry over), `zero` and
-/// `fixed` stay as they are.
-fn step_oracle(name: &str, spec: &Value) -> Result<Box<dyn oracles::Oracle>, LearnError> {
-    let full = oracle_from_json(spec)?;
-    let kind = full.kind().to_string();
-    if kind == FIXED_KIND || kind == oracles::zero::KIND {
-        return Ok(full);
+/// The oracle of `spec` as the Hazan–Urtasun learner uses it: classes with
+/// a gradient step ([`oracles::Oracle::gradient_step`]: linear,
+/// indexed-linear) take one step per round on the same objective (their
+/// ridge carries over), classes with nothing to learn
+/// ([`oracles::Oracle::fixed_model`]: zero, fixed) stay as they are.
+fn step_oracle(name: &str, oracle: Box<dyn Oracle>) -> Result<Box<dyn Oracle>, LearnError> {
+    if oracle.fixed_model(1, 1).is_some() {
+        return Ok(oracle);
     }
-    let l2 = spec.get("l2").and_then(Value::as_f64).unwrap_or(0.0);
-    let groups = spec.get("groups").and_then(Value::as_u64).unwrap_or(0) as usize;
-    GradientStepOracle::for_oracle_of(&kind, l2, groups).map(|o| Box::new(o) as Box<dyn oracles::Oracle>).ok_or_else(
-        || {
-            LearnError::Config(format!(
-                "the hazan-urtasun learner learns linear energies: factor type `{name}` has oracle `{kind}` \
-                 (use linear, indexed-linear, zero or fixed)"
-            ))
-        },
-    )
+    oracle.gradient_step().ok_or_else(|| {
+        LearnError::Config(format!(
+            "the hazan-urtasun learner learns linear energies: factor type `{name}` has oracle `{}`, which has no \
+             gradient step (use linear, indexed-linear, zero or fixed)",
+            oracle.kind()
+        ))
+    })
 }
 
 /// Builds the learner `kind` for `train` with one oracle specification per
@@ -314,7 +241,42 @@ pub fn build_learner<'a>(
     kind: LearnerKind,
     train: &'a Dataset,
     specs: &[(String, Value)],
+    config: TrainConfig,
+) -> Result<Box<dyn Learner<'a> + 'a>, LearnError> {
+    build_learner_with(kind, train, specs, config, OracleRegistry::builtin())
+}
+
+/// [`build_learner`] with the oracles built by `registry` (plug-in classes
+/// chosen by name: `{"kind": "my-class", ...}`).
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+/// # let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
+/// # let ex = |y: Vec<usize>, a: f64, b: f64| Example {
+/// #     name: "tiny".into(),
+/// #     graph: graph.clone(),
+/// #     labels: Some(y),
+/// #     features: vec![
+/// #         FeatureBlock { dim: 2, values: vec![a, 1.0, b, 1.0] },
+/// #         FeatureBlock { dim: 1, values: vec![1.0] },
+/// #     ],
+/// # };
+/// # let types = vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)];
+/// # let data = Dataset::new(types, vec![ex(vec![0, 1], 0.1, 0.9), ex(vec![1, 1], 0.8, 0.7)]).unwrap();
+/// use structlearn::{LearnerKind, OracleRegistry, TrainConfig, build_learner_with};
+/// let mut registry = OracleRegistry::with_builtin();
+/// registry.register::<oracles::linear::LinearOracle>("ridge", "linear, by another name", &[]).unwrap();
+/// let specs: Vec<_> = ["unary", "pairwise"].iter().map(|t| (t.to_string(), serde_json::json!({"kind": "ridge", "l2": 0.1}))).collect();
+/// let mut learner = build_learner_with(LearnerKind::PerceptronLocal, &data, &specs, TrainConfig::default(), &registry).unwrap();
+/// assert!(learner.train().is_ok());
+/// ```
+pub fn build_learner_with<'a>(
+    kind: LearnerKind,
+    train: &'a Dataset,
+    specs: &[(String, Value)],
     mut config: TrainConfig,
+    registry: &OracleRegistry,
 ) -> Result<Box<dyn Learner<'a> + 'a>, LearnError> {
     if config.schedule.is_some() && matches!(kind, LearnerKind::HazanUrtasun | LearnerKind::Piecewise) {
         return Err(LearnError::Config(format!("the {kind} learner defines its own schedule; remove `schedule`")));
@@ -324,26 +286,30 @@ pub fn build_learner<'a>(
         specs
             .iter()
             .map(|(name, spec)| {
-                Ok((name.clone(), if step { step_oracle(name, spec)? } else { oracle_from_json(spec)? }))
+                let oracle = registry.build(spec)?;
+                Ok((name.clone(), if step { step_oracle(name, oracle)? } else { oracle }))
             })
             .collect()
     };
-    Ok(match kind {
-        LearnerKind::Algorithm1 => Box::new(Scheduled { kind, trainer: Trainer::new(train, oracles(false)?, config)? }),
+    let smoothed = |oracles, config| -> Result<Box<dyn Learner<'a> + 'a>, LearnError> {
+        Ok(Box::new(Executor::for_solver(Algorithm1::new(train, oracles, config)?.named(kind))))
+    };
+    match kind {
+        LearnerKind::Algorithm1 => smoothed(oracles(false)?, config),
         LearnerKind::HazanUrtasun => {
             let mp = Step::MessagePassing { iterations: config.message_passing_iterations };
             config.schedule = Some(std::iter::once(mp).chain(fits()).collect());
-            Box::new(Scheduled { kind, trainer: Trainer::new(train, oracles(true)?, config)? })
+            smoothed(oracles(true)?, config)
         }
         LearnerKind::Piecewise => {
             config.schedule = Some(fits().collect());
             config.learning_iterations = 1;
-            Box::new(Scheduled { kind, trainer: Trainer::new(train, oracles(false)?, config)? })
+            smoothed(oracles(false)?, config)
         }
         LearnerKind::PerceptronLocal | LearnerKind::PerceptronGlobal => {
             let mode =
                 if kind == LearnerKind::PerceptronLocal { PerceptronMode::Local } else { PerceptronMode::Global };
-            Box::new(Perceptron::new(train, specs, mode, config)?)
+            Ok(Box::new(Executor::for_solver(Perceptron::new(train, oracles(false)?, mode, config)?)))
         }
-    })
+    }
 }

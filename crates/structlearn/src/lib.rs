@@ -3,8 +3,10 @@
 //!
 //! * [`data`]: data sets of examples with region graphs, labels and features,
 //!   and their file format.
-//! * [`train`]: Algorithm 1 ([`Trainer`]), with observers ([`observer`]) and
-//!   checkpoints.
+//! * [`train`]: Algorithm 1 ([`Algorithm1`], run as [`Trainer`]).
+//! * [`executor`]: the run loop every learner shares ([`Executor`], [`Solver`]):
+//!   stopping, evaluation, early stopping, checkpoints, observers ([`observer`]).
+//! * [`registry`]: oracle constructors by kind name ([`OracleRegistry`]).
 //! * [`model`]: the learned [`StructuredModel`], prediction and model files.
 //! * [`discrepancy`]: the loss-augmentation `Δ` (Hamming by default).
 //! * [`learner`]: the [`Learner`] interface and the choice of learner
@@ -12,11 +14,13 @@
 //! * [`exact`]: exact and constrained decoding by enumeration (small graphs).
 //! * [`metrics`]: error rate, per-class accuracy, confusion matrix, mean IoU.
 
+mod builtin_oracles;
 pub mod data;
 pub mod discrepancy;
 pub mod early_stopping;
 mod error;
 pub mod exact;
+pub mod executor;
 pub mod files;
 pub mod learner;
 pub mod metrics;
@@ -25,6 +29,7 @@ pub mod objective;
 pub mod observer;
 pub mod oracle_config;
 pub mod perceptron;
+pub mod registry;
 pub mod threads;
 pub mod train;
 
@@ -32,11 +37,14 @@ pub use data::{Dataset, DatasetFile, Example, ExampleRecord, FactorTypeInfo, Fea
 pub use discrepancy::{Discrepancy, Hamming, NoDiscrepancy};
 pub use early_stopping::EarlyStopping;
 pub use error::LearnError;
-pub use learner::{Learner, LearnerKind, Scheduled, build_learner};
+pub use executor::{Executor, RunState, Solver, StopReason};
+pub use learner::{Learner, LearnerKind, build_learner, build_learner_with};
 pub use metrics::{ConfusionMatrix, MetricsReport};
 pub use model::{ModelHeader, ModelTypeHeader, PredictOptions, Prediction, StructuredModel};
 pub use observer::{Callback, CsvCurveWriter, JsonLinesWriter, Observer, Record, TrainEvent};
 pub use perceptron::{Perceptron, PerceptronMode};
+pub use registry::OracleRegistry;
 pub use train::{
-    CheckpointConfig, DEFAULT_MESSAGE_PASSING_TOLERANCE, Evaluate, Step, TrainConfig, TrainOutcome, Trainer, mix_seed,
+    Algorithm1, CheckpointConfig, DEFAULT_MESSAGE_PASSING_TOLERANCE, Evaluate, Step, TrainConfig, TrainOutcome,
+    Trainer, mix_seed,
 };

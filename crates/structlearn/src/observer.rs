@@ -92,26 +92,43 @@ pub enum TrainEvent<'a> {
     Finished,
 }
 
-/// Receives training events. An error stops training.
+/// Receives training events. An error stops training at once; an observer
+/// that wants training to end normally after the current learning iteration
+/// (a target reached, a time budget spent) says so in
+/// [`Observer::stop_requested`] instead (see [`crate::executor`]).
 ///
 /// ```
 /// use structlearn::{LearnError, Observer, TrainEvent};
-/// /// Stops training (with an error) once the objective is below a target.
-/// struct StopBelow(f64);
+/// /// Ends training (normally) once the objective is below a target.
+/// struct StopBelow {
+///     target: f64,
+///     reached: bool,
+/// }
 /// impl Observer for StopBelow {
 ///     fn observe(&mut self, event: &TrainEvent<'_>) -> Result<(), LearnError> {
-///         match event {
-///             TrainEvent::Step(r) if r.objective < self.0 => Err(LearnError::Config("target reached".into())),
-///             _ => Ok(()),
+///         if let TrainEvent::Step(r) = event {
+///             self.reached |= r.objective < self.target;
 ///         }
+///         Ok(())
+///     }
+///     fn stop_requested(&self) -> bool {
+///         self.reached
 ///     }
 /// }
-/// // trainer.add_observer(Box::new(StopBelow(100.0)));
-/// # drop(StopBelow(1.0));
+/// // trainer.add_observer(Box::new(StopBelow { target: 100.0, reached: false }));
+/// # drop(StopBelow { target: 1.0, reached: false });
 /// ```
 pub trait Observer {
     /// Handles one event.
     fn observe(&mut self, event: &TrainEvent<'_>) -> Result<(), LearnError>;
+
+    /// Whether training should end after the current learning iteration
+    /// (checked once per iteration, after its checkpoint): the run then
+    /// returns its model normally, with
+    /// [`crate::executor::StopReason::Observer`]. The default is `false`.
+    fn stop_requested(&self) -> bool {
+        false
+    }
 }
 
 /// An observer from a closure.

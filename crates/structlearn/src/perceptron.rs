@@ -13,6 +13,9 @@
 //!
 //! Examples are visited in data-set order; training stops after an epoch
 //! without mistakes or after `learning_iterations` epochs (the paper: 100).
+//! An epoch is one learning iteration of the [`crate::Executor`], so the
+//! perceptrons have checkpoints and exact resume, early stopping, the
+//! evaluation schedule, the stop flag and observers like every learner.
 //! Each epoch is one [`Record`] with `objective` = the epoch's mistakes
 //! (regions for `Local`, examples for `Global`). Evaluation decodes locally
 //! (`Local`) or by constrained MAP (`Global`).
@@ -22,20 +25,17 @@
 //! [`crate::exact::map_labeling`]".
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 use oracles::linear::LinearModel;
-use oracles::{Model, ModelRegistry};
-use serde_json::Value;
+use oracles::{Model, ModelRegistry, Oracle};
+use serde::{Deserialize, Serialize};
 
 use crate::exact::{local_labeling, map_labeling};
+use crate::executor::{RunState, Solver};
+use crate::files::{unwrap_binary, write_binary_atomic};
 use crate::model::oracle_err;
-use crate::observer::{Observer, Record, TrainEvent};
-use crate::oracle_config::{FIXED_KIND, oracle_from_json};
-use crate::train::TrainOutcome;
-use crate::{Dataset, Evaluate, LearnError, Learner, LearnerKind, StructuredModel, TrainConfig};
+use crate::observer::Record;
+use crate::{Dataset, LearnError, LearnerKind, StructuredModel, TrainConfig};
 
 /// Where the perceptron's inference happens (module docs).
 ///
@@ -58,12 +58,13 @@ use crate::{Dataset, Evaluate, LearnError, Learner, LearnerKind, StructuredModel
 /// };
 /// let examples = vec![ex(vec![1, 0], 1.0, -1.0), ex(vec![0, 1], -1.0, 1.0), ex(vec![0, 0], -1.0, -1.0), ex(vec![1, 0], 1.0, 0.5)];
 /// let data = Dataset::new(vec![FactorTypeInfo::new("unary", 4), FactorTypeInfo::new("constraint", 1)], examples).unwrap();
-/// let specs = vec![
-///     ("unary".to_string(), serde_json::json!({"kind": "linear"})),
-///     ("constraint".to_string(), serde_json::json!({"kind": "fixed", "table": [0.0, 0.0, 0.0, 0.0], "forbidden": [3]})),
+/// let registry = structlearn::OracleRegistry::builtin();
+/// let oracles = vec![
+///     ("unary".to_string(), registry.build(&serde_json::json!({"kind": "linear"})).unwrap()),
+///     ("constraint".to_string(), registry.build(&serde_json::json!({"kind": "fixed", "table": [0.0, 0.0, 0.0, 0.0], "forbidden": [3]})).unwrap()),
 /// ];
-/// use structlearn::{Learner, PerceptronMode, Perceptron, TrainConfig};
-/// let lo = Perceptron::new(&data, &specs, PerceptronMode::Local, TrainConfig::default()).unwrap();
+/// use structlearn::{PerceptronMode, Perceptron, Solver, TrainConfig};
+/// let lo = Perceptron::new(&data, oracles, PerceptronMode::Local, TrainConfig::default()).unwrap();
 /// assert_eq!(lo.kind(), structlearn::LearnerKind::PerceptronLocal);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,17 +102,18 @@ enum TypeModel {
 /// };
 /// let examples = vec![ex(vec![1, 0], 1.0, -1.0), ex(vec![0, 1], -1.0, 1.0), ex(vec![0, 0], -1.0, -1.0), ex(vec![1, 0], 1.0, 0.5)];
 /// let data = Dataset::new(vec![FactorTypeInfo::new("unary", 4), FactorTypeInfo::new("constraint", 1)], examples).unwrap();
-/// let specs = vec![
-///     ("unary".to_string(), serde_json::json!({"kind": "linear"})),
-///     ("constraint".to_string(), serde_json::json!({"kind": "fixed", "table": [0.0, 0.0, 0.0, 0.0], "forbidden": [3]})),
+/// let registry = structlearn::OracleRegistry::builtin();
+/// let oracles = vec![
+///     ("unary".to_string(), registry.build(&serde_json::json!({"kind": "linear"})).unwrap()),
+///     ("constraint".to_string(), registry.build(&serde_json::json!({"kind": "fixed", "table": [0.0, 0.0, 0.0, 0.0], "forbidden": [3]})).unwrap()),
 /// ];
-/// use structlearn::{Learner, PerceptronMode, Perceptron, TrainConfig};
+/// use structlearn::{Executor, PerceptronMode, Perceptron, TrainConfig};
 /// let config = TrainConfig { learning_iterations: 100, ..TrainConfig::default() };
-/// let mut ibt = Perceptron::new(&data, &specs, PerceptronMode::Global, config).unwrap();
+/// let mut ibt = Executor::for_solver(Perceptron::new(&data, oracles, PerceptronMode::Global, config).unwrap());
 /// let outcome = ibt.train().unwrap();
 /// // Separable: the last epoch makes no mistake, and predictions respect the constraint.
 /// assert_eq!(outcome.history.last().unwrap().objective, 0.0);
-/// assert_eq!(ibt.error_rate(&data).unwrap(), 0.0);
+/// assert_eq!(ibt.solver().error_rate(&data).unwrap(), 0.0);
 /// ```
 pub struct Perceptron<'a> {
     train: &'a Dataset,
@@ -119,20 +121,19 @@ pub struct Perceptron<'a> {
     mode: PerceptronMode,
     config: TrainConfig,
     types: Vec<TypeModel>,
-    observers: Vec<Box<dyn Observer + Send + 'a>>,
-    stop: Option<Arc<AtomicBool>>,
-    history: Vec<Record>,
-    completed: usize,
     /// An epoch without mistakes happened.
     converged: bool,
 }
 
 impl<'a> Perceptron<'a> {
-    /// A perceptron on `train`; each factor type's oracle specification must
-    /// be `linear` (learned, no hyper-parameters used), `zero` or `fixed`.
+    /// A perceptron on `train` with one oracle per factor type (by name, in
+    /// any order): a linear class ([`Oracle::is_linear`]) is learned, a class
+    /// with nothing to learn ([`Oracle::fixed_model`]: zero, fixed) is used as
+    /// it is; any other class is refused. The settings are validated
+    /// ([`TrainConfig::validate`]); `epsilon` scales nothing.
     pub fn new(
         train: &'a Dataset,
-        specs: &[(String, Value)],
+        oracles: Vec<(String, Box<dyn Oracle>)>,
         mode: PerceptronMode,
         config: TrainConfig,
     ) -> Result<Self, LearnError> {
@@ -142,44 +143,23 @@ impl<'a> Perceptron<'a> {
         for k in 0..train.len() {
             train.labels(k)?;
         }
-        if config.learning_iterations == 0 {
-            return Err(LearnError::Config("learning_iterations (epochs) must be at least 1".into()));
-        }
-        if config.evaluate_train_every == 0 {
-            return Err(LearnError::Config("evaluate_train_every must be at least 1".into()));
-        }
-        if config.early_stopping.is_some() {
-            return Err(LearnError::Config(
-                "the perceptron learners stop after an epoch without mistakes; remove `early_stopping`".into(),
-            ));
-        }
-        if config.checkpoint.is_some() {
-            return Err(LearnError::Config(
-                "the perceptron learners do not write checkpoints; remove `checkpoint`".into(),
-            ));
-        }
+        config.validate()?;
         let mut types: Vec<Option<TypeModel>> = (0..train.factor_types.len()).map(|_| None).collect();
-        for (name, spec) in specs {
+        for (name, oracle) in oracles {
             let t = train
-                .factor_type_index(name)
+                .factor_type_index(&name)
                 .ok_or_else(|| LearnError::Config(format!("an oracle is given for unknown factor type `{name}`")))?;
             let ft = &train.factor_types[t];
-            let oracle = oracle_from_json(spec)?;
-            let model = match oracle.kind() {
-                "linear" => TypeModel::Learned(vec![0.0; ft.classes * ft.dim]),
-                "zero" => TypeModel::Fixed(Box::new(oracles::zero::ZeroModel { dim: ft.dim, classes: ft.classes })),
-                FIXED_KIND => {
-                    // The table is the function: its model, without fitting it to data.
-                    // (`oracle_from_json` has read this specification already, so this cannot fail.)
-                    let fixed = serde_json::from_value::<oracles::fixed::FixedOracle>(spec.clone())
-                        .map_err(|e| LearnError::Config(format!("oracle of factor type `{name}`: {e}")))?;
-                    TypeModel::Fixed(Box::new(fixed.model(ft.dim, ft.classes).map_err(|e| oracle_err(ft, e))?))
-                }
-                other => {
-                    return Err(LearnError::Config(format!(
-                        "the perceptron learns linear functions: factor type `{name}` has oracle `{other}` (use linear, zero or fixed)"
-                    )));
-                }
+            oracle.validate().map_err(|e| oracle_err(ft, e))?;
+            let model = if oracle.is_linear() {
+                TypeModel::Learned(vec![0.0; ft.classes * ft.dim])
+            } else if let Some(fixed) = oracle.fixed_model(ft.dim, ft.classes) {
+                TypeModel::Fixed(fixed.map_err(|e| oracle_err(ft, e))?)
+            } else {
+                return Err(LearnError::Config(format!(
+                    "the perceptron learns linear functions: factor type `{name}` has oracle `{}` (use linear, zero or fixed)",
+                    oracle.kind()
+                )));
             };
             if types[t].replace(model).is_some() {
                 return Err(LearnError::Config(format!("two oracles are given for factor type `{name}`")));
@@ -190,18 +170,7 @@ impl<'a> Perceptron<'a> {
             .zip(&train.factor_types)
             .map(|(m, ft)| m.ok_or_else(|| LearnError::Config(format!("factor type `{}` has no oracle", ft.name))))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Self {
-            train,
-            validation: None,
-            mode,
-            config,
-            types,
-            observers: Vec::new(),
-            stop: None,
-            history: Vec::new(),
-            completed: 0,
-            converged: false,
-        })
+        Ok(Self { train, validation: None, mode, config, types, converged: false })
     }
 
     /// `θ` of example `k` of `data` under the current weights (flat per configuration).
@@ -318,16 +287,9 @@ impl<'a> Perceptron<'a> {
         }
         Ok(if total == 0 { 0.0 } else { wrong as f64 / total as f64 })
     }
-
-    fn emit(&mut self, event: &TrainEvent<'_>) -> Result<(), LearnError> {
-        for o in &mut self.observers {
-            o.observe(event)?;
-        }
-        Ok(())
-    }
 }
 
-impl<'a> Learner<'a> for Perceptron<'a> {
+impl<'a> Solver<'a> for Perceptron<'a> {
     fn kind(&self) -> LearnerKind {
         match self.mode {
             PerceptronMode::Local => LearnerKind::PerceptronLocal,
@@ -335,69 +297,50 @@ impl<'a> Learner<'a> for Perceptron<'a> {
         }
     }
 
+    fn config(&self) -> &TrainConfig {
+        &self.config
+    }
+
+    fn steps_per_iteration(&self) -> usize {
+        1
+    }
+
     fn set_validation(&mut self, validation: &'a Dataset) {
         self.validation = Some(validation);
     }
 
-    fn add_observer(&mut self, observer: Box<dyn Observer + Send + 'a>) {
-        self.observers.push(observer);
+    fn validation(&self) -> Option<&'a Dataset> {
+        self.validation
     }
 
-    fn set_stop_flag(&mut self, stop: Arc<AtomicBool>) {
-        self.stop = Some(stop);
-    }
-
-    fn train(&mut self) -> Result<TrainOutcome, LearnError> {
-        let model = self.model()?;
-        if let Some(v) = self.validation {
-            model.check_dataset(v)?;
-        }
-        let start = Instant::now();
-        let total = self.config.learning_iterations;
-        self.emit(&TrainEvent::Started { total_iterations: total, steps_per_iteration: 1, completed: self.completed })?;
-        while self.completed < total && !self.converged {
-            if self.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
-                return Err(LearnError::Interrupted { completed: self.completed });
-            }
-            let t0 = Instant::now();
-            let mistakes = self.epoch()?;
-            self.completed += 1;
-            self.converged = mistakes == 0;
-            let step_seconds = t0.elapsed().as_secs_f64();
-            let evaluate = !matches!(self.config.evaluate, Evaluate::Never);
-            let with_train =
-                self.config.evaluates_train_at(self.completed) || (self.converged && self.config.evaluate_train);
-            let train_error = if evaluate && with_train { Some(self.error_rate(self.train)?) } else { None };
-            let validation_error = match (evaluate, self.validation) {
-                (true, Some(v)) => Some(self.error_rate(v)?),
-                _ => None,
-            };
-            let record = Record {
-                iteration: self.completed,
-                step: 0,
-                phase: "perceptron".into(),
-                factor_type: None,
-                objective: mistakes as f64,
-                oracle_loss: None,
-                rejected: None,
-                max_violation: None,
-                train_error,
-                validation_error,
-                step_seconds,
-                elapsed_seconds: start.elapsed().as_secs_f64(),
-            };
-            self.history.push(record.clone());
-            self.emit(&TrainEvent::Step(&record))?;
-            let model = self.model()?;
-            self.emit(&TrainEvent::IterationFinished { iteration: self.completed, model: &model })?;
-        }
-        self.emit(&TrainEvent::Finished)?;
-        Ok(TrainOutcome {
-            model: self.model()?,
-            best_iteration: None,
-            stopped_early: false,
-            history: self.history.clone(),
+    /// One epoch; the record's objective is its number of mistakes.
+    fn step(&mut self, iteration: usize, _: usize, _: &[Record]) -> Result<Record, LearnError> {
+        let mistakes = self.epoch()?;
+        self.converged = mistakes == 0;
+        Ok(Record {
+            iteration,
+            step: 0,
+            phase: "perceptron".into(),
+            factor_type: None,
+            objective: mistakes as f64,
+            oracle_loss: None,
+            rejected: None,
+            max_violation: None,
+            train_error: None,
+            validation_error: None,
+            step_seconds: 0.0,
+            elapsed_seconds: 0.0,
         })
+    }
+
+    fn converged(&self) -> bool {
+        self.converged
+    }
+
+    fn evaluate(&mut self, with_train: bool) -> Result<(Option<f64>, Option<f64>), LearnError> {
+        let train = if with_train { Some(self.error_rate(self.train)?) } else { None };
+        let validation = self.validation.map(|v| self.error_rate(v)).transpose()?;
+        Ok((train, validation))
     }
 
     fn model(&self) -> Result<StructuredModel, LearnError> {
@@ -418,17 +361,115 @@ impl<'a> Learner<'a> for Perceptron<'a> {
         StructuredModel::new(self.train.factor_types.clone(), vec![1.0; models.len()], models)
     }
 
-    fn history(&self) -> &[Record] {
-        &self.history
+    fn save_checkpoint(&self, path: &Path, run: &RunState) -> Result<(), LearnError> {
+        let body = PerceptronCheckpoint {
+            learner: self.kind().name().to_string(),
+            examples: self.train.len(),
+            factor_types: self.train.factor_types.iter().map(|f| f.name.clone()).collect(),
+            weights: self
+                .types
+                .iter()
+                .map(|t| match t {
+                    TypeModel::Learned(w) => Some(w.clone()),
+                    TypeModel::Fixed(_) => None,
+                })
+                .collect(),
+            converged: self.converged,
+            completed: run.completed,
+            history: run.history.clone(),
+            elapsed_seconds: run.elapsed_seconds,
+            best_model: run.best_model.as_ref().map(StructuredModel::to_bytes).transpose()?,
+        };
+        write_binary_atomic(path, PERCEPTRON_CHECKPOINT_MAGIC, |w| {
+            postcard::to_io(&body, w).map(drop).map_err(std::io::Error::other)
+        })
     }
 
-    fn save_checkpoint(&self, _path: &Path) -> Result<(), LearnError> {
-        Err(LearnError::Config(
-            "the perceptron learners do not write checkpoints (an epoch is one pass of exact inference)".into(),
-        ))
+    fn resume_from_bytes(
+        &mut self,
+        bytes: &[u8],
+        path: &Path,
+        registry: &ModelRegistry,
+    ) -> Result<RunState, LearnError> {
+        let body = unwrap_binary(path, bytes, PERCEPTRON_CHECKPOINT_MAGIC)?;
+        let cp: PerceptronCheckpoint = postcard::from_bytes(body).map_err(|e| {
+            LearnError::bad_file(
+                path,
+                format!("the checkpoint body does not decode although its checksum matches: {e}"),
+            )
+        })?;
+        let names: Vec<String> = self.train.factor_types.iter().map(|f| f.name.clone()).collect();
+        if cp.learner != self.kind().name() || cp.examples != self.train.len() || cp.factor_types != names {
+            return Err(LearnError::bad_file(
+                path,
+                format!(
+                    "the checkpoint is of the {} learner on {} examples with types {:?}; this run is {} on {} \
+                     examples with types {:?}: resume with the run it was written by, or delete it to start afresh",
+                    cp.learner,
+                    cp.examples,
+                    cp.factor_types,
+                    self.kind(),
+                    self.train.len(),
+                    names
+                ),
+            ));
+        }
+        if cp.completed > self.config.learning_iterations {
+            return Err(LearnError::bad_file(
+                path,
+                format!(
+                    "the checkpoint has finished {} epochs, more than this run's {}; resume with at least {} \
+                     learning iterations, or delete it to start afresh",
+                    cp.completed, self.config.learning_iterations, cp.completed
+                ),
+            ));
+        }
+        if cp.weights.len() != self.types.len() {
+            return Err(LearnError::bad_file(path, "the checkpoint's weights do not match its factor types"));
+        }
+        let mut types = Vec::with_capacity(self.types.len());
+        for ((saved, current), ft) in cp.weights.into_iter().zip(&self.types).zip(&self.train.factor_types) {
+            types.push(match (saved, current) {
+                (Some(w), TypeModel::Learned(_))
+                    if w.len() == ft.classes * ft.dim && w.iter().all(|v| v.is_finite()) =>
+                {
+                    TypeModel::Learned(w)
+                }
+                (None, TypeModel::Fixed(m)) => TypeModel::Fixed(m.clone_model()),
+                _ => {
+                    return Err(LearnError::bad_file(
+                        path,
+                        format!(
+                            "the checkpoint's function of `{}` is not this run's (learned vs fixed, or another \
+                             shape); resume with the oracles it was written with",
+                            ft.name
+                        ),
+                    ));
+                }
+            });
+        }
+        let best_model = cp.best_model.map(|b| StructuredModel::from_bytes(&b, registry, path)).transpose()?;
+        self.types = types;
+        self.converged = cp.converged;
+        Ok(RunState { completed: cp.completed, history: cp.history, elapsed_seconds: cp.elapsed_seconds, best_model })
     }
+}
 
-    fn resume_from(&mut self, _path: &Path, _registry: &ModelRegistry) -> Result<(), LearnError> {
-        Err(LearnError::Config("the perceptron learners do not resume from checkpoints".into()))
-    }
+/// Magic bytes of the perceptrons' checkpoint files (last byte: format version).
+pub const PERCEPTRON_CHECKPOINT_MAGIC: &[u8; 8] = b"SLPERCP\x01";
+
+/// A perceptron checkpoint: the weights of the learned types and the run.
+#[derive(Debug, Serialize, Deserialize)]
+struct PerceptronCheckpoint {
+    /// [`LearnerKind::name`] of the learner that wrote it.
+    learner: String,
+    examples: usize,
+    factor_types: Vec<String>,
+    /// `W_t` of learned types, `None` for fixed ones.
+    weights: Vec<Option<Vec<f64>>>,
+    converged: bool,
+    completed: usize,
+    history: Vec<Record>,
+    elapsed_seconds: f64,
+    best_model: Option<Vec<u8>>,
 }

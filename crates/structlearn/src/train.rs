@@ -30,9 +30,6 @@
 //! checkpoint equals an uninterrupted one.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 use oracles::{
     BiasRows, Features, FitContext, Model, ModelRegistry, Oracle, Problem, fit_monotone, fit_monotone_scored,
@@ -42,12 +39,13 @@ use serde::{Deserialize, Serialize};
 use smoothed_inference::{InferenceProblem, Messages, RunOptions, region_message_offsets, with_thread_workspace};
 
 use crate::discrepancy::{Discrepancy, Hamming};
-use crate::early_stopping::{BestValidation, EarlyStopping, Verdict};
+use crate::early_stopping::EarlyStopping;
+use crate::executor::{Executor, RunState, Solver, StopReason};
 use crate::files::{unwrap_binary, write_binary_atomic};
 use crate::model::{example_plans, oracle_err, zero_messages};
 use crate::objective::{NeumaierSum, loss_at, loss_from_workspace};
-use crate::observer::{Observer, Record, TrainEvent};
-use crate::{Dataset, LearnError, PredictOptions, StructuredModel};
+use crate::observer::Record;
+use crate::{Dataset, LearnError, LearnerKind, PredictOptions, StructuredModel};
 
 /// One step of a learning iteration.
 ///
@@ -234,6 +232,53 @@ impl TrainConfig {
     pub fn evaluates_train_at(&self, iteration: usize) -> bool {
         self.evaluate_train
             && (iteration.is_multiple_of(self.evaluate_train_every.max(1)) || iteration >= self.learning_iterations)
+    }
+
+    /// Checks every setting that needs no data, before any work; each error
+    /// names the setting, its value and what is allowed
+    /// ([`LearnError::InvalidSetting`]). Every learner calls it when it is
+    /// built.
+    ///
+    /// ```
+    /// use structlearn::{LearnError, TrainConfig};
+    /// assert!(TrainConfig::default().validate().is_ok());
+    /// let bad = TrainConfig { learning_iterations: 0, ..TrainConfig::default() };
+    /// assert!(matches!(bad.validate(), Err(LearnError::InvalidSetting { name: "learning_iterations", .. })));
+    /// ```
+    pub fn validate(&self) -> Result<(), LearnError> {
+        let invalid = |name: &'static str, value: String, allowed: &'static str| {
+            Err(LearnError::InvalidSetting { name, value, allowed })
+        };
+        if self.learning_iterations == 0 {
+            return invalid("learning_iterations", "0".into(), "at least 1");
+        }
+        if self.evaluate_train_every == 0 {
+            return invalid("evaluate_train_every", "0".into(), "at least 1");
+        }
+        if let Some(c) = &self.checkpoint
+            && c.every == 0
+        {
+            return invalid("checkpoint.every", "0".into(), "at least 1");
+        }
+        if let Some(tol) = self.predict.tolerance
+            && (tol.is_nan() || tol <= 0.0)
+        {
+            return invalid("predict.tolerance", tol.to_string(), "> 0");
+        }
+        if let Some(tol) = self.message_passing_tolerance
+            && (tol.is_nan() || tol <= 0.0)
+        {
+            return invalid("message_passing_tolerance", tol.to_string(), "> 0");
+        }
+        if let Some(e) = &self.early_stopping {
+            if e.patience == 0 {
+                return invalid("early_stopping.patience", "0".into(), "at least 1");
+            }
+            if !(e.min_delta >= 0.0 && e.min_delta.is_finite()) {
+                return invalid("early_stopping.min_delta", e.min_delta.to_string(), "finite and ≥ 0");
+            }
+        }
+        Ok(())
     }
 
     /// The schedule to run for a data set's factor types.
@@ -509,6 +554,8 @@ pub struct TrainOutcome {
     pub best_iteration: Option<usize>,
     /// Whether early stopping ended training before the last iteration.
     pub stopped_early: bool,
+    /// Why training ended.
+    pub stop_reason: StopReason,
     /// Every step's record (including those before a resume).
     pub history: Vec<Record>,
 }
@@ -545,7 +592,15 @@ pub struct TrainOutcome {
 /// let outcome = trainer.train().unwrap();
 /// assert_eq!(outcome.model.error_rate(&data, &PredictOptions::default()).unwrap(), 0.0);
 /// ```
-pub struct Trainer<'a> {
+pub type Trainer<'a> = Executor<'a, Algorithm1<'a>>;
+
+/// Algorithm 1 as a [`Solver`]: pooled oracle problems, persistent messages,
+/// the objective, evaluation messages and its checkpoint state (module
+/// docs). Run by an [`Executor`] ([`Trainer`]); the Hazan–Urtasun and
+/// piecewise learners are this solver under another schedule and oracles
+/// ([`crate::build_learner`]).
+pub struct Algorithm1<'a> {
+    kind: LearnerKind,
     train: &'a Dataset,
     validation: Option<&'a Dataset>,
     oracles: Vec<Box<dyn Oracle>>,
@@ -554,27 +609,72 @@ pub struct Trainer<'a> {
     steps: Vec<Step>,
     step_types: Vec<Option<usize>>,
     epsilon: Vec<f64>,
-    observers: std::sync::Mutex<Vec<Box<dyn Observer + Send + 'a>>>,
-    stop: Option<Arc<AtomicBool>>,
     pooled: Vec<Pooled>,
     /// `λ^k` per training example.
     messages: Vec<Messages>,
     models: Vec<Option<Box<dyn Model>>>,
-    completed: usize,
-    history: Vec<Record>,
-    elapsed_before: f64,
     /// Evaluation messages per training example (warm-started evaluation;
     /// allocated at the first evaluation that needs them).
     train_eval_messages: Vec<Messages>,
     /// Evaluation messages per validation example (the same).
     validation_eval_messages: Vec<Messages>,
-    /// With early stopping: the model of the best validation iteration.
-    best_model: Option<StructuredModel>,
 }
 
-impl<'a> Trainer<'a> {
-    /// Validates everything before any work: labels on every example, one oracle
-    /// per factor type (by name, in any order) with valid hyper-parameters, the
+impl<'a> Executor<'a, Algorithm1<'a>> {
+    /// Algorithm 1 on `train` with one oracle per factor type (by name, in
+    /// any order); everything is validated before any work
+    /// ([`Algorithm1::new`]).
+    pub fn new(
+        train: &'a Dataset,
+        oracles: Vec<(String, Box<dyn Oracle>)>,
+        config: TrainConfig,
+    ) -> Result<Self, LearnError> {
+        Ok(Executor::for_solver(Algorithm1::new(train, oracles, config)?))
+    }
+
+    /// Replaces the Hamming discrepancy. Must be called before training starts.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+    /// # let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
+    /// # let ex = Example { name: "x".into(), graph, labels: Some(vec![0, 1]),
+    /// #     features: vec![FeatureBlock { dim: 1, values: vec![0.1, 0.9] }, FeatureBlock { dim: 1, values: vec![1.0] }] };
+    /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)], vec![ex]).unwrap();
+    /// use structlearn::oracle_config::builtin_oracle;
+    /// use structlearn::{NoDiscrepancy, TrainConfig, Trainer};
+    /// let oracles = vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("linear").unwrap())];
+    /// // No loss augmentation: a smoothed CRF-like objective.
+    /// let trainer = Trainer::new(&data, oracles, TrainConfig::default()).unwrap().with_discrepancy(Box::new(NoDiscrepancy)).unwrap();
+    /// # drop(trainer);
+    /// ```
+    pub fn with_discrepancy(mut self, discrepancy: Box<dyn Discrepancy>) -> Result<Self, LearnError> {
+        let solver = self.solver_mut();
+        solver.discrepancy = discrepancy;
+        solver.initial_states()?;
+        Ok(self)
+    }
+
+    /// `ε_t` per factor type.
+    pub fn epsilon(&self) -> &[f64] {
+        &self.solver().epsilon
+    }
+
+    /// [`Algorithm1::objective`].
+    pub fn objective(&self) -> Result<f64, LearnError> {
+        self.solver().objective()
+    }
+
+    /// [`Algorithm1::penalty`].
+    pub fn penalty(&self) -> Result<f64, LearnError> {
+        self.solver().penalty()
+    }
+}
+
+impl<'a> Algorithm1<'a> {
+    /// Validates everything before any work: the settings
+    /// ([`TrainConfig::validate`]), labels on every example, one oracle per
+    /// factor type (by name, in any order) with valid hyper-parameters, the
     /// schedule, the entropy weights.
     pub fn new(
         train: &'a Dataset,
@@ -610,35 +710,7 @@ impl<'a> Trainer<'a> {
             .zip(&train.factor_types)
             .map(|(o, ft)| o.ok_or_else(|| LearnError::Config(format!("factor type `{}` has no oracle", ft.name))))
             .collect::<Result<Vec<_>, _>>()?;
-        if config.learning_iterations == 0 {
-            return Err(LearnError::Config("learning_iterations must be at least 1".into()));
-        }
-        if config.evaluate_train_every == 0 {
-            return Err(LearnError::Config("evaluate_train_every must be at least 1".into()));
-        }
-        if let Some(c) = &config.checkpoint
-            && c.every == 0
-        {
-            return Err(LearnError::Config("checkpoint.every must be at least 1".into()));
-        }
-        if let Some(tol) = config.predict.tolerance
-            && (tol.is_nan() || tol <= 0.0)
-        {
-            return Err(LearnError::Config(format!("predict.tolerance is {tol}; it must be > 0")));
-        }
-        if let Some(tol) = config.message_passing_tolerance
-            && (tol.is_nan() || tol <= 0.0)
-        {
-            return Err(LearnError::Config(format!("message_passing_tolerance is {tol}; it must be > 0")));
-        }
-        if let Some(e) = &config.early_stopping
-            && (e.patience == 0 || !(e.min_delta >= 0.0 && e.min_delta.is_finite()))
-        {
-            return Err(LearnError::Config(format!(
-                "early_stopping needs patience ≥ 1 and a finite min_delta ≥ 0 (got {} and {})",
-                e.patience, e.min_delta
-            )));
-        }
+        config.validate()?;
         let steps = config.steps(train);
         if steps.is_empty() {
             return Err(LearnError::Config("the schedule has no steps".into()));
@@ -663,6 +735,7 @@ impl<'a> Trainer<'a> {
         let pooled = (0..train.factor_types.len()).map(|t| pool(train, t)).collect::<Result<Vec<_>, _>>()?;
         let models = (0..train.factor_types.len()).map(|_| None).collect();
         let mut trainer = Self {
+            kind: LearnerKind::Algorithm1,
             train,
             validation: None,
             oracles,
@@ -671,101 +744,21 @@ impl<'a> Trainer<'a> {
             steps,
             step_types,
             epsilon,
-            observers: std::sync::Mutex::new(Vec::new()),
-            stop: None,
             pooled,
             messages: Vec::new(),
             models,
-            completed: 0,
-            history: Vec::new(),
-            elapsed_before: 0.0,
             train_eval_messages: Vec::new(),
             validation_eval_messages: Vec::new(),
-            best_model: None,
         };
         trainer.initial_states()?;
         Ok(trainer)
     }
 
-    /// Also reports prediction error on this (validation or test) set.
-    pub fn with_validation(mut self, validation: &'a Dataset) -> Self {
-        self.set_validation(validation);
+    /// The same solver under another learner's name (the Hazan–Urtasun and
+    /// piecewise learners are Algorithm 1 with another schedule and oracles).
+    pub(crate) fn named(mut self, kind: LearnerKind) -> Self {
+        self.kind = kind;
         self
-    }
-
-    /// [`Trainer::with_validation`] in place (for [`crate::Learner`]).
-    pub(crate) fn set_validation(&mut self, validation: &'a Dataset) {
-        self.validation = Some(validation);
-        self.validation_eval_messages = Vec::new();
-    }
-
-    /// Replaces the Hamming discrepancy. Must be called before training starts.
-    ///
-    /// ```
-    /// # use std::sync::Arc;
-    /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
-    /// # let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
-    /// # let ex = Example { name: "x".into(), graph, labels: Some(vec![0, 1]),
-    /// #     features: vec![FeatureBlock { dim: 1, values: vec![0.1, 0.9] }, FeatureBlock { dim: 1, values: vec![1.0] }] };
-    /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)], vec![ex]).unwrap();
-    /// use structlearn::oracle_config::builtin_oracle;
-    /// use structlearn::{NoDiscrepancy, TrainConfig, Trainer};
-    /// let oracles = vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("linear").unwrap())];
-    /// // No loss augmentation: a smoothed CRF-like objective.
-    /// let trainer = Trainer::new(&data, oracles, TrainConfig::default()).unwrap().with_discrepancy(Box::new(NoDiscrepancy)).unwrap();
-    /// # drop(trainer);
-    /// ```
-    pub fn with_discrepancy(mut self, discrepancy: Box<dyn Discrepancy>) -> Result<Self, LearnError> {
-        self.discrepancy = discrepancy;
-        self.initial_states()?;
-        Ok(self)
-    }
-
-    /// Adds an observer.
-    pub fn add_observer(&mut self, observer: Box<dyn Observer + Send + 'a>) {
-        self.observers.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner).push(observer);
-    }
-
-    /// A flag that, once set, stops training at the next learning-iteration
-    /// boundary (after writing the checkpoint, if configured).
-    ///
-    /// ```
-    /// # use std::sync::Arc;
-    /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
-    /// # let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
-    /// # let ex = |labels: Vec<usize>, x: [f64; 4]| Example { name: "x".into(), graph: graph.clone(), labels: Some(labels),
-    /// #     features: vec![FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 4] }] };
-    /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)],
-    /// #     vec![ex(vec![0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8]), ex(vec![1, 1, 0, 0], [0.9, 0.7, 0.1, 0.3])]).unwrap();
-    /// use std::sync::atomic::{AtomicBool, Ordering};
-    /// use structlearn::oracle_config::builtin_oracle;
-    /// use structlearn::{LearnError, TrainConfig, Trainer};
-    /// let oracles = vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("linear").unwrap())];
-    /// let mut trainer = Trainer::new(&data, oracles, TrainConfig::default()).unwrap();
-    /// let stop = Arc::new(AtomicBool::new(false));
-    /// trainer.set_stop_flag(stop.clone()); // e.g. set from a Ctrl-C handler
-    /// stop.store(true, Ordering::SeqCst);
-    /// assert!(matches!(trainer.train(), Err(LearnError::Interrupted { completed: 0 })));
-    /// ```
-    pub fn set_stop_flag(&mut self, stop: Arc<AtomicBool>) {
-        self.stop = Some(stop);
-    }
-
-    /// Learning iterations completed so far.
-    pub fn completed_iterations(&self) -> usize {
-        self.completed
-    }
-
-    /// With early stopping ([`TrainConfig::early_stopping`]): the model of the
-    /// best validation iteration so far (restored by a resume too); what an
-    /// interrupted run should keep.
-    pub fn best_model(&self) -> Option<&StructuredModel> {
-        self.best_model.as_ref()
-    }
-
-    /// The records so far.
-    pub fn history(&self) -> &[Record] {
-        &self.history
     }
 
     /// `ε_t` per factor type.
@@ -1090,166 +1083,57 @@ impl<'a> Trainer<'a> {
         Ok((train, validation))
     }
 
-    fn emit(&mut self, event: &TrainEvent<'_>) -> Result<(), LearnError> {
-        for o in self.observers.get_mut().unwrap_or_else(std::sync::PoisonError::into_inner) {
-            o.observe(event)?;
-        }
-        Ok(())
-    }
-
-    /// Runs the remaining learning iterations (all of them, or those after a
-    /// resumed checkpoint). Returns [`LearnError::Interrupted`] if the stop flag
-    /// was set (after checkpointing, if configured).
-    pub fn train(&mut self) -> Result<TrainOutcome, LearnError> {
-        if self.config.early_stopping.is_some()
-            && (self.validation.is_none() || self.config.evaluate == Evaluate::Never)
-        {
-            return Err(LearnError::Config(
-                "early stopping needs a validation set and evaluation (evaluate is not `never`)".into(),
-            ));
-        }
-        let mut best = self.config.early_stopping.map(|rule| BestValidation::from_history(rule, &self.history));
-        let mut stopped_early = false;
-        if let Some(v) = self.validation {
-            let model = self.model()?;
-            let check = || {
-                model.check_dataset(v)?;
-                (0..v.len()).try_for_each(|k| v.labels(k).map(|_| ()))?;
-                if v.labelled_variables() == 0 {
-                    return Err(LearnError::Config(
-                        "it has no labelled variables (no examples, or every label unknown), so its error is \
-                         undefined"
-                            .into(),
-                    ));
-                }
-                Ok(())
-            };
-            check().map_err(|e| LearnError::Validation(Box::new(e)))?;
-        }
-        let start = Instant::now();
-        let total = self.config.learning_iterations;
-        self.emit(&TrainEvent::Started {
-            total_iterations: total,
-            steps_per_iteration: self.steps.len(),
-            completed: self.completed,
-        })?;
-        // The last iteration whose state is in the checkpoint file.
-        let mut checkpointed = self.completed;
-        while self.completed < total {
-            if self.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
-                // Stopped between checkpoints: keep the finished iterations too.
-                if let Some(c) = self.config.checkpoint.clone()
-                    && checkpointed < self.completed
-                {
-                    self.checkpoint(&c.path, self.completed, start)?;
-                }
-                return Err(LearnError::Interrupted { completed: self.completed });
-            }
-            let iteration = self.completed + 1;
-            for s in 0..self.steps.len() {
-                let t0 = Instant::now();
-                let mut record = Record {
-                    iteration,
-                    step: s,
-                    phase: String::new(),
-                    factor_type: None,
-                    objective: 0.0,
-                    oracle_loss: None,
-                    rejected: None,
-                    max_violation: None,
-                    train_error: None,
-                    validation_error: None,
-                    step_seconds: 0.0,
-                    elapsed_seconds: 0.0,
-                };
-                match (&self.steps[s], self.step_types[s]) {
-                    (Step::Fit { factor_type }, Some(t)) => {
-                        record.phase = "fit".into();
-                        record.factor_type = Some(factor_type.clone());
-                        let (loss, rejected, change) = self.fit_step(t, mix_seed(self.config.seed, iteration, s))?;
-                        record.oracle_loss = Some(loss);
-                        record.rejected = Some(rejected);
-                        // R + Σ_t ε_t Ω_t = Σ_t ε_t (L_t + Ω_t) (docs/MATH.md §4): only type t's
-                        // term changed, so no pass over θ — unless rounding took the update below 0.
-                        record.objective = match (change, self.history.last()) {
-                            (Some(change), Some(last)) if last.objective + self.epsilon[t] * change >= 0.0 => {
-                                last.objective + self.epsilon[t] * change
-                            }
-                            _ => self.objective()?,
-                        };
-                    }
-                    (Step::MessagePassing { iterations }, _) => {
-                        record.phase = "message-passing".into();
-                        let (violation, objective) = self.message_passing_step(*iterations)?;
-                        record.max_violation = Some(violation);
-                        record.objective = objective;
-                    }
-                    (Step::Fit { factor_type }, None) => {
-                        return Err(LearnError::Config(format!("unknown factor type `{factor_type}`")));
-                    }
-                }
-                record.step_seconds = t0.elapsed().as_secs_f64();
-                let last = s + 1 == self.steps.len();
-                let evaluate = match self.config.evaluate {
-                    Evaluate::EveryStep => true,
-                    Evaluate::EveryIteration => last,
-                    Evaluate::Never => false,
-                };
-                if evaluate {
-                    let (tr, va) = self.evaluate(self.config.evaluates_train_at(iteration))?;
-                    record.train_error = tr;
-                    record.validation_error = va;
-                }
-                record.elapsed_seconds = self.elapsed_before + start.elapsed().as_secs_f64();
-                self.history.push(record.clone());
-                self.emit(&TrainEvent::Step(&record))?;
-            }
-            self.completed = iteration;
-            let model = self.model()?;
-            self.emit(&TrainEvent::IterationFinished { iteration, model: &model })?;
-            let verdict =
-                best.as_mut().map(|b| b.update(iteration, self.history.last().and_then(|r| r.validation_error)));
-            if verdict == Some(Verdict::Improved) {
-                self.best_model = Some(model);
-            }
-            if let Some(c) = self.config.checkpoint.clone()
-                && (iteration.is_multiple_of(c.every) || iteration == total)
-            {
-                self.checkpoint(&c.path, iteration, start)?;
-                checkpointed = iteration;
-            }
-            if verdict == Some(Verdict::Stop) && iteration < total {
-                stopped_early = true;
-                break;
-            }
-        }
-        self.emit(&TrainEvent::Finished)?;
-        let model = match &self.best_model {
-            Some(m) => m.clone(),
-            None => self.model()?,
+    /// Step `s` of learning iteration `iteration`: a fit or message passing
+    /// (module docs). `last` is the previous step's record, whose objective a
+    /// fit updates.
+    fn run_step(&mut self, iteration: usize, s: usize, last: Option<&Record>) -> Result<Record, LearnError> {
+        let mut record = Record {
+            iteration,
+            step: s,
+            phase: String::new(),
+            factor_type: None,
+            objective: 0.0,
+            oracle_loss: None,
+            rejected: None,
+            max_violation: None,
+            train_error: None,
+            validation_error: None,
+            step_seconds: 0.0,
+            elapsed_seconds: 0.0,
         };
-        Ok(TrainOutcome {
-            model,
-            best_iteration: best.and_then(|b| b.best()).map(|(i, _)| i),
-            stopped_early,
-            history: self.history.clone(),
-        })
+        match (&self.steps[s], self.step_types[s]) {
+            (Step::Fit { factor_type }, Some(t)) => {
+                record.phase = "fit".into();
+                record.factor_type = Some(factor_type.clone());
+                let (loss, rejected, change) = self.fit_step(t, mix_seed(self.config.seed, iteration, s))?;
+                record.oracle_loss = Some(loss);
+                record.rejected = Some(rejected);
+                // R + Σ_t ε_t Ω_t = Σ_t ε_t (L_t + Ω_t) (docs/MATH.md §4): only type t's
+                // term changed, so no pass over θ — unless rounding took the update below 0.
+                record.objective = match (change, last) {
+                    (Some(change), Some(last)) if last.objective + self.epsilon[t] * change >= 0.0 => {
+                        last.objective + self.epsilon[t] * change
+                    }
+                    _ => self.objective()?,
+                };
+            }
+            (Step::MessagePassing { iterations }, _) => {
+                record.phase = "message-passing".into();
+                let (violation, objective) = self.message_passing_step(*iterations)?;
+                record.max_violation = Some(violation);
+                record.objective = objective;
+            }
+            (Step::Fit { factor_type }, None) => {
+                return Err(LearnError::Config(format!("unknown factor type `{factor_type}`")));
+            }
+        }
+        Ok(record)
     }
 
-    /// Saves a checkpoint after `iteration` with the time spent so far
-    /// (`start`: when this call of [`Trainer::train`] began) and tells the
-    /// observers.
-    fn checkpoint(&mut self, path: &Path, iteration: usize, start: Instant) -> Result<(), LearnError> {
-        self.elapsed_before += start.elapsed().as_secs_f64();
-        let saved = self.save_checkpoint(path);
-        self.elapsed_before -= start.elapsed().as_secs_f64();
-        saved?;
-        self.emit(&TrainEvent::Checkpointed { iteration, path })
-    }
-
-    /// Writes the learner's state (models, messages, completed iterations,
-    /// seed, history) atomically.
-    pub fn save_checkpoint(&self, path: &Path) -> Result<(), LearnError> {
+    /// Writes the learner's state (models, messages, evaluation messages,
+    /// seed) and `run` (completed iterations, history, time, best model)
+    /// atomically.
+    fn write_checkpoint(&self, path: &Path, run: &RunState) -> Result<(), LearnError> {
         let models = self
             .models
             .iter()
@@ -1262,14 +1146,14 @@ impl<'a> Trainer<'a> {
             seed: self.config.seed,
             examples: self.train.len(),
             factor_types: self.train.factor_types.iter().map(|f| f.name.as_str()).collect(),
-            completed: self.completed,
+            completed: run.completed,
             models,
             messages: message_slices(&self.messages),
-            history: &self.history,
-            elapsed_seconds: self.elapsed_before,
+            history: &run.history,
+            elapsed_seconds: run.elapsed_seconds,
             train_eval_messages: message_slices(&self.train_eval_messages),
             validation_eval_messages: message_slices(&self.validation_eval_messages),
-            best_model: self.best_model.as_ref().map(StructuredModel::to_bytes).transpose()?,
+            best_model: run.best_model.as_ref().map(StructuredModel::to_bytes).transpose()?,
         };
         // Streamed to the file: the messages (the bulk) are not copied.
         write_binary_atomic(path, CHECKPOINT_MAGIC, |w| {
@@ -1277,45 +1161,10 @@ impl<'a> Trainer<'a> {
         })
     }
 
-    /// Restores a checkpoint written by [`Trainer::save_checkpoint`] for the
-    /// same training set and seed; `train` then continues from it. Attach the
-    /// validation set ([`Trainer::with_validation`]) first, so that its
-    /// evaluation messages are restored too.
-    ///
-    /// ```
-    /// # use std::sync::Arc;
-    /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
-    /// # let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
-    /// # let ex = |labels: Vec<usize>, x: [f64; 4]| Example { name: "x".into(), graph: graph.clone(), labels: Some(labels),
-    /// #     features: vec![FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 4] }] };
-    /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)],
-    /// #     vec![ex(vec![0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8]), ex(vec![1, 1, 0, 0], [0.9, 0.7, 0.1, 0.3])]).unwrap();
-    /// use oracles::ModelRegistry;
-    /// use structlearn::oracle_config::builtin_oracle;
-    /// use structlearn::{CheckpointConfig, TrainConfig, Trainer};
-    /// let dir = tempfile::tempdir().unwrap();
-    /// let path = dir.path().join("run.ckpt");
-    /// let oracles = || vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("linear").unwrap())];
-    /// let config = |n| TrainConfig {
-    ///     learning_iterations: n,
-    ///     checkpoint: Some(CheckpointConfig { path: path.clone(), every: 1 }),
-    ///     ..TrainConfig::default()
-    /// };
-    /// let whole = Trainer::new(&data, oracles(), config(4)).unwrap().train().unwrap();
-    /// Trainer::new(&data, oracles(), config(2)).unwrap().train().unwrap(); // "interrupted" after 2
-    /// let mut trainer = Trainer::new(&data, oracles(), config(4)).unwrap();
-    /// trainer.resume_from(&path, &ModelRegistry::with_builtin()).unwrap();
-    /// let resumed = trainer.train().unwrap();
-    /// assert_eq!(resumed.model.to_bytes().unwrap(), whole.model.to_bytes().unwrap());
-    /// ```
-    pub fn resume_from(&mut self, path: &Path, registry: &ModelRegistry) -> Result<(), LearnError> {
-        let bytes = std::fs::read(path).map_err(|e| LearnError::io(path, e))?;
-        self.resume_from_bytes(&bytes, path, registry)
-    }
-
-    /// [`Trainer::resume_from`] on the bytes of a checkpoint file; `path` names
-    /// it in errors.
-    pub fn resume_from_bytes(&mut self, bytes: &[u8], path: &Path, registry: &ModelRegistry) -> Result<(), LearnError> {
+    /// Restores a checkpoint written by [`Algorithm1::write_checkpoint`] for
+    /// the same training set and seed (`path` names it in errors) and returns
+    /// the run state it held.
+    fn read_checkpoint(&mut self, bytes: &[u8], path: &Path, registry: &ModelRegistry) -> Result<RunState, LearnError> {
         let body = unwrap_binary(path, bytes, CHECKPOINT_MAGIC)?;
         let cp: CheckpointBody = postcard::from_bytes(body).map_err(|e| {
             LearnError::bad_file(
@@ -1411,15 +1260,12 @@ impl<'a> Trainer<'a> {
         // After decoding everything, so that a damaged file is reported as such.
         self.check_same_learner(&models, &cp.history, cp.completed, path)?;
         self.train_eval_messages = train_eval;
-        self.best_model = best_model;
         self.validation_eval_messages = validation_eval;
         self.models = models;
-        self.completed = cp.completed;
-        self.history = cp.history;
-        self.elapsed_before = cp.elapsed_seconds;
         self.messages = messages;
         // θ is a function of the models: recompute it exactly as the fits did.
-        self.refresh_all_types()
+        self.refresh_all_types()?;
+        Ok(RunState { completed: cp.completed, history: cp.history, elapsed_seconds: cp.elapsed_seconds, best_model })
     }
 
     /// Refuses a checkpoint written by another learner: models of other
@@ -1493,6 +1339,45 @@ impl<'a> Trainer<'a> {
             ));
         }
         Ok(())
+    }
+}
+
+impl<'a> Solver<'a> for Algorithm1<'a> {
+    fn kind(&self) -> LearnerKind {
+        self.kind
+    }
+    fn config(&self) -> &TrainConfig {
+        &self.config
+    }
+    fn steps_per_iteration(&self) -> usize {
+        self.steps.len()
+    }
+    fn set_validation(&mut self, validation: &'a Dataset) {
+        self.validation = Some(validation);
+        self.validation_eval_messages = Vec::new();
+    }
+    fn validation(&self) -> Option<&'a Dataset> {
+        self.validation
+    }
+    fn step(&mut self, iteration: usize, step: usize, history: &[Record]) -> Result<Record, LearnError> {
+        self.run_step(iteration, step, history.last())
+    }
+    fn evaluate(&mut self, with_train: bool) -> Result<(Option<f64>, Option<f64>), LearnError> {
+        Algorithm1::evaluate(self, with_train)
+    }
+    fn model(&self) -> Result<StructuredModel, LearnError> {
+        Algorithm1::model(self)
+    }
+    fn save_checkpoint(&self, path: &Path, run: &RunState) -> Result<(), LearnError> {
+        self.write_checkpoint(path, run)
+    }
+    fn resume_from_bytes(
+        &mut self,
+        bytes: &[u8],
+        path: &Path,
+        registry: &ModelRegistry,
+    ) -> Result<RunState, LearnError> {
+        self.read_checkpoint(bytes, path, registry)
     }
 }
 

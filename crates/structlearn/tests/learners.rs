@@ -461,7 +461,7 @@ fn ridge_bounds_untied_weights_and_the_penalised_objective_falls() {
 /// draws such constraint sets for half its seeds).
 #[test]
 fn perceptrons_take_a_constraint_that_forbids_class_zero() {
-    use structlearn::{Learner, Perceptron, PerceptronMode};
+    use structlearn::{Executor, OracleRegistry, Perceptron, PerceptronMode};
     let graph = Arc::new(
         factors_with_singletons(vec![2, 2], &[Scope { variables: vec![0, 1], factor_type: "constraint".into() }])
             .unwrap(),
@@ -479,13 +479,14 @@ fn perceptrons_take_a_constraint_that_forbids_class_zero() {
     let examples = vec![ex(vec![1, 0], 1.0, -1.0), ex(vec![0, 1], -1.0, 1.0), ex(vec![1, 1], 1.0, 1.0)];
     let data =
         Dataset::new(vec![FactorTypeInfo::new("unary", 4), FactorTypeInfo::new("constraint", 1)], examples).unwrap();
-    let specs = vec![
+    let specs = [
         ("unary".to_string(), json!({"kind": "linear"})),
         ("constraint".to_string(), json!({"kind": "fixed", "table": [0.0, 0.0, 0.0, 0.0], "forbidden": [0]})),
     ];
     for mode in [PerceptronMode::Local, PerceptronMode::Global] {
         let config = TrainConfig { learning_iterations: 3, ..TrainConfig::default() };
-        let mut learner = Perceptron::new(&data, &specs, mode, config).unwrap_or_else(|e| panic!("{mode:?}: {e}"));
-        learner.train().unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+        let oracles = specs.iter().map(|(t, s)| (t.clone(), OracleRegistry::builtin().build(s).unwrap())).collect();
+        let perceptron = Perceptron::new(&data, oracles, mode, config).unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+        Executor::for_solver(perceptron).train().unwrap_or_else(|e| panic!("{mode:?}: {e}"));
     }
 }
