@@ -14,6 +14,12 @@
 //! crate's L-BFGS on the biased logistic loss the oracle is handed
 //! (docs/ORACLES.md has the contract).
 //!
+//! The crate's one entry point for programs that use it is [`register`]: it
+//! adds the class to an [`OracleRegistry`] (so that configuration files,
+//! every learner that can use it and the Python package choose it by name,
+//! `{"kind": "histogram", "bins": 8}`) and its model loader to a
+//! [`ModelRegistry`] (so that model files holding it load).
+//!
 //! Run with `cargo run --release --example oracle_crate`. The end-to-end test
 //! `tests/plugin_oracle.rs` trains, saves and reloads this same class.
 
@@ -23,19 +29,37 @@ use oracles::{
     decode, downcast_warm, row_loss,
 };
 use serde::{Deserialize, Serialize};
-use structlearn::oracle_config::builtin_oracle;
-use structlearn::{PredictOptions, StructuredModel, TrainConfig, Trainer};
+use structlearn::oracle_config::RunConfig;
+use structlearn::{LearnError, LearnerKind, OracleRegistry, PredictOptions, StructuredModel, build_learner_with};
 
 /// The registry key of the class (stored in model files).
 pub const KIND: &str = "histogram";
 
-/// The oracle: its hyper-parameters.
+/// The oracle: its hyper-parameters (settings of `{"kind": "histogram", ...}`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct HistogramOracle {
     /// The feature column.
     pub column: usize,
     /// Equal-width bins between the column's smallest and largest value.
     pub bins: usize,
+}
+
+impl Default for HistogramOracle {
+    fn default() -> Self {
+        Self { column: 0, bins: 10 }
+    }
+}
+
+/// Registers the class: its oracle by name (with what its settings mean) and
+/// its model loader.
+pub fn register(oracles: &mut OracleRegistry, models: &mut ModelRegistry) -> Result<(), LearnError> {
+    oracles.register::<HistogramOracle>(
+        KIND,
+        "a piecewise-constant function of one feature column over equal-width bins",
+        &[("column", "the feature column, < dim"), ("bins", "equal-width bins between its extremes, ≥ 1")],
+    )?;
+    models.register(KIND, load).map_err(|e| LearnError::Config(e.to_string()))
 }
 
 /// A fitted function.
@@ -160,12 +184,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Small denoising images: unary features [noisy value, 1], pair features [disagreement, 1].
     let cfg = datasets::denoising::DenoisingConfig { height: 30, width: 30, train: 6, test: 4, ..Default::default() };
     let data = datasets::denoising::generate(&cfg)?;
-    let oracles: Vec<(String, Box<dyn Oracle>)> = vec![
-        ("unary".into(), Box::new(HistogramOracle { column: 0, bins: 10 })),
-        ("pairwise".into(), builtin_oracle("linear")?),
-    ];
-    let config = TrainConfig { learning_iterations: 6, ..TrainConfig::default() };
-    let outcome = Trainer::new(&data.train, oracles, config)?.with_validation(&data.test).train()?;
+    let (mut oracles, mut models) = (OracleRegistry::with_builtin(), ModelRegistry::with_builtin());
+    register(&mut oracles, &mut models)?;
+    // The class is now chosen by name, exactly as the built-ins are (a file for `--config` looks the same).
+    let config = RunConfig::from_json(&serde_json::json!({
+        "train": {"learning_iterations": 6},
+        "oracles": {"unary": {"kind": "histogram", "bins": 10}, "pairwise": {"kind": "linear"}}
+    }))?;
+    let mut learner =
+        build_learner_with(LearnerKind::Algorithm1, &data.train, &config.oracles, config.train, &oracles)?;
+    learner.set_validation(&data.test);
+    let outcome = learner.train()?;
     let last = outcome.history.last().ok_or("no history")?;
     println!("histogram unary + linear pairwise: test error {:.4}", last.validation_error.unwrap_or(f64::NAN));
 
@@ -176,9 +205,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Err(e) => println!("without the loader: {e}"),
         Ok(_) => return Err("the built-in registry loaded an unknown kind".into()),
     }
-    let mut registry = ModelRegistry::with_builtin();
-    registry.register(KIND, load)?;
-    let loaded = StructuredModel::load(&path, &registry)?;
+    let loaded = StructuredModel::load(&path, &models)?;
     let opts = PredictOptions::default();
     assert_eq!(loaded.predict(&data.test, &opts)?[0].labels, outcome.model.predict(&data.test, &opts)?[0].labels);
     println!("with the loader registered: reloaded {} and predicted the same labels", path.display());

@@ -10,15 +10,17 @@ use std::sync::Arc;
 
 use factor_graph::{GridLayout, grid};
 use oracles::{ModelRegistry, Oracle};
+use structlearn::oracle_config::RunConfig;
 use structlearn::{
-    Dataset, Evaluate, Example, FactorTypeInfo, FeatureBlock, PredictOptions, StructuredModel, TrainConfig, Trainer,
+    Dataset, Evaluate, Example, FactorTypeInfo, FeatureBlock, LearnerKind, OracleRegistry, PredictOptions,
+    StructuredModel, TrainConfig, Trainer, build_learner_with,
 };
 
 /// The class of `examples/oracle_crate.rs` (its `main` is not used here).
 #[path = "../examples/oracle_crate.rs"]
 #[allow(dead_code)]
 mod oracle_crate;
-use oracle_crate::{HistogramOracle, KIND, load};
+use oracle_crate::{HistogramOracle, KIND, load, register};
 
 /// Binary blobs on a grid with the paper's noisy unary feature and an
 /// informative pair feature.
@@ -102,4 +104,53 @@ fn invalid_plugin_hyper_parameters_are_rejected_before_training() {
     ];
     let err = Trainer::new(&train, oracles, TrainConfig::default()).err().unwrap();
     assert!(err.to_string().contains("bins"), "{err}");
+}
+
+/// Registered by name, the class is built from a JSON configuration by the
+/// same code as the built-ins (`RunConfig`, the registry, `build_learner_with`:
+/// what `structlearn train --config` runs) and trains to the same bits as the
+/// oracle constructed by hand; learners that cannot use it say so by name.
+#[test]
+fn a_registered_oracle_is_chosen_by_name_from_a_json_config() {
+    let train = data(4, 4);
+    let (mut oracles, mut models) = (OracleRegistry::with_builtin(), ModelRegistry::with_builtin());
+    let config = RunConfig::from_json(&serde_json::json!({
+        "train": {"learning_iterations": 3, "seed": 2},
+        "oracles": {"unary": {"kind": "histogram", "bins": 6}, "pairwise": {"kind": "linear", "l2": 0.1}}
+    }))
+    .unwrap();
+    // Unknown before registration: the error names the kind and the ones known.
+    let err = build_learner_with(LearnerKind::Algorithm1, &train, &config.oracles, config.train.clone(), &oracles)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("unknown oracle kind `histogram`") && err.contains("boosting"), "{err}");
+    register(&mut oracles, &mut models).unwrap();
+    assert!(register(&mut oracles, &mut models).is_err(), "registered twice");
+    // Its settings are listed with their meanings, like the built-ins'.
+    let settings = oracles.hyper_parameters(KIND).unwrap();
+    assert!(settings.iter().any(|h| h.name == "bins" && h.default == 10 && !h.meaning.is_empty()));
+    let bad = serde_json::json!({"kind": "histogram", "bins": 6, "colum": 1});
+    assert!(oracles.build(&bad).err().unwrap().to_string().contains("colum"));
+
+    let by_name = build_learner_with(LearnerKind::Algorithm1, &train, &config.oracles, config.train.clone(), &oracles)
+        .unwrap()
+        .train()
+        .unwrap();
+    let by_hand: Vec<(String, Box<dyn Oracle>)> = vec![
+        ("unary".into(), Box::new(HistogramOracle { column: 0, bins: 6 })),
+        ("pairwise".into(), Box::new(oracles::linear::LinearOracle { l2: 0.1, ..Default::default() })),
+    ];
+    let direct = Trainer::new(&train, by_hand, config.train.clone()).unwrap().train().unwrap();
+    assert_eq!(by_name.model.to_bytes().unwrap(), direct.model.to_bytes().unwrap());
+    // The model file loads through the plug-in's loader.
+    let back =
+        StructuredModel::from_bytes(&by_name.model.to_bytes().unwrap(), &models, std::path::Path::new("m")).unwrap();
+    assert_eq!(back.to_bytes().unwrap(), direct.model.to_bytes().unwrap());
+    // The perceptrons learn linear classes only, and say which class they were given.
+    let err = build_learner_with(LearnerKind::PerceptronLocal, &train, &config.oracles, config.train, &oracles)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("histogram"), "{err}");
 }

@@ -13,7 +13,7 @@ use factor_graph::UaiModel;
 use oracles::ModelRegistry;
 use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace};
 use structlearn::files::write_atomic;
-use structlearn::oracle_config::{oracle_help, parse_oracle_arg};
+use structlearn::oracle_config::{RunConfig, oracle_help, parse_oracle_arg};
 use structlearn::{
     CheckpointConfig, ConfusionMatrix, CsvCurveWriter, Dataset, EarlyStopping, LearnerKind, PredictOptions,
     StructuredModel, TrainConfig, build_learner,
@@ -652,23 +652,8 @@ fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
             let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
             let v: serde_json::Value =
                 serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", p.display()))?;
-            let obj = v.as_object().context("the configuration must be a JSON object")?;
-            if let Some(k) = obj.keys().find(|k| *k != "train" && *k != "oracles") {
-                bail!("{}: unknown key `{k}` (expected `train` and `oracles`)", p.display());
-            }
-            let config: TrainConfig = match obj.get("train") {
-                Some(t) => serde_json::from_value(t.clone()).with_context(|| format!("{}: `train`", p.display()))?,
-                None => TrainConfig::default(),
-            };
-            let specs: Vec<(String, serde_json::Value)> = match obj.get("oracles") {
-                None => Vec::new(),
-                Some(serde_json::Value::Object(o)) => o.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-                Some(other) => bail!(
-                    "{}: `oracles` must be an object {{\"FACTOR TYPE\": {{\"kind\": …}}}}, not {other}",
-                    p.display()
-                ),
-            };
-            (config, specs)
+            let file = RunConfig::from_json(&v).with_context(|| p.display().to_string())?;
+            (file.train, file.oracles)
         }
         None => (TrainConfig::default(), Vec::new()),
     };

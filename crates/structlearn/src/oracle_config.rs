@@ -28,6 +28,57 @@ use crate::LearnError;
 pub use crate::registry::HyperParameter;
 use crate::registry::OracleRegistry;
 
+/// A configuration file: `{"train": {TrainConfig fields}, "oracles": {"TYPE":
+/// {"kind": ..., settings...}}}` (both keys optional; unknown keys at any
+/// level are errors). `structlearn train --config` reads it; a program with
+/// plug-in oracles reads it the same way and builds its learner with its own
+/// registry ([`crate::build_learner_with`]).
+///
+/// ```
+/// use structlearn::oracle_config::RunConfig;
+/// let config = RunConfig::from_json(&serde_json::json!({
+///     "train": {"learning_iterations": 5},
+///     "oracles": {"unary": {"kind": "boosting", "rounds": 10}, "pairwise": {"kind": "linear"}}
+/// }))
+/// .unwrap();
+/// assert_eq!(config.train.learning_iterations, 5);
+/// assert_eq!(config.oracles[0].0, "unary");
+/// assert!(RunConfig::from_json(&serde_json::json!({"trian": {}})).is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunConfig {
+    /// The learning settings.
+    pub train: crate::TrainConfig,
+    /// One oracle specification per factor type, in the file's order.
+    pub oracles: Vec<(String, Value)>,
+}
+
+impl RunConfig {
+    /// Reads a configuration (type docs). The oracle specifications are
+    /// checked when the learner builds them (by its registry).
+    pub fn from_json(value: &Value) -> Result<Self, LearnError> {
+        let obj =
+            value.as_object().ok_or_else(|| LearnError::Config("the configuration must be a JSON object".into()))?;
+        if let Some(k) = obj.keys().find(|k| *k != "train" && *k != "oracles") {
+            return Err(LearnError::Config(format!("unknown key `{k}` (expected `train` and `oracles`)")));
+        }
+        let train = match obj.get("train") {
+            Some(t) => serde_json::from_value(t.clone()).map_err(|e| LearnError::Config(format!("`train`: {e}")))?,
+            None => crate::TrainConfig::default(),
+        };
+        let oracles = match obj.get("oracles") {
+            None => Vec::new(),
+            Some(Value::Object(o)) => o.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            Some(other) => {
+                return Err(LearnError::Config(format!(
+                    "`oracles` must be an object {{\"FACTOR TYPE\": {{\"kind\": …}}}}, not {other}"
+                )));
+            }
+        };
+        Ok(Self { train, oracles })
+    }
+}
+
 /// A built-in oracle with default hyper-parameters.
 ///
 /// ```
