@@ -52,12 +52,12 @@ fn to_dataset(images: &[(Vec<usize>, Vec<f64>)], h: usize, w: usize) -> Result<D
                     [(measured[i] - measured[j]).abs(), 1.0]
                 })
                 .collect();
-            Example {
-                name: format!("image{k}"),
-                graph: graph.clone(),
-                labels: Some(labels.clone()),
-                features: vec![FeatureBlock { dim: 2, values: unary }, FeatureBlock { dim: 2, values: pair }],
-            }
+            Example::new(
+                format!("image{k}"),
+                graph.clone(),
+                Some(labels.clone()),
+                vec![FeatureBlock { dim: 2, values: unary }, FeatureBlock { dim: 2, values: pair }],
+            )
         })
         .collect();
     Ok(Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 2)], examples)?)

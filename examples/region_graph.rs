@@ -62,12 +62,12 @@ fn sequences(count: usize, n: usize, seed: u64, graph: &Arc<RegionGraph>) -> Res
                 })
                 .collect();
             let constant = |rows: usize| FeatureBlock { dim: 1, values: vec![1.0; rows] };
-            Example {
-                name: format!("seq{k}"),
-                graph: graph.clone(),
-                labels: Some(labels),
-                features: vec![FeatureBlock { dim: LABELS + 1, values: unary }, constant(n - 1), constant(n - 2)],
-            }
+            Example::new(
+                format!("seq{k}"),
+                graph.clone(),
+                Some(labels),
+                vec![FeatureBlock { dim: LABELS + 1, values: unary }, constant(n - 1), constant(n - 2)],
+            )
         })
         .collect();
     let types = vec![

@@ -48,12 +48,12 @@ fn data(seed: u64, count: usize) -> Dataset {
                 [if labels[i] == labels[j] { 0.8 * uniform() } else { 0.2 + 0.8 * uniform() }, 1.0]
             });
             let pair: Vec<f64> = pair.collect();
-            Example {
-                name: format!("blob{k}"),
-                graph: graph.clone(),
-                labels: Some(labels.clone()),
-                features: vec![FeatureBlock { dim: 2, values: unary }, FeatureBlock { dim: 2, values: pair }],
-            }
+            Example::new(
+                format!("blob{k}"),
+                graph.clone(),
+                Some(labels.clone()),
+                vec![FeatureBlock { dim: 2, values: unary }, FeatureBlock { dim: 2, values: pair }],
+            )
         })
         .collect();
     Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 2)], examples).unwrap()

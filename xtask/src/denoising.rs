@@ -292,9 +292,9 @@ fn write_figures(out: &Path, seed: u64, data: &DenoisingData, p: &Preset) -> Res
 /// `ε g_t([x, 1], ·)` for every `x`: the learned energy of factor type `t`.
 fn energies(model: &StructuredModel, t: usize, xs: &[f64]) -> Result<Vec<Vec<f64>>> {
     let phi: Vec<f64> = xs.iter().flat_map(|&x| [x, 1.0]).collect();
-    let c = model.factor_types[t].classes;
+    let c = model.factor_types()[t].classes;
     let mut out = vec![0.0; xs.len() * c];
-    model.models[t].score(Features::new(&phi, xs.len(), 2)?, &mut out)?;
-    let eps = model.epsilon[t];
+    model.models()[t].score(Features::new(&phi, xs.len(), 2)?, &mut out)?;
+    let eps = model.epsilon()[t];
     Ok(out.chunks(c).map(|r| r.iter().map(|g| eps * g).collect()).collect())
 }

@@ -156,7 +156,7 @@ pub(crate) fn error_at(model: &StructuredModel, data: &Dataset, eps: f64, opts: 
     let counts: Vec<(usize, usize)> = (0..data.len())
         .into_par_iter()
         .map(|k| -> Result<(usize, usize)> {
-            let g = &data.examples[k].graph;
+            let g = &data.examples()[k].graph();
             let theta = model.energies(data, k)?;
             let problem = InferenceProblem::uniform(g, &theta, eps)?;
             let mut m = Messages::zeros(g);
@@ -409,7 +409,7 @@ fn clock_run(
     let (c, s) = (curve.clone(), stop.clone());
     let mut seconds = 0.0;
     let mut last_eval = f64::NEG_INFINITY;
-    let mut messages: Vec<Messages> = test.examples.iter().map(|e| Messages::zeros(&e.graph)).collect();
+    let mut messages: Vec<Messages> = test.examples().iter().map(|e| Messages::zeros(e.graph())).collect();
     let every = budget / 40.0;
     learner.add_observer(Box::new(Callback(move |event: &TrainEvent<'_>| -> Result<(), LearnError> {
         let mut curve = c.lock().unwrap_or_else(std::sync::PoisonError::into_inner);

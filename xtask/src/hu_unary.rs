@@ -30,7 +30,7 @@ use anyhow::Result;
 use datasets::shapes::{Noise, Shape, ShapesConfig, Tying, generate, oracle_specs};
 use structlearn::files::write_atomic;
 use structlearn::{
-    Dataset, Evaluate, FactorTypeInfo, FeatureBlock, LearnerKind, PredictOptions, TrainConfig, build_learner,
+    Dataset, Evaluate, Example, FactorTypeInfo, FeatureBlock, LearnerKind, PredictOptions, TrainConfig, build_learner,
 };
 
 use crate::hazan_urtasun::error_at;
@@ -53,9 +53,9 @@ pub struct UnaryCheck {
 /// `(x, label)` of every pixel of `data` (unary feature 0 is `x`).
 fn pixels(data: &Dataset) -> Result<Vec<(f64, usize)>> {
     let mut out = Vec::new();
-    for (k, ex) in data.examples.iter().enumerate() {
-        let dim = ex.features[0].dim;
-        for (row, &y) in ex.features[0].values.chunks_exact(dim).zip(data.labels(k)?) {
+    for (k, ex) in data.examples().iter().enumerate() {
+        let dim = ex.features()[0].dim;
+        for (row, &y) in ex.features()[0].values.chunks_exact(dim).zip(data.labels(k)?) {
             out.push((row[0], y));
         }
     }
@@ -98,11 +98,11 @@ fn bin(x: f64, lo: f64, hi: f64) -> usize {
 /// The same data with unary features `[one-hot(bin(x)), 1]`.
 fn binned(data: &Dataset, lo: f64, hi: f64) -> Result<Dataset> {
     let examples = data
-        .examples
+        .examples()
         .iter()
         .map(|ex| {
-            let dim = ex.features[0].dim;
-            let values = ex.features[0]
+            let dim = ex.features()[0].dim;
+            let values = ex.features()[0]
                 .values
                 .chunks_exact(dim)
                 .flat_map(|row| {
@@ -112,13 +112,13 @@ fn binned(data: &Dataset, lo: f64, hi: f64) -> Result<Dataset> {
                     v
                 })
                 .collect();
-            let mut ex = ex.clone();
-            ex.features[0] = FeatureBlock { dim: BINS + 1, values };
-            ex
+            let (name, graph, labels, mut features) = ex.clone().into_parts();
+            features[0] = FeatureBlock { dim: BINS + 1, values };
+            Example::new(name, graph, labels, features)
         })
         .collect();
     let mut types: Vec<FactorTypeInfo> =
-        data.factor_types.iter().map(|t| FactorTypeInfo::new(&t.name, t.dim)).collect();
+        data.factor_types().iter().map(|t| FactorTypeInfo::new(&t.name, t.dim)).collect();
     types[0].dim = BINS + 1;
     Ok(Dataset::new(types, examples)?)
 }

@@ -668,7 +668,9 @@ impl Experiment for Images {
 }
 
 fn count_labelled(set: &Dataset) -> usize {
-    (0..set.len()).map(|k| (0..set.examples[k].graph.num_variables()).filter(|&i| set.is_labelled(k, i)).count()).sum()
+    (0..set.len())
+        .map(|k| (0..set.examples()[k].graph().num_variables()).filter(|&i| set.is_labelled(k, i)).count())
+        .sum()
 }
 
 #[cfg(test)]

@@ -111,13 +111,13 @@ fn accuracy(test: &Dataset, decode: impl Fn(usize) -> Result<Vec<usize>>) -> Res
 fn map_decoder(model: &StructuredModel, test: &Dataset) -> impl Fn(usize) -> Result<Vec<usize>> {
     move |k| {
         let theta = model.energies(test, k)?;
-        Ok(map_labeling(&test.examples[k].graph, &theta, k)?)
+        Ok(map_labeling(test.examples()[k].graph(), &theta, k)?)
     }
 }
 
 /// Trains every strategy on the first `n` training examples of `data`.
 fn run_size(p: &Preset, data: &PunyakanokData, kappa: f64, trial: usize, n: usize) -> Result<Vec<Point>> {
-    let train = Dataset::new(data.train.factor_types.clone(), data.train.examples[..n].to_vec())?;
+    let train = Dataset::new(data.train.factor_types().to_vec(), data.train.examples()[..n].to_vec())?;
     let test = &data.test;
     let specs = vec![
         ("unary".to_string(), serde_json::json!({"kind": "linear"})),
@@ -143,7 +143,7 @@ fn run_size(p: &Preset, data: &PunyakanokData, kappa: f64, trial: usize, n: usiz
     let (local, s) = train_with(LearnerKind::PerceptronLocal, p.epochs)?;
     let local_decode = |k: usize| -> Result<Vec<usize>> {
         let theta = local.energies(test, k)?;
-        Ok(local_labeling(&test.examples[k].graph, &theta)?)
+        Ok(local_labeling(test.examples()[k].graph(), &theta)?)
     };
     out.push(point("LO", accuracy(test, local_decode)?, s));
     out.push(point("L+I", accuracy(test, map_decoder(&local, test))?, s));

@@ -633,7 +633,7 @@ fn run_cell<E: Experiment>(
     let start = Instant::now();
     // The unary type gets the unary oracle, every other type (pairwise, or the
     // image data sets' horizontal and vertical pairs) one of the pairwise kind.
-    let types: Vec<String> = data.train().factor_types.iter().map(|t| t.name.clone()).collect();
+    let types: Vec<String> = data.train().factor_types().iter().map(|t| t.name.clone()).collect();
     let oracles = types
         .iter()
         .map(|t| Ok((t.clone(), if t == UNARY { exp.oracle(unary, false)? } else { exp.oracle(pairwise, true)? })))
@@ -745,7 +745,7 @@ fn check_model(path: &Path, unary: &str, pairwise: &str) -> Result<Vec<u8>> {
     }
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     let model = StructuredModel::from_bytes(&bytes, &oracles::ModelRegistry::with_builtin(), path)?;
-    for (ft, m) in model.factor_types.iter().zip(&model.models) {
+    for (ft, m) in model.factor_types().iter().zip(model.models()) {
         let expected = if ft.name == UNARY { unary } else { pairwise };
         if m.kind() != expected {
             bail!(

@@ -28,9 +28,9 @@
 //! let cfg = DenoisingConfig { height: 20, width: 30, train: 2, test: 1, ..DenoisingConfig::default() };
 //! let data = generate(&cfg).unwrap();
 //! assert_eq!(data.train.len(), 2);
-//! assert_eq!(data.test.factor_types[1].classes, 4); // pair configurations
-//! let ex = &data.train.examples[0];
-//! assert_eq!(ex.features[0].values.len(), 20 * 30 * 2); // [φ_i, 1] per pixel
+//! assert_eq!(data.test.factor_types()[1].classes, 4); // pair configurations
+//! let ex = &data.train.examples()[0];
+//! assert_eq!(ex.features()[0].values.len(), 20 * 30 * 2); // [φ_i, 1] per pixel
 //! ```
 
 use std::sync::Arc;
@@ -62,7 +62,7 @@ pub const KERNEL_RADIUS_SIGMAS: f64 = 4.0;
 /// let cfg = DenoisingConfig { height: 20, width: 30, train: 2, test: 1, seed: 3, ..DenoisingConfig::default() };
 /// let data = generate(&cfg).unwrap();
 /// assert_eq!((data.train.len(), data.test.len()), (2, 1));
-/// assert_eq!(data.train.examples[0].graph.num_variables(), 20 * 30);
+/// assert_eq!(data.train.examples()[0].graph().num_variables(), 20 * 30);
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -284,12 +284,8 @@ fn generate_example(
         noisy: Raster::new(cfg.height, cfg.width, noisy)?,
         truth: Raster::new(cfg.height, cfg.width, labels.clone())?,
     };
-    let example = Example {
-        name,
-        graph: graph.clone(),
-        labels: Some(labels),
-        features: vec![FeatureBlock { dim: 2, values: unary }, pairwise],
-    };
+    let example =
+        Example::new(name, graph.clone(), Some(labels), vec![FeatureBlock { dim: 2, values: unary }, pairwise]);
     Ok((example, image))
 }
 
@@ -387,14 +383,14 @@ mod tests {
     }
 
     fn feature_bits(data: &Dataset) -> Vec<u64> {
-        data.examples
+        data.examples()
             .iter()
-            .flat_map(|e| e.features.iter().flat_map(|b| b.values.iter().map(|v| v.to_bits())))
+            .flat_map(|e| e.features().iter().flat_map(|b| b.values.iter().map(|v| v.to_bits())))
             .collect()
     }
 
     fn labels(data: &Dataset) -> Vec<usize> {
-        data.examples.iter().flat_map(|e| e.labels.clone().unwrap_or_default()).collect()
+        data.examples().iter().flat_map(|e| e.labels().unwrap_or_default().iter().copied()).collect()
     }
 
     #[test]
@@ -431,15 +427,15 @@ mod tests {
     fn datasets_validate_and_share_one_graph() {
         let data = generate(&small(1)).unwrap();
         for set in [&data.train, &data.test] {
-            let types: Vec<_> = set.factor_types.iter().map(|t| (t.name.as_str(), t.dim, t.classes)).collect();
+            let types: Vec<_> = set.factor_types().iter().map(|t| (t.name.as_str(), t.dim, t.classes)).collect();
             assert_eq!(types, vec![("unary", 2, 2), ("pairwise", 2, 4)]);
-            for ex in &set.examples {
-                assert!(Arc::ptr_eq(&ex.graph, &data.graph));
+            for ex in set.examples() {
+                assert!(Arc::ptr_eq(ex.graph(), &data.graph));
             }
             // Re-validating from scratch passes too.
-            assert!(Dataset::new(factor_types(), set.examples.clone()).is_ok());
+            assert!(Dataset::new(factor_types(), set.examples().to_vec()).is_ok());
         }
-        assert_eq!(data.train.examples[2].name, "denoising-train-002");
+        assert_eq!(data.train.examples()[2].name(), "denoising-train-002");
         assert_eq!(data.test_images[1].name, "denoising-test-001");
     }
 
@@ -476,9 +472,9 @@ mod tests {
         let layout = data.config.layout();
         let mut unary = [(0.0, 0usize); 2];
         let mut pair = [(0.0, 0usize); 2]; // [same, different]
-        for (ex, img) in data.train.examples.iter().zip(&data.train_images) {
-            let y = ex.labels.as_deref().unwrap_or_default();
-            for (i, row) in ex.features[0].values.chunks_exact(2).enumerate() {
+        for (ex, img) in data.train.examples().iter().zip(&data.train_images) {
+            let y = ex.labels().unwrap_or_default();
+            for (i, row) in ex.features()[0].values.chunks_exact(2).enumerate() {
                 let a = row[0];
                 assert_eq!(row[1], 1.0);
                 assert_eq!(img.noisy.data()[i], a);
@@ -490,7 +486,7 @@ mod tests {
                 unary[y[i]].0 += a;
                 unary[y[i]].1 += 1;
             }
-            for (p, row) in ex.features[1].values.chunks_exact(2).enumerate() {
+            for (p, row) in ex.features()[1].values.chunks_exact(2).enumerate() {
                 let (i, j) = layout.pair_pixels(p);
                 let b = row[0];
                 assert_eq!(row[1], 1.0);
@@ -581,7 +577,7 @@ mod tests {
         assert_eq!(field(DenoisingConfig { sigma: f64::INFINITY, ..base.clone() }), "sigma");
         // A one-row image is fine: it has horizontal pairs.
         let strip = generate(&DenoisingConfig { height: 1, width: 10, ..base }).unwrap();
-        assert_eq!(strip.train.factor_types[1].classes, 4);
+        assert_eq!(strip.train.factor_types()[1].classes, 4);
     }
 
     #[test]

@@ -401,7 +401,7 @@ pub fn build_examples(
         standardizers[1].apply(&mut pair)?;
         masks.push(ignored);
         let features = pair_types.blocks(unary, pair, horizontal);
-        examples.push(Example { name: img.name.clone(), graph, labels: Some(labels), features });
+        examples.push(Example::new(img.name.clone(), graph, Some(labels), features));
     }
     let mut data = Dataset::new(pair_types.factor_types(), examples)?;
     for (k, mask) in masks.into_iter().enumerate() {
@@ -713,7 +713,7 @@ where
 /// let photo = image::RgbImage::new(40, 20);
 /// let (data, small) = p.dataset(&photo, "photo").unwrap();
 /// assert_eq!((small.width(), small.height()), (8, 4));
-/// assert_eq!(data.examples[0].graph.num_variables(), 32);
+/// assert_eq!(data.examples()[0].graph().num_variables(), 32);
 /// ```
 /// The largest `max_side` a [`Pipeline`] may reduce to.
 pub const MAX_REDUCED_SIDE: usize = 4096;
@@ -815,7 +815,7 @@ impl Pipeline {
         let layout = GridLayout { height: h, width: w };
         let graph = Arc::new(full_grid(layout, self.classes.len(), self.pair_types)?);
         let features = self.pair_types.blocks(unary, pair, layout.num_horizontal());
-        let example = Example { name: name.into(), graph, labels: None, features };
+        let example = Example::new(name, graph, None, features);
         Ok((Dataset::new(self.pair_types.factor_types(), vec![example])?, small))
     }
 
@@ -937,23 +937,23 @@ mod tests {
             let shared = build_examples(&imgs, feats.clone(), &std, 2, usage, PairTypes::Shared).unwrap();
             let split = build_examples(&imgs, feats.clone(), &std, 2, usage, PairTypes::ByDirection).unwrap();
             assert_eq!(
-                split.factor_types,
+                split.factor_types(),
                 PairTypes::ByDirection
                     .factor_types()
                     .iter()
                     .map(|t| { FactorTypeInfo { classes: if t.name == UNARY { 2 } else { 4 }, ..t.clone() } })
                     .collect::<Vec<_>>()
             );
-            for (a, b) in shared.examples.iter().zip(&split.examples) {
-                assert_eq!(a.features[0], b.features[0]);
-                let (h, v) = (&b.features[1], &b.features[2]);
-                assert_eq!([h.values.clone(), v.values.clone()].concat(), a.features[1].values);
+            for (a, b) in shared.examples().iter().zip(split.examples()) {
+                assert_eq!(a.features()[0], b.features()[0]);
+                let (h, v) = (&b.features()[1], &b.features()[2]);
+                assert_eq!([h.values.clone(), v.values.clone()].concat(), a.features()[1].values);
                 // Each block has one row per region of its type.
                 for (t, block) in [(1, h), (2, v)] {
-                    let regions = (0..b.graph.num_regions()).filter(|&r| b.graph.region_type(r) == t).count();
+                    let regions = (0..b.graph().num_regions()).filter(|&r| b.graph().region_type(r) == t).count();
                     assert_eq!(block.values.len(), regions * PAIR_DIM, "{usage:?}, type {t}");
                 }
-                assert_eq!(a.labels, b.labels);
+                assert_eq!(a.labels(), b.labels());
             }
             for k in 0..shared.len() {
                 assert_eq!(shared.ignored(k), split.ignored(k));
@@ -973,7 +973,7 @@ mod tests {
         let objective = |pair_types: PairTypes| {
             let data = build_examples(&imgs, feats.clone(), &std, 2, Use::Train, pair_types).unwrap();
             let oracles: Vec<_> = data
-                .factor_types
+                .factor_types()
                 .iter()
                 .map(|t| {
                     let kind = if t.name == UNARY { "zero" } else { "constant" };
@@ -1007,27 +1007,27 @@ mod tests {
         let std = fit_standardizers(&imgs, &feats).unwrap();
         // Standardised training features have mean 0 in every non-constant column.
         let train = build_examples(&imgs, feats.clone(), &std, 2, Use::Train, PairTypes::Shared).unwrap();
-        assert_eq!(train.examples[0].graph.num_variables(), 11);
-        assert_eq!(train.examples[1].graph.num_variables(), 12);
+        assert_eq!(train.examples()[0].graph().num_variables(), 11);
+        assert_eq!(train.examples()[1].graph().num_variables(), 12);
         assert!((0..train.len()).all(|k| train.ignored(k).is_none()));
-        let n: usize = train.examples.iter().map(|e| e.features[0].values.len() / UNARY_DIM).sum();
+        let n: usize = train.examples().iter().map(|e| e.features()[0].values.len() / UNARY_DIM).sum();
         for col in 1..UNARY_DIM {
             let mean: f64 = train
-                .examples
+                .examples()
                 .iter()
-                .flat_map(|e| e.features[0].values.chunks_exact(UNARY_DIM).map(move |r| r[col]))
+                .flat_map(|e| e.features()[0].values.chunks_exact(UNARY_DIM).map(move |r| r[col]))
                 .sum::<f64>()
                 / n as f64;
             assert!(mean.abs() < 1e-9, "column {col}: mean {mean}");
         }
         let eval = build_examples(&imgs, feats.clone(), &std, 2, Use::Evaluate, PairTypes::Shared).unwrap();
-        assert_eq!(eval.examples[0].graph.num_variables(), 12);
+        assert_eq!(eval.examples()[0].graph().num_variables(), 12);
         let mask = eval.ignored(0).unwrap();
         assert_eq!(mask.iter().filter(|&&m| m).count(), 1);
         assert!(mask[5] && !eval.is_labelled(0, 5) && eval.is_labelled(0, 4));
         assert!(eval.ignored(1).is_none());
         // Both images share one full-grid graph in evaluation.
-        assert!(Arc::ptr_eq(&eval.examples[0].graph, &eval.examples[1].graph));
+        assert!(Arc::ptr_eq(eval.examples()[0].graph(), eval.examples()[1].graph()));
     }
 
     #[test]
@@ -1133,8 +1133,8 @@ mod tests {
             PairTypes::Shared,
         )
         .unwrap();
-        assert_eq!(raw.examples[0].graph.num_variables(), 18);
-        let blocks = |t: usize| raw.examples.iter().map(move |e| &e.features[t]);
+        assert_eq!(raw.examples()[0].graph().num_variables(), 18);
+        let blocks = |t: usize| raw.examples().iter().map(move |e| &e.features()[t]);
         let expected =
             [Standardizer::fit(UNARY_DIM, blocks(0)).unwrap(), Standardizer::fit(PAIR_DIM, blocks(1)).unwrap()];
         assert_eq!(fitted, expected);
@@ -1143,7 +1143,7 @@ mod tests {
         let moved = feats[1].clone();
         let given = (moved.unary.values.as_ptr(), moved.pair.values.as_ptr());
         let data = build_examples(&imgs[1..], vec![moved], &fitted, 3, Use::Train, PairTypes::Shared).unwrap();
-        let blocks = &data.examples[0].features;
+        let blocks = data.examples()[0].features();
         assert_eq!((blocks[0].values.as_ptr(), blocks[1].values.as_ptr()), given);
         // A feature set short is an error, not a shorter data set.
         let err = build_examples(&imgs, feats[..1].to_vec(), &fitted, 3, Use::Train, PairTypes::Shared).unwrap_err();

@@ -139,7 +139,7 @@ fn stream(seed: u64, id: u64) -> ChaCha8Rng {
 /// ```
 /// use datasets::punyakanok::{PunyakanokConfig, generate, labeling_index};
 /// let d = generate(&PunyakanokConfig { train: 10, test: 2, ..Default::default() }).unwrap();
-/// let y = d.train.examples[0].labels.as_ref().unwrap();
+/// let y = d.train.examples()[0].labels().unwrap();
 /// assert!(d.allowed[labeling_index(y)]);
 /// ```
 pub fn generate(cfg: &PunyakanokConfig) -> Result<PunyakanokData, DatasetError> {
@@ -232,12 +232,12 @@ fn example(
             row[i * (d + 1)..i * (d + 1) + d].copy_from_slice(&x[i]);
             row[i * (d + 1) + d] = 1.0;
         }
-        let example = Example {
-            name: format!("punyakanok-{k}"),
-            graph: graph.clone(),
-            labels: Some(labels),
-            features: vec![FeatureBlock { dim, values: unary }, FeatureBlock { dim: 1, values: vec![1.0] }],
-        };
+        let example = Example::new(
+            format!("punyakanok-{k}"),
+            graph.clone(),
+            Some(labels),
+            vec![FeatureBlock { dim, values: unary }, FeatureBlock { dim: 1, values: vec![1.0] }],
+        );
         return Ok((example, hard));
     }
     Err(DatasetError::config(
@@ -255,19 +255,19 @@ mod tests {
         for kappa in [0.0, 0.1, 1.0] {
             let cfg = PunyakanokConfig { train: 200, test: 10, kappa, ..Default::default() };
             let data = generate(&cfg).unwrap();
-            for (k, ex) in data.train.examples.iter().enumerate() {
-                let y = ex.labels.as_ref().unwrap();
+            for (k, ex) in data.train.examples().iter().enumerate() {
+                let y = ex.labels().unwrap();
                 assert!(data.allowed[labeling_index(y)], "label outside C");
                 // Local decisions from the hypothesis.
                 let local: Vec<usize> = (0..5)
                     .map(|i| {
-                        let row = &ex.features[0].values[i * 55..(i + 1) * 55];
+                        let row = &ex.features()[0].values[i * 55..(i + 1) * 55];
                         let (w, b) = &data.hypothesis[i];
                         let f: f64 = row[i * 11..i * 11 + 10].iter().zip(w).map(|(a, b)| a * b).sum::<f64>() + b;
                         usize::from(f > 0.0)
                     })
                     .collect();
-                assert_eq!(&local != y, data.train_hard[k]);
+                assert_eq!(local != y, data.train_hard[k]);
             }
             let share = data.train_hard.iter().filter(|&&h| h).count() as f64 / 200.0;
             assert!((share - kappa).abs() < 0.08, "κ = {kappa}: hard share {share}");
@@ -279,10 +279,10 @@ mod tests {
         let a = generate(&PunyakanokConfig { train: 5, test: 3, ..Default::default() }).unwrap();
         let b = generate(&PunyakanokConfig { train: 9, test: 3, ..Default::default() }).unwrap();
         assert_eq!(a.allowed, b.allowed);
-        for (x, y) in a.test.examples.iter().zip(&b.test.examples) {
-            assert_eq!(x.features, y.features);
+        for (x, y) in a.test.examples().iter().zip(b.test.examples()) {
+            assert_eq!(x.features(), y.features());
         }
-        assert_eq!(a.train.examples[4].features, b.train.examples[4].features);
+        assert_eq!(a.train.examples()[4].features(), b.train.examples()[4].features());
     }
 
     #[test]

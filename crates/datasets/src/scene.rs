@@ -28,8 +28,8 @@
 //! let cfg = SceneConfig { train: 2, test: 1, height: 6, width: 5, labels: 3, ..SceneConfig::default() };
 //! let data = generate(&cfg).unwrap();
 //! assert_eq!(data.train.len(), 2);
-//! assert_eq!(data.train.factor_types[1].classes, 9); // 3 × 3 pair configurations
-//! assert_eq!(data.train.examples[0].features[0].values.len(), 6 * 5 * 42);
+//! assert_eq!(data.train.factor_types()[1].classes, 9); // 3 × 3 pair configurations
+//! assert_eq!(data.train.examples()[0].features()[0].values.len(), 6 * 5 * 42);
 //! ```
 
 use std::sync::Arc;
@@ -192,12 +192,12 @@ fn example(cfg: &SceneConfig, graph: &Arc<RegionGraph>, centres: &[f64], family:
         }
         row[last] = 1.0;
     });
-    Example {
-        name: format!("scene-{name}-{k:04}"),
-        graph: graph.clone(),
-        labels: Some(labels),
-        features: vec![FeatureBlock { dim: d, values: unary }, pairwise],
-    }
+    Example::new(
+        format!("scene-{name}-{k:04}"),
+        graph.clone(),
+        Some(labels),
+        vec![FeatureBlock { dim: d, values: unary }, pairwise],
+    )
 }
 
 #[cfg(test)]
@@ -222,15 +222,15 @@ mod tests {
         let cfg = small();
         let data = generate(&cfg).unwrap();
         assert_eq!((data.train.len(), data.test.len()), (3, 2));
-        let ft = &data.train.factor_types;
+        let ft = data.train.factor_types();
         assert_eq!((ft[0].dim, ft[0].classes, ft[1].dim, ft[1].classes), (5, 4, 2, 16));
-        let ex = &data.train.examples[0];
+        let ex = &data.train.examples()[0];
         let pairs = 7 * 8 + 6 * 9;
-        assert_eq!(ex.features[0].values.len(), 63 * 5);
-        assert_eq!(ex.features[1].values.len(), pairs * 2);
-        assert!(ex.features[0].values.chunks(5).all(|r| r[4] == 1.0));
-        assert!(ex.features[1].values.chunks(2).all(|r| r[1] == 1.0 && (0.0..=1.0).contains(&r[0])));
-        assert!(ex.labels.as_ref().unwrap().iter().all(|&y| y < 4));
+        assert_eq!(ex.features()[0].values.len(), 63 * 5);
+        assert_eq!(ex.features()[1].values.len(), pairs * 2);
+        assert!(ex.features()[0].values.chunks(5).all(|r| r[4] == 1.0));
+        assert!(ex.features()[1].values.chunks(2).all(|r| r[1] == 1.0 && (0.0..=1.0).contains(&r[0])));
+        assert!(ex.labels().unwrap().iter().all(|&y| y < 4));
     }
 
     #[test]
@@ -238,11 +238,11 @@ mod tests {
         let a = generate(&small()).unwrap();
         let b = generate(&SceneConfig { train: 5, ..small() }).unwrap();
         for k in 0..3 {
-            assert_eq!(a.train.examples[k].labels, b.train.examples[k].labels);
-            assert_eq!(a.train.examples[k].features, b.train.examples[k].features);
+            assert_eq!(a.train.examples()[k].labels(), b.train.examples()[k].labels());
+            assert_eq!(a.train.examples()[k].features(), b.train.examples()[k].features());
         }
         let c = generate(&SceneConfig { seed: 1, ..small() }).unwrap();
-        assert_ne!(a.train.examples[0].features, c.train.examples[0].features);
+        assert_ne!(a.train.examples()[0].features(), c.train.examples()[0].features());
     }
 
     #[test]
@@ -253,9 +253,9 @@ mod tests {
         let data = generate(&cfg).unwrap();
         let layout = GridLayout { height: 20, width: 20 };
         let (mut same, mut diff) = (Vec::new(), Vec::new());
-        for ex in &data.train.examples {
-            let y = ex.labels.as_ref().unwrap();
-            for (p, row) in ex.features[1].values.chunks(2).enumerate() {
+        for ex in data.train.examples() {
+            let y = ex.labels().unwrap();
+            for (p, row) in ex.features()[1].values.chunks(2).enumerate() {
                 let (i, j) = layout.pair_pixels(p);
                 if y[i] == y[j] { same.push(row[0]) } else { diff.push(row[0]) }
             }

@@ -33,7 +33,7 @@
 //! let cfg = ShapesConfig { size: 16, train: 2, test: 1, ..ShapesConfig::default() };
 //! let d = generate(&cfg, Shape::Ring, Noise::Bimodal, Tying::Untied).unwrap();
 //! assert_eq!(d.train.len(), 2);
-//! assert_eq!(d.train.factor_types[0].dim, 3); // [x, 1, pixel index]
+//! assert_eq!(d.train.factor_types()[0].dim, 3); // [x, 1, pixel index]
 //! ```
 
 use std::sync::Arc;
@@ -211,7 +211,7 @@ impl Default for ShapesConfig {
 /// use datasets::shapes::{Noise, Shape, ShapesConfig, Tying, generate};
 /// let d = generate(&ShapesConfig { size: 8, train: 1, test: 2, seed: 0 }, Shape::Disk, Noise::Gaussian, Tying::Tied).unwrap();
 /// assert_eq!(d.test_noisy.len(), 2);
-/// assert_eq!(d.train.examples[0].labels.as_deref(), Some(d.clean.data()));
+/// assert_eq!(d.train.examples()[0].labels(), Some(d.clean.data()));
 /// ```
 #[derive(Debug, Clone)]
 pub struct ShapesData {
@@ -307,12 +307,12 @@ pub fn generate(cfg: &ShapesConfig, shape: Shape, noise: Noise, tying: Tying) ->
                     Tying::Untied => vec![x, 1.0, i as f64],
                 })
                 .collect();
-            examples.push(Example {
-                name: format!("{}-{}-{}-{k:02}", shape.name(), noise.name(), if s == 0 { "train" } else { "test" }),
-                graph: graph.clone(),
-                labels: Some(clean.data().to_vec()),
-                features: vec![FeatureBlock { dim: factor_types(tying)[0].dim, values: unary }, pairwise.clone()],
-            });
+            examples.push(Example::new(
+                format!("{}-{}-{}-{k:02}", shape.name(), noise.name(), if s == 0 { "train" } else { "test" }),
+                graph.clone(),
+                Some(clean.data().to_vec()),
+                vec![FeatureBlock { dim: factor_types(tying)[0].dim, values: unary }, pairwise.clone()],
+            ));
             noisy_images.push(Raster::new(size, size, noisy)?);
         }
         Ok((Dataset::new(factor_types(tying), examples)?, noisy_images))
@@ -345,9 +345,9 @@ mod tests {
         for noise in Noise::ALL {
             let d = generate(&cfg, Shape::Disk, noise, Tying::Tied).unwrap();
             let (mut wrong, mut total) = (0, 0);
-            for ex in &d.train.examples {
-                for (i, &y) in ex.labels.as_ref().unwrap().iter().enumerate() {
-                    wrong += usize::from((ex.features[0].values[2 * i] > 0.5) != (y == 1));
+            for ex in d.train.examples() {
+                for (i, &y) in ex.labels().unwrap().iter().enumerate() {
+                    wrong += usize::from((ex.features()[0].values[2 * i] > 0.5) != (y == 1));
                     total += 1;
                 }
             }
@@ -363,10 +363,10 @@ mod tests {
     fn untied_features_carry_the_region_index() {
         let cfg = ShapesConfig { size: 8, train: 1, test: 1, seed: 0 };
         let d = generate(&cfg, Shape::Cross, Noise::Gaussian, Tying::Untied).unwrap();
-        let ex = &d.train.examples[0];
-        assert_eq!(ex.features[0].values[3 * 5 + 2], 5.0);
-        assert_eq!(ex.features[1].values[2 * 7 + 1], 7.0);
+        let ex = &d.train.examples()[0];
+        assert_eq!(ex.features()[0].values[3 * 5 + 2], 5.0);
+        assert_eq!(ex.features()[1].values[2 * 7 + 1], 7.0);
         let tied = generate(&cfg, Shape::Cross, Noise::Gaussian, Tying::Tied).unwrap();
-        assert_eq!(tied.train.examples[0].features[0].values[2 * 5], ex.features[0].values[3 * 5]);
+        assert_eq!(tied.train.examples()[0].features()[0].values[2 * 5], ex.features()[0].values[3 * 5]);
     }
 }

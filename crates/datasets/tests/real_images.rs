@@ -149,7 +149,7 @@ fn stanford_loads_with_unknown_pixels_ignored() {
     let train = build_examples(&data.images, data.features.clone(), &std, 8, Use::Train, PairTypes::Shared).unwrap();
     for (k, img) in images.iter().enumerate() {
         let unknown = img.labels.iter().filter(|l| l.is_none()).count();
-        assert_eq!(train.examples[k].graph.num_variables(), img.labelled());
+        assert_eq!(train.examples()[k].graph().num_variables(), img.labelled());
         let ignored = test.ignored(k).map_or(0, |m| m.iter().filter(|&&x| x).count());
         assert_eq!(ignored, unknown);
     }
@@ -361,9 +361,9 @@ fn a_pipeline_file_turns_a_photograph_into_the_training_features() {
         let (set, small) = pipeline.dataset(&photo, "x").unwrap();
         assert_eq!((small.height() as usize, small.width() as usize), (images[0].height, images[0].width));
         let train = build_examples(&data.images, data.features.clone(), &std, 2, Use::Train, pair_types).unwrap();
-        assert_eq!(set.factor_types, train.factor_types);
-        assert_eq!(set.examples[0].graph, train.examples[0].graph);
-        for (a, b) in set.examples[0].features.iter().zip(&train.examples[0].features) {
+        assert_eq!(set.factor_types(), train.factor_types());
+        assert_eq!(set.examples()[0].graph(), train.examples()[0].graph());
+        for (a, b) in set.examples()[0].features().iter().zip(train.examples()[0].features()) {
             assert_eq!(a.values.len(), b.values.len());
             assert!(a.values.iter().zip(&b.values).all(|(x, y)| (x - y).abs() < 1e-9));
         }

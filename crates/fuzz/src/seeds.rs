@@ -31,12 +31,12 @@ pub fn dataset(count: usize, h: usize, w: usize, seed: u64) -> Dataset {
                     (unary[2 * i] - unary[2 * j]).abs()
                 })
                 .collect();
-            Example {
-                name: format!("image{k}"),
-                graph: graph.clone(),
-                labels: Some(labels),
-                features: vec![FeatureBlock { dim: 2, values: unary }, FeatureBlock { dim: 1, values: pairwise }],
-            }
+            Example::new(
+                format!("image{k}"),
+                graph.clone(),
+                Some(labels),
+                vec![FeatureBlock { dim: 2, values: unary }, FeatureBlock { dim: 1, values: pairwise }],
+            )
         })
         .collect();
     Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)], examples).unwrap()
@@ -79,7 +79,7 @@ pub fn model_file(data: &Dataset, kind: &str) -> Vec<u8> {
 pub fn constructed_model_file(data: &Dataset, kind: &str) -> Vec<u8> {
     use oracles::Model;
     let models: Vec<Box<dyn Model>> = data
-        .factor_types
+        .factor_types()
         .iter()
         .map(|ft| -> Box<dyn Model> {
             let c = ft.classes;
@@ -98,7 +98,7 @@ pub fn constructed_model_file(data: &Dataset, kind: &str) -> Vec<u8> {
         })
         .collect();
     let eps = vec![0.5; models.len()];
-    StructuredModel::new(data.factor_types.clone(), eps, models).unwrap().to_bytes().unwrap()
+    StructuredModel::new(data.factor_types().to_vec(), eps, models).unwrap().to_bytes().unwrap()
 }
 
 /// A binary data set file.

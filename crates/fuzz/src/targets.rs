@@ -282,7 +282,7 @@ thread_local! {
 /// small (a model with millions of classes is only ever scored against a data
 /// set whose regions have that many configurations, which bounds the buffer).
 fn first_scores(model: &StructuredModel) -> Result<(), String> {
-    for (m, ft) in model.models.iter().zip(&model.factor_types) {
+    for (m, ft) in model.models().iter().zip(model.factor_types()) {
         let (dim, classes) = (m.dim(), m.classes());
         if dim > 1 << 12 || classes > 1 << 12 {
             continue;

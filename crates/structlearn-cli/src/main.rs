@@ -254,14 +254,14 @@ fn run(cli: Cli) -> Result<()> {
                 .with_context(|| format!("predicting {} with {}", data_path.display(), model_path.display()))?;
             let out: Vec<serde_json::Value> = predictions
                 .iter()
-                .zip(&data.examples)
+                .zip(data.examples())
                 .map(|(p, ex)| {
                     let mut v = serde_json::json!({
-                        "name": ex.name, "labels": p.labels,
+                        "name": ex.name(), "labels": p.labels,
                         "iterations": p.report.iterations, "max_violation": p.report.max_violation,
                     });
                     if beliefs {
-                        v["beliefs"] = serde_json::json!(singleton_beliefs(&ex.graph, &p.beliefs));
+                        v["beliefs"] = serde_json::json!(singleton_beliefs(ex.graph(), &p.beliefs));
                     }
                     v
                 })

@@ -102,19 +102,19 @@ pub fn prepare_png_dir(dir: &Path) -> Result<()> {
 /// the files written and the number of examples skipped (not grid-shaped).
 pub fn write_label_pngs(dir: &Path, data: &Dataset, predictions: &[Prediction]) -> Result<(Vec<PathBuf>, usize)> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let classes = data.examples.iter().flat_map(|e| e.graph.cardinalities().iter().copied()).max().unwrap_or(2);
+    let classes = data.examples().iter().flat_map(|e| e.graph().cardinalities().iter().copied()).max().unwrap_or(2);
     let palette =
         if classes <= 2 { datasets::LabelPalette::binary() } else { datasets::LabelPalette::distinct(classes)? };
     let mut written = Vec::new();
     let mut skipped = 0;
-    for (k, (ex, p)) in data.examples.iter().zip(predictions).enumerate() {
-        let Some(layout) = GridLayout::of(&ex.graph) else {
+    for (k, (ex, p)) in data.examples().iter().zip(predictions).enumerate() {
+        let Some(layout) = GridLayout::of(ex.graph()) else {
             skipped += 1;
             continue;
         };
         let raster = datasets::Raster::new(layout.height, layout.width, p.labels.clone())?;
         let img = palette.to_image(&raster)?;
-        let path = dir.join(format!("{:04}-{}.png", k, file_stem(&ex.name)));
+        let path = dir.join(format!("{:04}-{}.png", k, file_stem(ex.name())));
         datasets::image::write_png(&path, &image::DynamicImage::ImageRgb8(img))?;
         written.push(path);
     }

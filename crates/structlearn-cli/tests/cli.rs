@@ -175,7 +175,7 @@ fn outputs_are_checked_before_training_and_ctrl_c_keeps_the_finished_model() {
         assert!(!out.status.success());
         assert!(e.contains("interrupted after learning iteration") && e.contains("saved to"), "{e}");
         let loaded = structlearn::StructuredModel::load(&model, &oracles::ModelRegistry::with_builtin()).unwrap();
-        assert_eq!(loaded.factor_types.len(), 2);
+        assert_eq!(loaded.factor_types().len(), 2);
     }
 }
 

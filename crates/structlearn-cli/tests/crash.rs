@@ -108,14 +108,16 @@ fn inseparable(count: usize, h: usize, w: usize) -> structlearn::Dataset {
     let layout = factor_graph::GridLayout { height: h, width: w };
     let graph = Arc::new(factor_graph::grid(h, w, 2).unwrap());
     let examples = (0..count)
-        .map(|k| Example {
-            name: format!("noise{k}"),
-            graph: graph.clone(),
-            labels: Some((0..h * w).map(|_| rng.random_range(0..2)).collect()),
-            features: vec![
-                FeatureBlock { dim: 2, values: (0..h * w).flat_map(|_| [rng.random::<f64>(), 1.0]).collect() },
-                FeatureBlock { dim: 1, values: (0..layout.num_pairs()).map(|_| rng.random::<f64>()).collect() },
-            ],
+        .map(|k| {
+            Example::new(
+                format!("noise{k}"),
+                graph.clone(),
+                Some((0..h * w).map(|_| rng.random_range(0..2)).collect()),
+                vec![
+                    FeatureBlock { dim: 2, values: (0..h * w).flat_map(|_| [rng.random::<f64>(), 1.0]).collect() },
+                    FeatureBlock { dim: 1, values: (0..layout.num_pairs()).map(|_| rng.random::<f64>()).collect() },
+                ],
+            )
         })
         .collect();
     Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)], examples).unwrap()

@@ -59,7 +59,7 @@ fn sets_without_labelled_variables_are_not_perfect_scores() {
     let (train_data, model) = train_model(dir.path());
     let mut unknown = structlearn_fuzz::seeds::dataset(2, 3, 4, 1);
     for k in 0..unknown.len() {
-        let n = unknown.examples[k].graph.num_variables();
+        let n = unknown.examples()[k].graph().num_variables();
         unknown.set_ignored(k, Some(vec![true; n])).unwrap();
     }
     let unknown = data_file(dir.path(), "unknown.sld", &unknown);

@@ -21,12 +21,12 @@ fn write_data(dir: &Path) {
             .flat_map(|(i, &y)| [y as f64 * 0.6 + ((i * 7 + k) % 5) as f64 * 0.1, 1.0])
             .collect();
         let pair = (0..layout.num_pairs()).flat_map(|_| [1.0]).collect();
-        Example {
-            name: format!("img{k}"),
-            graph: graph.clone(),
-            labels: Some(labels),
-            features: vec![FeatureBlock { dim: 2, values: unary }, FeatureBlock { dim: 1, values: pair }],
-        }
+        Example::new(
+            format!("img{k}"),
+            graph.clone(),
+            Some(labels),
+            vec![FeatureBlock { dim: 2, values: unary }, FeatureBlock { dim: 1, values: pair }],
+        )
     };
     let types = || vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)];
     Dataset::new(types(), vec![image(0), image(1)]).unwrap().save(&dir.join("train.sld")).unwrap();

@@ -21,19 +21,19 @@
 //! use std::sync::Arc;
 //! use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
 //! let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
-//! let ex = Example {
-//!     name: "tiny".into(),
+//! let ex = Example::new(
+//!     "tiny",
 //!     graph,
-//!     labels: Some(vec![0, 1]),
-//!     features: vec![
+//!     Some(vec![0, 1]),
+//!     vec![
 //!         FeatureBlock { dim: 2, values: vec![0.1, 1.0, 0.9, 1.0] },
-//!         FeatureBlock { dim: 1, values: vec![1.0] },
+//!     FeatureBlock { dim: 1, values: vec![1.0] },
 //!     ],
-//! };
+//! );
 //! let types = vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)];
 //! let data = Dataset::new(types, vec![ex]).unwrap();
-//! assert_eq!(data.factor_types[0].classes, 2);
-//! assert_eq!(data.factor_types[1].classes, 4);
+//! assert_eq!(data.factor_types()[0].classes, 2);
+//! assert_eq!(data.factor_types()[1].classes, 4);
 //! ```
 
 use std::collections::HashMap;
@@ -92,27 +92,64 @@ pub struct FeatureBlock {
 /// use structlearn::{Example, FeatureBlock};
 /// // A 1 × 3 image: three pixels, two neighbouring pairs.
 /// let graph = Arc::new(factor_graph::grid(1, 3, 2).unwrap());
-/// let ex = Example {
-///     name: "strip".into(),
+/// let ex = Example::new(
+///     "strip",
 ///     graph,
-///     labels: Some(vec![0, 1, 1]),
-///     features: vec![
+///     Some(vec![0, 1, 1]),
+///     vec![
 ///         FeatureBlock { dim: 1, values: vec![0.2, 0.7, 0.9] }, // one row per pixel
-///         FeatureBlock { dim: 1, values: vec![1.0, 1.0] },      // one row per pair
+///     FeatureBlock { dim: 1, values: vec![1.0, 1.0] },      // one row per pair
 ///     ],
-/// };
-/// assert_eq!(ex.graph.num_variables(), 3);
+/// );
+/// assert_eq!(ex.graph().num_variables(), 3);
 /// ```
 #[derive(Debug, Clone)]
 pub struct Example {
-    /// A name for messages and outputs (e.g. the image file).
-    pub name: String,
-    /// The example's region graph (shared between examples of one shape).
-    pub graph: Arc<RegionGraph>,
+    name: String,
+    graph: Arc<RegionGraph>,
+    labels: Option<Vec<usize>>,
+    features: Vec<FeatureBlock>,
+}
+
+impl Example {
+    /// An example named `name` (for messages and outputs, e.g. the image
+    /// file) on `graph` (shared between examples of one shape), with its
+    /// labels `y^k_i` per variable if known and one feature block per factor
+    /// type of the data set, in the data set's type order. It is checked
+    /// against the factor types, once, by [`Dataset::new`].
+    pub fn new(
+        name: impl Into<String>,
+        graph: Arc<RegionGraph>,
+        labels: Option<Vec<usize>>,
+        features: Vec<FeatureBlock>,
+    ) -> Self {
+        Self { name: name.into(), graph, labels, features }
+    }
+
+    /// The example's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The example's region graph.
+    pub fn graph(&self) -> &Arc<RegionGraph> {
+        &self.graph
+    }
+
     /// `y^k_i` per variable, if known.
-    pub labels: Option<Vec<usize>>,
-    /// One block per factor type of the data set, in the data set's type order.
-    pub features: Vec<FeatureBlock>,
+    pub fn labels(&self) -> Option<&[usize]> {
+        self.labels.as_deref()
+    }
+
+    /// One block per factor type, in the data set's type order.
+    pub fn features(&self) -> &[FeatureBlock] {
+        &self.features
+    }
+
+    /// The name, graph, labels and feature blocks, by value.
+    pub fn into_parts(self) -> (String, Arc<RegionGraph>, Option<Vec<usize>>, Vec<FeatureBlock>) {
+        (self.name, self.graph, self.labels, self.features)
+    }
 }
 
 /// A validated set of examples over a common list of factor types.
@@ -121,12 +158,12 @@ pub struct Example {
 /// use std::sync::Arc;
 /// use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
 /// let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
-/// let example = |labels: Vec<usize>| Example {
-///     name: "square".into(),
-///     graph: graph.clone(),
-///     labels: Some(labels),
-///     features: vec![FeatureBlock { dim: 1, values: vec![0.5; 4] }, FeatureBlock { dim: 1, values: vec![1.0; 4] }],
-/// };
+/// let example = |labels: Vec<usize>| Example::new(
+///     "square",
+///     graph.clone(),
+///     Some(labels),
+///     vec![FeatureBlock { dim: 1, values: vec![0.5; 4] }, FeatureBlock { dim: 1, values: vec![1.0; 4] }],
+/// );
 /// let types = vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)];
 /// let data = Dataset::new(types, vec![example(vec![0, 1, 0, 1]), example(vec![1, 1, 0, 0])]).unwrap();
 /// assert_eq!((data.len(), data.num_variables()), (2, 8));
@@ -135,14 +172,14 @@ pub struct Example {
 /// let dir = tempfile::tempdir().unwrap();
 /// data.save(&dir.path().join("data.sld")).unwrap();
 /// let back = Dataset::load(&dir.path().join("data.sld")).unwrap();
-/// assert_eq!(back.examples[0].labels, data.examples[0].labels);
+/// assert_eq!(back.examples()[0].labels(), data.examples()[0].labels());
 /// ```
 #[derive(Debug, Clone)]
 pub struct Dataset {
     /// The factor types, with `classes` filled in.
-    pub factor_types: Vec<FactorTypeInfo>,
+    factor_types: Vec<FactorTypeInfo>,
     /// The examples.
-    pub examples: Vec<Example>,
+    examples: Vec<Example>,
     /// For every example, for every region: the data set's factor-type index.
     region_types: Vec<Arc<Vec<usize>>>,
     /// For every example, its unknown-label mask, if any ([`Dataset::set_ignored`]).
@@ -280,8 +317,12 @@ impl Dataset {
     /// # use std::sync::Arc;
     /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
     /// # let graph = Arc::new(factor_graph::grid(1, 3, 2).unwrap());
-    /// # let ex = Example { name: "a".into(), graph, labels: Some(vec![0, 1, 0]),
-    /// #     features: vec![FeatureBlock { dim: 1, values: vec![0.0; 3] }, FeatureBlock { dim: 1, values: vec![1.0; 2] }] };
+    /// # let ex = Example::new(
+    /// #     "a",
+    /// #     graph,
+    /// #     Some(vec![0, 1, 0]),
+    /// #     vec![FeatureBlock { dim: 1, values: vec![0.0; 3] }, FeatureBlock { dim: 1, values: vec![1.0; 2] }],
+    /// # );
     /// # let mut data = Dataset::new(vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)], vec![ex]).unwrap();
     /// data.set_ignored(0, Some(vec![false, true, false])).unwrap(); // y_1 is unknown
     /// assert!(data.is_labelled(0, 0) && !data.is_labelled(0, 1));
@@ -318,12 +359,12 @@ impl Dataset {
     /// use std::sync::Arc;
     /// use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
     /// let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
-    /// let example = Example {
-    ///     name: "pair".into(),
+    /// let example = Example::new(
+    ///     "pair",
     ///     graph,
-    ///     labels: Some(vec![0, 1]),
-    ///     features: vec![FeatureBlock { dim: 1, values: vec![1.0; 2] }, FeatureBlock { dim: 1, values: vec![1.0] }],
-    /// };
+    ///     Some(vec![0, 1]),
+    ///     vec![FeatureBlock { dim: 1, values: vec![1.0; 2] }, FeatureBlock { dim: 1, values: vec![1.0] }],
+    /// );
     /// let types = vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)];
     /// let mut data = Dataset::new(types, vec![example.clone(), example]).unwrap();
     /// assert_eq!(data.labelled_variables(), 4);
@@ -364,59 +405,34 @@ impl Dataset {
         self.factor_types.iter().position(|f| f.name == name)
     }
 
-    /// Checks that the public fields still fit what [`Dataset::new`] derived
-    /// from them ([`Dataset::check_example`] for every example). Saving calls
-    /// it, so examples pushed or edited after construction are an error naming
-    /// the example, not a file the loader refuses.
-    pub fn check_consistent(&self) -> Result<(), LearnError> {
-        (0..self.examples.len()).try_for_each(|k| self.check_example(k))
+    /// The factor types, with `classes` filled in.
+    pub fn factor_types(&self) -> &[FactorTypeInfo] {
+        &self.factor_types
     }
 
-    /// Checks example `k` against what [`Dataset::new`] derived (the fields
-    /// are public, so it may have been edited since): as many examples as
-    /// region-type maps and unknown-label masks, its graph with as many regions
-    /// as its map, one feature block per factor type, labels of the right
-    /// count and range. Prediction calls it per example, so an edited set is
-    /// an error ("rebuild it with Dataset::new"), not an index out of bounds.
-    pub fn check_example(&self, k: usize) -> Result<(), LearnError> {
-        let n = self.examples.len();
-        if self.region_types.len() != n || self.ignored.len() != n {
-            return Err(LearnError::Config(format!(
-                "the data set has {n} examples but was built with {}; rebuild it with Dataset::new after adding or \
-                 removing examples",
-                self.region_types.len()
-            )));
-        }
-        let ex = self.example(k)?;
-        if ex.graph.num_regions() != self.region_types[k].len() || ex.features.len() != self.factor_types.len() {
-            return Err(LearnError::Config(format!(
-                "example {k} was changed after the data set was built (its graph or feature blocks); rebuild it \
-                 with Dataset::new"
-            )));
-        }
-        match &ex.labels {
-            Some(labels) => check_labels(k, labels, &ex.graph),
-            None => Ok(()),
-        }
+    /// The examples.
+    pub fn examples(&self) -> &[Example] {
+        &self.examples
+    }
+
+    /// The factor types and the examples, by value (to build another data
+    /// set from them with [`Dataset::new`]).
+    pub fn into_parts(self) -> (Vec<FactorTypeInfo>, Vec<Example>) {
+        (self.factor_types, self.examples)
     }
 
     /// Example `k`, or an error naming it and the data set's size.
-    pub(crate) fn example(&self, k: usize) -> Result<&Example, LearnError> {
+    pub fn example(&self, k: usize) -> Result<&Example, LearnError> {
         let n = self.examples.len();
         self.examples
             .get(k)
             .ok_or_else(|| LearnError::Config(format!("example {k} asked of a data set of {n} examples")))
     }
 
-    /// Labels of example `k`, or an error naming it: none, an example index
-    /// past the end, or (the examples are public, so they may have been edited
-    /// since [`Dataset::new`] checked them) a count other than the graph's
-    /// variables or a label outside its variable's range.
+    /// Labels of example `k` (checked by [`Dataset::new`]), or an error
+    /// naming it: it has none, or the index is past the end.
     pub fn labels(&self, k: usize) -> Result<&[usize], LearnError> {
-        let example = self.example(k)?;
-        let labels = example.labels.as_deref().ok_or(LearnError::MissingLabels { example: k })?;
-        check_labels(k, labels, &example.graph)?;
-        Ok(labels)
+        self.example(k)?.labels.as_deref().ok_or(LearnError::MissingLabels { example: k })
     }
 
     /// Total number of labelled variables (pixels) over all examples.
@@ -481,7 +497,6 @@ impl Dataset {
 
     /// Writes the data set atomically (JSON for `.json`, binary otherwise).
     pub fn save(&self, path: &Path) -> Result<(), LearnError> {
-        self.check_consistent()?;
         let file = DatasetFile::from_dataset(self);
         let bytes = if is_json(path) {
             serde_json::to_vec(&file).map_err(|e| LearnError::bad_file(path, e.to_string()))?
@@ -585,8 +600,12 @@ impl DatasetFileV1 {
 /// # use std::sync::Arc;
 /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
 /// # let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
-/// # let ex = Example { name: "a".into(), graph, labels: None,
-/// #     features: vec![FeatureBlock { dim: 1, values: vec![0.0; 2] }, FeatureBlock { dim: 1, values: vec![1.0] }] };
+/// # let ex = Example::new(
+/// #     "a",
+/// #     graph,
+/// #     None,
+/// #     vec![FeatureBlock { dim: 1, values: vec![0.0; 2] }, FeatureBlock { dim: 1, values: vec![1.0] }],
+/// # );
 /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)], vec![ex]).unwrap();
 /// use structlearn::DatasetFile;
 /// let file = DatasetFile::from_dataset(&data);
@@ -708,7 +727,7 @@ impl DatasetFile {
                     LearnError::bad_file(src, format!("example {k} refers to graph {} of {}", r.graph, graphs.len()))
                 })?;
                 masks.push(r.ignored);
-                Ok(Example { name: r.name, graph, labels: r.labels, features: r.features })
+                Ok(Example::new(r.name, graph, r.labels, r.features))
             })
             .collect::<Result<Vec<_>, LearnError>>()?;
         let types = self.factor_types.into_iter().map(|f| FactorTypeInfo { classes: 0, ..f }).collect();

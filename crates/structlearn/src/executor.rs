@@ -17,8 +17,12 @@
 //! # use std::sync::Arc;
 //! # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
 //! # let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
-//! # let ex = |labels: Vec<usize>, x: [f64; 4]| Example { name: "x".into(), graph: graph.clone(), labels: Some(labels),
-//! #     features: vec![FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 4] }] };
+//! # let ex = |labels: Vec<usize>, x: [f64; 4]| Example::new(
+//! #     "x",
+//! #     graph.clone(),
+//! #     Some(labels),
+//! #     vec![FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 4] }],
+//! # );
 //! # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)],
 //! #     vec![ex(vec![0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8]), ex(vec![1, 1, 0, 0], [0.9, 0.7, 0.1, 0.3])]).unwrap();
 //! use structlearn::{Callback, Observer, TrainConfig, TrainEvent, Trainer};
@@ -55,7 +59,7 @@ use oracles::ModelRegistry;
 use crate::early_stopping::{BestValidation, Verdict};
 use crate::observer::{Observer, Record, TrainEvent};
 use crate::train::TrainOutcome;
-use crate::{Dataset, Evaluate, LearnError, Learner, LearnerKind, StructuredModel, TrainConfig};
+use crate::{Dataset, Evaluate, LearnError, Learner, StructuredModel, TrainConfig};
 
 /// One learner's part of training: the steps of a learning iteration, its
 /// model, its evaluation and the state a checkpoint must hold. Everything
@@ -65,8 +69,9 @@ use crate::{Dataset, Evaluate, LearnError, Learner, LearnerKind, StructuredModel
 /// A new learner implements this trait and is run by
 /// `Executor::for_solver(my_solver)`, which also makes it a [`Learner`].
 pub trait Solver<'a> {
-    /// Which learner this is.
-    fn kind(&self) -> LearnerKind;
+    /// The learner's name (as on the command line: `algorithm1`, …; a new
+    /// learner picks its own).
+    fn name(&self) -> &str;
     /// The settings shared by every learner (validated when the solver was
     /// built: [`TrainConfig::validate`]).
     fn config(&self) -> &TrainConfig;
@@ -214,8 +219,12 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
     /// # use std::sync::Arc;
     /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
     /// # let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
-    /// # let ex = |labels: Vec<usize>, x: [f64; 4]| Example { name: "x".into(), graph: graph.clone(), labels: Some(labels),
-    /// #     features: vec![FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 4] }] };
+    /// # let ex = |labels: Vec<usize>, x: [f64; 4]| Example::new(
+    /// #     "x",
+    /// #     graph.clone(),
+    /// #     Some(labels),
+    /// #     vec![FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 4] }],
+    /// # );
     /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)],
     /// #     vec![ex(vec![0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8]), ex(vec![1, 1, 0, 0], [0.9, 0.7, 0.1, 0.3])]).unwrap();
     /// use oracles::ModelRegistry;
@@ -388,8 +397,8 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
 }
 
 impl<'a, S: Solver<'a>> Learner<'a> for Executor<'a, S> {
-    fn kind(&self) -> LearnerKind {
-        self.solver.kind()
+    fn name(&self) -> &str {
+        self.solver.name()
     }
     fn set_validation(&mut self, validation: &'a Dataset) {
         self.solver.set_validation(validation);

@@ -33,15 +33,15 @@
 //! use std::sync::Arc;
 //! use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock, LearnerKind, TrainConfig, build_learner};
 //! let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
-//! let ex = Example {
-//!     name: "tiny".into(),
+//! let ex = Example::new(
+//!     "tiny",
 //!     graph,
-//!     labels: Some(vec![0, 1]),
-//!     features: vec![
+//!     Some(vec![0, 1]),
+//!     vec![
 //!         FeatureBlock { dim: 2, values: vec![0.1, 1.0, 0.9, 1.0] },
-//!         FeatureBlock { dim: 1, values: vec![1.0] },
+//!     FeatureBlock { dim: 1, values: vec![1.0] },
 //!     ],
-//! };
+//! );
 //! let data = Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)], vec![ex]).unwrap();
 //! let specs = vec![
 //!     ("unary".to_string(), serde_json::json!({"kind": "linear"})),
@@ -135,15 +135,15 @@ impl FromStr for LearnerKind {
 /// # use std::sync::Arc;
 /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
 /// # let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
-/// # let ex = |y: Vec<usize>, a: f64, b: f64| Example {
-/// #     name: "tiny".into(),
-/// #     graph: graph.clone(),
-/// #     labels: Some(y),
-/// #     features: vec![
+/// # let ex = |y: Vec<usize>, a: f64, b: f64| Example::new(
+/// #     "tiny",
+/// #     graph.clone(),
+/// #     Some(y),
+/// #     vec![
 /// #         FeatureBlock { dim: 2, values: vec![a, 1.0, b, 1.0] },
-/// #         FeatureBlock { dim: 1, values: vec![1.0] },
+/// #     FeatureBlock { dim: 1, values: vec![1.0] },
 /// #     ],
-/// # };
+/// # );
 /// # let types = vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)];
 /// # let data = Dataset::new(types, vec![ex(vec![0, 1], 0.1, 0.9), ex(vec![1, 1], 0.8, 0.7)]).unwrap();
 /// # let specs: Vec<_> = ["unary", "pairwise"].iter().map(|t| (t.to_string(), serde_json::json!({"kind": "linear"}))).collect();
@@ -151,12 +151,12 @@ impl FromStr for LearnerKind {
 /// let mut learner = build_learner(LearnerKind::Piecewise, &data, &specs, TrainConfig::default()).unwrap();
 /// learner.set_validation(&data);
 /// let outcome = learner.train().unwrap();
-/// assert_eq!(learner.kind(), LearnerKind::Piecewise);
+/// assert_eq!(learner.name(), LearnerKind::Piecewise.name());
 /// assert_eq!(outcome.history.len(), learner.history().len());
 /// ```
 pub trait Learner<'a> {
-    /// Which learner this is.
-    fn kind(&self) -> LearnerKind;
+    /// The learner's name (`algorithm1`, …, or a new learner's own).
+    fn name(&self) -> &str;
     /// Also reports prediction error on this (validation or test) set.
     fn set_validation(&mut self, validation: &'a Dataset);
     /// Adds an observer of the training records.
@@ -219,15 +219,15 @@ fn step_oracle(name: &str, oracle: Box<dyn Oracle>) -> Result<Box<dyn Oracle>, L
 /// # use std::sync::Arc;
 /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
 /// # let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
-/// # let ex = |y: Vec<usize>, a: f64, b: f64| Example {
-/// #     name: "tiny".into(),
-/// #     graph: graph.clone(),
-/// #     labels: Some(y),
-/// #     features: vec![
+/// # let ex = |y: Vec<usize>, a: f64, b: f64| Example::new(
+/// #     "tiny",
+/// #     graph.clone(),
+/// #     Some(y),
+/// #     vec![
 /// #         FeatureBlock { dim: 2, values: vec![a, 1.0, b, 1.0] },
-/// #         FeatureBlock { dim: 1, values: vec![1.0] },
+/// #     FeatureBlock { dim: 1, values: vec![1.0] },
 /// #     ],
-/// # };
+/// # );
 /// # let types = vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)];
 /// # let data = Dataset::new(types, vec![ex(vec![0, 1], 0.1, 0.9), ex(vec![1, 1], 0.8, 0.7)]).unwrap();
 /// # let specs: Vec<_> = ["unary", "pairwise"].iter().map(|t| (t.to_string(), serde_json::json!({"kind": "linear"}))).collect();
@@ -253,15 +253,15 @@ pub fn build_learner<'a>(
 /// # use std::sync::Arc;
 /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
 /// # let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
-/// # let ex = |y: Vec<usize>, a: f64, b: f64| Example {
-/// #     name: "tiny".into(),
-/// #     graph: graph.clone(),
-/// #     labels: Some(y),
-/// #     features: vec![
+/// # let ex = |y: Vec<usize>, a: f64, b: f64| Example::new(
+/// #     "tiny",
+/// #     graph.clone(),
+/// #     Some(y),
+/// #     vec![
 /// #         FeatureBlock { dim: 2, values: vec![a, 1.0, b, 1.0] },
-/// #         FeatureBlock { dim: 1, values: vec![1.0] },
+/// #     FeatureBlock { dim: 1, values: vec![1.0] },
 /// #     ],
-/// # };
+/// # );
 /// # let types = vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)];
 /// # let data = Dataset::new(types, vec![ex(vec![0, 1], 0.1, 0.9), ex(vec![1, 1], 0.8, 0.7)]).unwrap();
 /// use structlearn::{LearnerKind, OracleRegistry, TrainConfig, build_learner_with};
@@ -281,7 +281,7 @@ pub fn build_learner_with<'a>(
     if config.schedule.is_some() && matches!(kind, LearnerKind::HazanUrtasun | LearnerKind::Piecewise) {
         return Err(LearnError::Config(format!("the {kind} learner defines its own schedule; remove `schedule`")));
     }
-    let fits = || train.factor_types.iter().map(|ft| Step::Fit { factor_type: ft.name.clone() });
+    let fits = || train.factor_types().iter().map(|ft| Step::Fit { factor_type: ft.name.clone() });
     let oracles = |step: bool| -> Result<Vec<NamedOracle>, LearnError> {
         specs
             .iter()

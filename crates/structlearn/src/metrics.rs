@@ -59,7 +59,7 @@ impl ConfusionMatrix {
     /// use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
     /// let graph = std::sync::Arc::new(factor_graph::grid(1, 2, 2)?);
     /// let features = vec![FeatureBlock { dim: 1, values: vec![0.0; 2] }, FeatureBlock { dim: 1, values: vec![0.0] }];
-    /// let example = Example { name: "a".into(), graph, labels: Some(vec![0, 1]), features };
+    /// let example = Example::new("a", graph, Some(vec![0, 1]), features);
     /// let data = Dataset::new(vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)], vec![example])?;
     /// let m = ConfusionMatrix::from_labelings(&data, &[vec![1, 1]])?;
     /// assert_eq!((m.count(0, 1), m.count(1, 1)), (1, 1));
@@ -73,11 +73,12 @@ impl ConfusionMatrix {
                 data.len()
             )));
         }
-        let classes = data.examples.iter().flat_map(|ex| ex.graph.cardinalities().iter().copied()).max().unwrap_or(0);
+        let classes =
+            data.examples().iter().flat_map(|ex| ex.graph().cardinalities().iter().copied()).max().unwrap_or(0);
         let mut m = Self::new(classes);
         for (k, p) in predicted.iter().enumerate() {
-            let ex = &data.examples[k];
-            let err = |e: LearnError| LearnError::Config(format!("example {k} (`{}`): {e}", ex.name));
+            let ex = &data.examples()[k];
+            let err = |e: LearnError| LearnError::Config(format!("example {k} (`{}`): {e}", ex.name()));
             let truth = data.labels(k)?;
             if data.ignored(k).is_none() {
                 m.add_labels(truth, p).map_err(err)?;
@@ -350,14 +351,13 @@ mod tests {
     fn from_labelings_counts_every_example_and_checks_the_count() {
         use crate::{Example, FactorTypeInfo, FeatureBlock};
         let graph = std::sync::Arc::new(factor_graph::grid(2, 2, 2).unwrap());
-        let example = |labels: Vec<usize>| Example {
-            name: "x".into(),
-            graph: graph.clone(),
-            labels: Some(labels),
-            features: vec![
-                FeatureBlock { dim: 1, values: vec![0.0; 4] },
-                FeatureBlock { dim: 1, values: vec![0.0; 4] },
-            ],
+        let example = |labels: Vec<usize>| {
+            Example::new(
+                "x",
+                graph.clone(),
+                Some(labels),
+                vec![FeatureBlock { dim: 1, values: vec![0.0; 4] }, FeatureBlock { dim: 1, values: vec![0.0; 4] }],
+            )
         };
         let types = vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)];
         let data = Dataset::new(types, vec![example(vec![0, 0, 1, 1]), example(vec![1, 1, 1, 1])]).unwrap();

@@ -79,15 +79,19 @@ impl Default for PredictOptions {
 /// # use std::sync::Arc;
 /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock, StructuredModel};
 /// # let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
-/// # let ex = Example { name: "a".into(), graph, labels: None,
-/// #     features: vec![FeatureBlock { dim: 1, values: vec![0.0; 2] }, FeatureBlock { dim: 1, values: vec![1.0] }] };
+/// # let ex = Example::new(
+/// #     "a",
+/// #     graph,
+/// #     None,
+/// #     vec![FeatureBlock { dim: 1, values: vec![0.0; 2] }, FeatureBlock { dim: 1, values: vec![1.0] }],
+/// # );
 /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)], vec![ex]).unwrap();
 /// # let zero = |c| Box::new(oracles::zero::ZeroModel { dim: 1, classes: c }) as Box<dyn oracles::Model>;
-/// # let model = StructuredModel::new(data.factor_types.clone(), vec![0.1, 0.1], vec![zero(2), zero(4)]).unwrap();
+/// # let model = StructuredModel::new(data.factor_types().to_vec(), vec![0.1, 0.1], vec![zero(2), zero(4)]).unwrap();
 /// use structlearn::PredictOptions;
 /// let p = model.predict_example(&data, 0, &PredictOptions::default()).unwrap();
 /// assert_eq!(p.labels.len(), 2); // one label per variable
-/// let graph = &data.examples[0].graph;
+/// let graph = &data.examples()[0].graph();
 /// let b0 = &p.beliefs[graph.config_range(0)]; // pixel 0's belief (region 0)
 /// assert!((b0[0] - 0.5).abs() < 1e-9); // zero energies: uniform beliefs
 /// assert!(p.report.converged);
@@ -154,15 +158,15 @@ pub struct ModelHeader {
 /// use structlearn::oracle_config::builtin_oracle;
 /// use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock, PredictOptions, StructuredModel, TrainConfig, Trainer};
 /// let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
-/// let ex = |labels: Option<Vec<usize>>, x: [f64; 4]| Example {
-///     name: "x".into(),
-///     graph: graph.clone(),
+/// let ex = |labels: Option<Vec<usize>>, x: [f64; 4]| Example::new(
+///     "x",
+///     graph.clone(),
 ///     labels,
-///     features: vec![
+///     vec![
 ///         FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() },
-///         FeatureBlock { dim: 1, values: vec![1.0; 4] },
+///     FeatureBlock { dim: 1, values: vec![1.0; 4] },
 ///     ],
-/// };
+/// );
 /// let types = vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)];
 /// let train = Dataset::new(types.clone(), vec![ex(Some(vec![0, 1, 0, 1]), [0.1, 0.9, 0.2, 0.8])]).unwrap();
 /// let oracles = vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("linear").unwrap())];
@@ -179,12 +183,9 @@ pub struct ModelHeader {
 /// ```
 #[derive(Debug, Clone)]
 pub struct StructuredModel {
-    /// Factor types (name, dim, classes).
-    pub factor_types: Vec<FactorTypeInfo>,
-    /// `ε_t` per factor type.
-    pub epsilon: Vec<f64>,
-    /// The fitted `g_t` per factor type.
-    pub models: Vec<Box<dyn Model>>,
+    factor_types: Vec<FactorTypeInfo>,
+    epsilon: Vec<f64>,
+    models: Vec<Box<dyn Model>>,
 }
 
 impl StructuredModel {
@@ -200,12 +201,23 @@ impl StructuredModel {
         Ok(model)
     }
 
-    /// Checks what [`StructuredModel::new`] checks, for a model whose public
-    /// fields may have been edited since: saving ([`StructuredModel::to_bytes`])
-    /// and predicting ([`StructuredModel::check_dataset`]) call it, so an
-    /// inconsistent model is an error there, not a file its own loader refuses
-    /// or an index out of bounds.
-    pub fn check(&self) -> Result<(), LearnError> {
+    /// Factor types (name, dim, classes).
+    pub fn factor_types(&self) -> &[FactorTypeInfo] {
+        &self.factor_types
+    }
+
+    /// `ε_t` per factor type.
+    pub fn epsilon(&self) -> &[f64] {
+        &self.epsilon
+    }
+
+    /// The fitted `g_t` per factor type.
+    pub fn models(&self) -> &[Box<dyn Model>] {
+        &self.models
+    }
+
+    /// What [`StructuredModel::new`] checks, once.
+    fn check(&self) -> Result<(), LearnError> {
         let (factor_types, epsilon, models) = (&self.factor_types, &self.epsilon, &self.models);
         if epsilon.len() != factor_types.len() || models.len() != factor_types.len() {
             return Err(LearnError::Config(format!(
@@ -240,15 +252,14 @@ impl StructuredModel {
     /// Checks that a data set has this model's factor types (same names and
     /// order, dimensions and classes).
     pub fn check_dataset(&self, data: &Dataset) -> Result<(), LearnError> {
-        self.check()?;
-        if data.factor_types.len() != self.factor_types.len() {
+        if data.factor_types().len() != self.factor_types.len() {
             return Err(LearnError::ModelMismatch(format!(
                 "the model has {} factor types, the data {}",
                 self.factor_types.len(),
-                data.factor_types.len()
+                data.factor_types().len()
             )));
         }
-        for (m, d) in self.factor_types.iter().zip(&data.factor_types) {
+        for (m, d) in self.factor_types.iter().zip(data.factor_types()) {
             if m.name != d.name || m.dim != d.dim || (d.classes != 0 && m.classes != d.classes) {
                 return Err(LearnError::ModelMismatch(format!(
                     "model type `{}` (dim {}, {} classes) vs data type `{}` (dim {}, {} classes)",
@@ -263,11 +274,11 @@ impl StructuredModel {
     /// (`rows × classes`, rows in region order).
     pub fn type_scores(&self, data: &Dataset, k: usize, t: usize) -> Result<Vec<f64>, LearnError> {
         let example = data.example(k)?;
-        let (Some(ft), Some(block)) = (self.factor_types.get(t), example.features.get(t)) else {
+        let (Some(ft), Some(block)) = (self.factor_types.get(t), example.features().get(t)) else {
             return Err(LearnError::ModelMismatch(format!(
                 "factor type {t} asked of a model of {} and data of {} types",
                 self.factor_types.len(),
-                example.features.len()
+                example.features().len()
             )));
         };
         // Rows are regions: with dimension 0 the block holds no values at all.
@@ -282,8 +293,8 @@ impl StructuredModel {
     /// configuration of its graph.
     pub fn energies(&self, data: &Dataset, k: usize) -> Result<Vec<f64>, LearnError> {
         self.check_dataset(data)?;
-        data.check_example(k)?;
-        let graph = &data.example(k)?.graph;
+        data.example(k)?;
+        let graph = &data.example(k)?.graph();
         let mut theta = vec![0.0; graph.total_configs()];
         for t in 0..self.factor_types.len() {
             let scores = self.type_scores(data, k, t)?;
@@ -301,7 +312,7 @@ impl StructuredModel {
     /// Predicts example `k` (docs/MATH.md §4): `θ = ε g`, messages from 0, message
     /// passing until `opts`' tolerance or budget, decode.
     pub fn predict_example(&self, data: &Dataset, k: usize, opts: &PredictOptions) -> Result<Prediction, LearnError> {
-        let mut messages = Messages::zeros(&data.example(k)?.graph);
+        let mut messages = Messages::zeros(data.example(k)?.graph());
         self.predict_example_from(data, k, opts, &mut messages)
     }
 
@@ -319,16 +330,20 @@ impl StructuredModel {
     /// # use std::sync::Arc;
     /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock, StructuredModel};
     /// # let graph = Arc::new(factor_graph::grid(3, 3, 2).unwrap());
-    /// # let ex = Example { name: "a".into(), graph, labels: None,
-    /// #     features: vec![FeatureBlock { dim: 1, values: (0..9).map(|i| i as f64 / 8.0).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 12] }] };
+    /// # let ex = Example::new(
+    /// #     "a",
+    /// #     graph,
+    /// #     None,
+    /// #     vec![FeatureBlock { dim: 1, values: (0..9).map(|i| i as f64 / 8.0).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 12] }],
+    /// # );
     /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)], vec![ex]).unwrap();
     /// # let unary = Box::new(oracles::linear::LinearModel::new(1, 2, vec![-20.0, 20.0]).unwrap()) as Box<dyn oracles::Model>;
     /// # let pair = Box::new(oracles::linear::LinearModel::new(1, 4, vec![10.0, 0.0, 0.0, 10.0]).unwrap()) as Box<dyn oracles::Model>;
-    /// # let model = StructuredModel::new(data.factor_types.clone(), vec![0.1, 0.1], vec![unary, pair]).unwrap();
+    /// # let model = StructuredModel::new(data.factor_types().to_vec(), vec![0.1, 0.1], vec![unary, pair]).unwrap();
     /// use smoothed_inference::Messages;
     /// use structlearn::PredictOptions;
     /// let few = PredictOptions { iterations: 3, tolerance: None };
-    /// let mut messages = Messages::zeros(&data.examples[0].graph);
+    /// let mut messages = Messages::zeros(&data.examples()[0].graph());
     /// // Budgets add up: 3 + 3 + 3 iterations from the same messages …
     /// for _ in 0..3 {
     ///     model.predict_example_from(&data, 0, &few, &mut messages).unwrap();
@@ -347,7 +362,7 @@ impl StructuredModel {
     ) -> Result<Prediction, LearnError> {
         // Before the plan is built from ε; the example itself is checked in `energies`.
         self.check_dataset(data)?;
-        let graph = &data.example(k)?.graph;
+        let graph = &data.example(k)?.graph();
         let plan = ProblemPlan::new(Arc::clone(graph), &graph_epsilon(data, k, &self.epsilon))
             .map_err(|source| LearnError::Inference { example: k, source })?;
         self.predict_planned(data, k, &plan, opts, messages)
@@ -451,7 +466,6 @@ impl StructuredModel {
 
     /// The model as bytes of the binary model file format (module docs).
     pub fn to_bytes(&self) -> Result<Vec<u8>, LearnError> {
-        self.check()?;
         let params = self
             .models
             .iter()
@@ -544,13 +558,13 @@ impl StructuredModel {
 
 /// Zero messages for every example of `data` (message passing's start, docs/MATH.md §4).
 pub(crate) fn zero_messages(data: &Dataset) -> Vec<Messages> {
-    data.examples.iter().map(|e| Messages::zeros(&e.graph)).collect()
+    data.examples().iter().map(|e| Messages::zeros(e.graph())).collect()
 }
 
 /// `ε` per factor type of example `k`'s *graph*, in the graph's own type order,
 /// from `epsilon` given per factor type of the data set (matched by name).
 pub(crate) fn graph_epsilon(data: &Dataset, k: usize, epsilon: &[f64]) -> Vec<f64> {
-    let g = &data.examples[k].graph;
+    let g = &data.examples()[k].graph();
     g.factor_types().iter().map(|name| data.factor_type_index(name).map_or(1.0, |t| epsilon[t])).collect()
 }
 
@@ -562,11 +576,11 @@ pub(crate) fn example_plans(data: &Dataset, epsilon: &[f64]) -> Result<Vec<Probl
     let mut first_on: Vec<usize> = Vec::new();
     let mut index: HashMap<*const RegionGraph, usize> = HashMap::new();
     let which: Vec<usize> = data
-        .examples
+        .examples()
         .iter()
         .enumerate()
         .map(|(k, ex)| {
-            *index.entry(Arc::as_ptr(&ex.graph)).or_insert_with(|| {
+            *index.entry(Arc::as_ptr(ex.graph())).or_insert_with(|| {
                 first_on.push(k);
                 first_on.len() - 1
             })
@@ -575,7 +589,7 @@ pub(crate) fn example_plans(data: &Dataset, epsilon: &[f64]) -> Result<Vec<Probl
     let distinct: Vec<ProblemPlan> = first_on
         .par_iter()
         .map(|&k| {
-            ProblemPlan::new(Arc::clone(&data.examples[k].graph), &graph_epsilon(data, k, epsilon))
+            ProblemPlan::new(Arc::clone(data.examples()[k].graph()), &graph_epsilon(data, k, epsilon))
                 .map_err(|source| LearnError::Inference { example: k, source })
         })
         .collect::<Result<_, _>>()?;

@@ -47,15 +47,15 @@ use crate::{Dataset, LearnError, LearnerKind, StructuredModel, TrainConfig};
 /// let graph = Arc::new(
 ///     factors_with_singletons(vec![2, 2], &[Scope { variables: vec![0, 1], factor_type: "constraint".into() }]).unwrap(),
 /// );
-/// let ex = |y: Vec<usize>, a: f64, b: f64| Example {
-///     name: "e".into(),
-///     graph: graph.clone(),
-///     labels: Some(y),
-///     features: vec![
+/// let ex = |y: Vec<usize>, a: f64, b: f64| Example::new(
+///     "e",
+///     graph.clone(),
+///     Some(y),
+///     vec![
 ///         FeatureBlock { dim: 4, values: vec![a, 1.0, 0.0, 0.0, 0.0, 0.0, b, 1.0] },
-///         FeatureBlock { dim: 1, values: vec![1.0] },
+///     FeatureBlock { dim: 1, values: vec![1.0] },
 ///     ],
-/// };
+/// );
 /// let examples = vec![ex(vec![1, 0], 1.0, -1.0), ex(vec![0, 1], -1.0, 1.0), ex(vec![0, 0], -1.0, -1.0), ex(vec![1, 0], 1.0, 0.5)];
 /// let data = Dataset::new(vec![FactorTypeInfo::new("unary", 4), FactorTypeInfo::new("constraint", 1)], examples).unwrap();
 /// let registry = structlearn::OracleRegistry::builtin();
@@ -63,7 +63,7 @@ use crate::{Dataset, LearnError, LearnerKind, StructuredModel, TrainConfig};
 ///     ("unary".to_string(), registry.build(&serde_json::json!({"kind": "linear"})).unwrap()),
 ///     ("constraint".to_string(), registry.build(&serde_json::json!({"kind": "fixed", "table": [0.0, 0.0, 0.0, 0.0], "forbidden": [3]})).unwrap()),
 /// ];
-/// use structlearn::{PerceptronMode, Perceptron, Solver, TrainConfig};
+/// use structlearn::{PerceptronMode, Perceptron, TrainConfig};
 /// let lo = Perceptron::new(&data, oracles, PerceptronMode::Local, TrainConfig::default()).unwrap();
 /// assert_eq!(lo.kind(), structlearn::LearnerKind::PerceptronLocal);
 /// ```
@@ -91,15 +91,15 @@ enum TypeModel {
 /// let graph = Arc::new(
 ///     factors_with_singletons(vec![2, 2], &[Scope { variables: vec![0, 1], factor_type: "constraint".into() }]).unwrap(),
 /// );
-/// let ex = |y: Vec<usize>, a: f64, b: f64| Example {
-///     name: "e".into(),
-///     graph: graph.clone(),
-///     labels: Some(y),
-///     features: vec![
+/// let ex = |y: Vec<usize>, a: f64, b: f64| Example::new(
+///     "e",
+///     graph.clone(),
+///     Some(y),
+///     vec![
 ///         FeatureBlock { dim: 4, values: vec![a, 1.0, 0.0, 0.0, 0.0, 0.0, b, 1.0] },
-///         FeatureBlock { dim: 1, values: vec![1.0] },
+///     FeatureBlock { dim: 1, values: vec![1.0] },
 ///     ],
-/// };
+/// );
 /// let examples = vec![ex(vec![1, 0], 1.0, -1.0), ex(vec![0, 1], -1.0, 1.0), ex(vec![0, 0], -1.0, -1.0), ex(vec![1, 0], 1.0, 0.5)];
 /// let data = Dataset::new(vec![FactorTypeInfo::new("unary", 4), FactorTypeInfo::new("constraint", 1)], examples).unwrap();
 /// let registry = structlearn::OracleRegistry::builtin();
@@ -144,12 +144,12 @@ impl<'a> Perceptron<'a> {
             train.labels(k)?;
         }
         config.validate()?;
-        let mut types: Vec<Option<TypeModel>> = (0..train.factor_types.len()).map(|_| None).collect();
+        let mut types: Vec<Option<TypeModel>> = (0..train.factor_types().len()).map(|_| None).collect();
         for (name, oracle) in oracles {
             let t = train
                 .factor_type_index(&name)
                 .ok_or_else(|| LearnError::Config(format!("an oracle is given for unknown factor type `{name}`")))?;
-            let ft = &train.factor_types[t];
+            let ft = &train.factor_types()[t];
             oracle.validate().map_err(|e| oracle_err(ft, e))?;
             let model = if oracle.is_linear() {
                 TypeModel::Learned(vec![0.0; ft.classes * ft.dim])
@@ -167,20 +167,28 @@ impl<'a> Perceptron<'a> {
         }
         let types = types
             .into_iter()
-            .zip(&train.factor_types)
+            .zip(train.factor_types())
             .map(|(m, ft)| m.ok_or_else(|| LearnError::Config(format!("factor type `{}` has no oracle", ft.name))))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self { train, validation: None, mode, config, types, converged: false })
     }
 
+    /// Which of the two learners this is.
+    pub fn kind(&self) -> LearnerKind {
+        match self.mode {
+            PerceptronMode::Local => LearnerKind::PerceptronLocal,
+            PerceptronMode::Global => LearnerKind::PerceptronGlobal,
+        }
+    }
+
     /// `θ` of example `k` of `data` under the current weights (flat per configuration).
     fn energies(&self, data: &Dataset, k: usize) -> Result<Vec<f64>, LearnError> {
-        let ex = &data.examples[k];
-        let graph = &ex.graph;
+        let ex = &data.examples()[k];
+        let graph = &ex.graph();
         let mut theta = vec![0.0; graph.total_configs()];
         for (t, tm) in self.types.iter().enumerate() {
-            let ft = &data.factor_types[t];
-            let block = &ex.features[t];
+            let ft = &data.factor_types()[t];
+            let block = &ex.features()[t];
             match tm {
                 TypeModel::Learned(w) => {
                     for (row, r) in data.regions_of_type(k, t).enumerate() {
@@ -208,7 +216,7 @@ impl<'a> Perceptron<'a> {
     /// The prediction of this learner's mode for example `k` of `data`.
     fn decode(&self, data: &Dataset, k: usize) -> Result<Vec<usize>, LearnError> {
         let theta = self.energies(data, k)?;
-        let graph = &data.examples[k].graph;
+        let graph = &data.examples()[k].graph();
         match self.mode {
             PerceptronMode::Local => local_labeling(graph, &theta),
             PerceptronMode::Global => map_labeling(graph, &theta, k),
@@ -217,8 +225,8 @@ impl<'a> Perceptron<'a> {
 
     /// `W_t[y] += sign · φ` for region row `row` of type `t` in example `k`.
     fn update(&mut self, k: usize, t: usize, row: usize, y: usize, sign: f64) {
-        let d = self.train.factor_types[t].dim;
-        let phi = &self.train.examples[k].features[t].values[row * d..(row + 1) * d];
+        let d = self.train.factor_types()[t].dim;
+        let phi = &self.train.examples()[k].features()[t].values[row * d..(row + 1) * d];
         if let TypeModel::Learned(w) = &mut self.types[t] {
             for (a, b) in w[y * d..(y + 1) * d].iter_mut().zip(phi) {
                 *a += sign * b;
@@ -231,7 +239,7 @@ impl<'a> Perceptron<'a> {
         let train = self.train;
         let mut mistakes = 0;
         for k in 0..train.len() {
-            let graph = train.examples[k].graph.clone();
+            let graph = train.examples()[k].graph().clone();
             let truth = train.labels(k)?;
             let theta = self.energies(train, k)?;
             let predicted = match self.mode {
@@ -290,11 +298,8 @@ impl<'a> Perceptron<'a> {
 }
 
 impl<'a> Solver<'a> for Perceptron<'a> {
-    fn kind(&self) -> LearnerKind {
-        match self.mode {
-            PerceptronMode::Local => LearnerKind::PerceptronLocal,
-            PerceptronMode::Global => LearnerKind::PerceptronGlobal,
-        }
+    fn name(&self) -> &str {
+        self.kind().name()
     }
 
     fn config(&self) -> &TrainConfig {
@@ -347,7 +352,7 @@ impl<'a> Solver<'a> for Perceptron<'a> {
         let models = self
             .types
             .iter()
-            .zip(&self.train.factor_types)
+            .zip(self.train.factor_types())
             .map(|(tm, ft)| {
                 Ok(match tm {
                     TypeModel::Learned(w) => {
@@ -358,14 +363,14 @@ impl<'a> Solver<'a> for Perceptron<'a> {
                 })
             })
             .collect::<Result<Vec<_>, LearnError>>()?;
-        StructuredModel::new(self.train.factor_types.clone(), vec![1.0; models.len()], models)
+        StructuredModel::new(self.train.factor_types().to_vec(), vec![1.0; models.len()], models)
     }
 
     fn save_checkpoint(&self, path: &Path, run: &RunState) -> Result<(), LearnError> {
         let body = PerceptronCheckpoint {
             learner: self.kind().name().to_string(),
             examples: self.train.len(),
-            factor_types: self.train.factor_types.iter().map(|f| f.name.clone()).collect(),
+            factor_types: self.train.factor_types().iter().map(|f| f.name.clone()).collect(),
             weights: self
                 .types
                 .iter()
@@ -398,7 +403,7 @@ impl<'a> Solver<'a> for Perceptron<'a> {
                 format!("the checkpoint body does not decode although its checksum matches: {e}"),
             )
         })?;
-        let names: Vec<String> = self.train.factor_types.iter().map(|f| f.name.clone()).collect();
+        let names: Vec<String> = self.train.factor_types().iter().map(|f| f.name.clone()).collect();
         if cp.learner != self.kind().name() || cp.examples != self.train.len() || cp.factor_types != names {
             return Err(LearnError::bad_file(
                 path,
@@ -428,7 +433,7 @@ impl<'a> Solver<'a> for Perceptron<'a> {
             return Err(LearnError::bad_file(path, "the checkpoint's weights do not match its factor types"));
         }
         let mut types = Vec::with_capacity(self.types.len());
-        for ((saved, current), ft) in cp.weights.into_iter().zip(&self.types).zip(&self.train.factor_types) {
+        for ((saved, current), ft) in cp.weights.into_iter().zip(&self.types).zip(self.train.factor_types()) {
             types.push(match (saved, current) {
                 (Some(w), TypeModel::Learned(_))
                     if w.len() == ft.classes * ft.dim && w.iter().all(|v| v.is_finite()) =>

@@ -284,7 +284,7 @@ impl TrainConfig {
     /// The schedule to run for a data set's factor types.
     pub fn steps(&self, data: &Dataset) -> Vec<Step> {
         self.schedule.clone().unwrap_or_else(|| {
-            data.factor_types
+            data.factor_types()
                 .iter()
                 .flat_map(|ft| {
                     [
@@ -304,7 +304,7 @@ impl TrainConfig {
             }
         }
         let eps: Vec<f64> = data
-            .factor_types
+            .factor_types()
             .iter()
             .map(|ft| self.type_epsilon.iter().rev().find(|(n, _)| *n == ft.name).map_or(self.epsilon, |(_, e)| *e))
             .collect();
@@ -312,7 +312,7 @@ impl TrainConfig {
         if let Some((t, e)) = eps.iter().enumerate().find(|(_, e)| !(lo..=hi).contains(*e)) {
             return Err(LearnError::Config(format!(
                 "epsilon of factor type `{}` is {e:e}; it must be between {lo:e} and {hi:e}",
-                data.factor_types[t].name
+                data.factor_types()[t].name
             )));
         }
         Ok(eps)
@@ -375,11 +375,11 @@ const SCORE_GROUP_ROWS: usize = 1 << 16;
 /// hold scores ([`Potentials::Scores`]).
 fn gather_theta(theta: ThetaSource<'_>, k: usize, out: &mut Vec<f64>) {
     let ThetaSource { data, pooled, discrepancy, epsilon } = theta;
-    let graph = &data.examples[k].graph;
+    let graph = &data.examples()[k].graph();
     out.clear();
     out.resize(graph.total_configs(), 0.0);
     for (t, p) in pooled.iter().enumerate() {
-        let c = data.factor_types[t].classes;
+        let c = data.factor_types()[t].classes;
         let first = p.rows[k];
         match &p.potentials {
             Potentials::Theta(theta) => {
@@ -417,8 +417,8 @@ fn with_region_deltas(
     c: usize,
     mut f: impl FnMut(usize, usize, &[f64]),
 ) {
-    let graph = &data.examples[k].graph;
-    let truth = data.examples[k].labels.as_deref().unwrap_or(&[]);
+    let graph = &data.examples()[k].graph();
+    let truth = data.examples()[k].labels().unwrap_or(&[]);
     let mut delta = vec![0.0; c];
     for (i, &r) in pooled.regions[k].iter().enumerate() {
         discrepancy.region(graph, r, truth, &mut delta);
@@ -453,8 +453,8 @@ impl MessageBias<'_> {
 
     /// The biases of region `r` of example `k`.
     fn write_region(&self, k: usize, r: usize, out: &mut [f64]) {
-        let graph = &self.data.examples[k].graph;
-        let truth = self.data.examples[k].labels.as_deref().unwrap_or(&[]);
+        let graph = &self.data.examples()[k].graph();
+        let truth = self.data.examples()[k].labels().unwrap_or(&[]);
         with_buffer(&SCRATCH, |offsets| {
             offsets.resize(out.len(), 0.0);
             region_message_offsets(graph, &self.messages[k], r, offsets);
@@ -530,8 +530,12 @@ fn example_loss(problem: &InferenceProblem<'_>, messages: &Messages, truth: &[us
 /// # use std::sync::Arc;
 /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
 /// # let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
-/// # let ex = |labels: Vec<usize>, x: [f64; 4]| Example { name: "x".into(), graph: graph.clone(), labels: Some(labels),
-/// #     features: vec![FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 4] }] };
+/// # let ex = |labels: Vec<usize>, x: [f64; 4]| Example::new(
+/// #     "x",
+/// #     graph.clone(),
+/// #     Some(labels),
+/// #     vec![FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 4] }],
+/// # );
 /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)],
 /// #     vec![ex(vec![0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8]), ex(vec![1, 1, 0, 0], [0.9, 0.7, 0.1, 0.3])]).unwrap();
 /// use structlearn::oracle_config::builtin_oracle;
@@ -568,15 +572,15 @@ pub struct TrainOutcome {
 /// use structlearn::{Callback, Dataset, Example, FactorTypeInfo, FeatureBlock, PredictOptions, TrainConfig, TrainEvent, Trainer};
 /// // Two 2 × 2 images; unary features [x, 1], pair features [1].
 /// let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
-/// let ex = |labels: Vec<usize>, x: [f64; 4]| Example {
-///     name: "x".into(),
-///     graph: graph.clone(),
-///     labels: Some(labels),
-///     features: vec![
+/// let ex = |labels: Vec<usize>, x: [f64; 4]| Example::new(
+///     "x",
+///     graph.clone(),
+///     Some(labels),
+///     vec![
 ///         FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() },
-///         FeatureBlock { dim: 1, values: vec![1.0; 4] },
+///     FeatureBlock { dim: 1, values: vec![1.0; 4] },
 ///     ],
-/// };
+/// );
 /// let types = vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)];
 /// let data = Dataset::new(types, vec![ex(vec![0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8]), ex(vec![1, 1, 0, 0], [0.9, 0.7, 0.1, 0.3])])
 ///     .unwrap();
@@ -638,8 +642,12 @@ impl<'a> Executor<'a, Algorithm1<'a>> {
     /// # use std::sync::Arc;
     /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
     /// # let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
-    /// # let ex = Example { name: "x".into(), graph, labels: Some(vec![0, 1]),
-    /// #     features: vec![FeatureBlock { dim: 1, values: vec![0.1, 0.9] }, FeatureBlock { dim: 1, values: vec![1.0] }] };
+    /// # let ex = Example::new(
+    /// #     "x",
+    /// #     graph,
+    /// #     Some(vec![0, 1]),
+    /// #     vec![FeatureBlock { dim: 1, values: vec![0.1, 0.9] }, FeatureBlock { dim: 1, values: vec![1.0] }],
+    /// # );
     /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)], vec![ex]).unwrap();
     /// use structlearn::oracle_config::builtin_oracle;
     /// use structlearn::{NoDiscrepancy, TrainConfig, Trainer};
@@ -690,11 +698,11 @@ impl<'a> Algorithm1<'a> {
                 return Err(LearnError::Config(format!(
                     "training example {k} (`{}`): the label of variable {i} is unknown (ignored); training needs \
                      every label — build the example over its labelled variables only",
-                    train.examples[k].name
+                    train.examples()[k].name()
                 )));
             }
         }
-        let mut by_type: Vec<Option<Box<dyn Oracle>>> = (0..train.factor_types.len()).map(|_| None).collect();
+        let mut by_type: Vec<Option<Box<dyn Oracle>>> = (0..train.factor_types().len()).map(|_| None).collect();
         for (name, oracle) in oracles {
             let t = train
                 .factor_type_index(&name)
@@ -702,12 +710,12 @@ impl<'a> Algorithm1<'a> {
             if by_type[t].is_some() {
                 return Err(LearnError::Config(format!("two oracles are given for factor type `{name}`")));
             }
-            oracle.validate().map_err(|e| oracle_err(&train.factor_types[t], e))?;
+            oracle.validate().map_err(|e| oracle_err(&train.factor_types()[t], e))?;
             by_type[t] = Some(oracle);
         }
         let oracles = by_type
             .into_iter()
-            .zip(&train.factor_types)
+            .zip(train.factor_types())
             .map(|(o, ft)| o.ok_or_else(|| LearnError::Config(format!("factor type `{}` has no oracle", ft.name))))
             .collect::<Result<Vec<_>, _>>()?;
         config.validate()?;
@@ -732,8 +740,8 @@ impl<'a> Algorithm1<'a> {
             ));
         }
         let epsilon = config.epsilons(train)?;
-        let pooled = (0..train.factor_types.len()).map(|t| pool(train, t)).collect::<Result<Vec<_>, _>>()?;
-        let models = (0..train.factor_types.len()).map(|_| None).collect();
+        let pooled = (0..train.factor_types().len()).map(|t| pool(train, t)).collect::<Result<Vec<_>, _>>()?;
+        let models = (0..train.factor_types().len()).map(|_| None).collect();
         let mut trainer = Self {
             kind: LearnerKind::Algorithm1,
             train,
@@ -774,7 +782,7 @@ impl<'a> Algorithm1<'a> {
 
     /// Recomputes `θ` of every factor type from the current models.
     fn refresh_all_types(&mut self) -> Result<(), LearnError> {
-        (0..self.train.factor_types.len()).try_for_each(|t| self.refresh_type(t))
+        (0..self.train.factor_types().len()).try_for_each(|t| self.refresh_type(t))
     }
 
     /// Sets `θ = ε_t g + Δ` on the regions of type `t` of every example from
@@ -807,7 +815,7 @@ impl<'a> Algorithm1<'a> {
     /// it, in groups of whole examples of at most [`SCORE_GROUP_ROWS`] rows (a
     /// model scores each row on its own, so the grouping does not change a bit).
     fn score_into(&self, t: usize, out: &mut Vec<f64>) -> Result<(), LearnError> {
-        let ft = &self.train.factor_types[t];
+        let ft = &self.train.factor_types()[t];
         let c = ft.classes;
         let pooled = &self.pooled[t];
         out.clear();
@@ -835,7 +843,7 @@ impl<'a> Algorithm1<'a> {
 
     /// `θ = ε g + Δ` of type `t` into `theta` ([`Potentials::Theta`]).
     fn refresh_into(&self, t: usize, theta: &mut Vec<f64>) -> Result<(), LearnError> {
-        let c = self.train.factor_types[t].classes;
+        let c = self.train.factor_types()[t].classes;
         let pooled = &self.pooled[t];
         self.score_into(t, theta)?;
         let eps = self.epsilon[t];
@@ -854,13 +862,13 @@ impl<'a> Algorithm1<'a> {
         let models = self
             .models
             .iter()
-            .zip(&self.train.factor_types)
+            .zip(self.train.factor_types())
             .map(|(m, ft)| match m {
                 Some(m) => m.clone_model(),
                 None => Box::new(oracles::zero::ZeroModel { dim: ft.dim, classes: ft.classes }) as Box<dyn Model>,
             })
             .collect();
-        StructuredModel::new(self.train.factor_types.clone(), self.epsilon.clone(), models)
+        StructuredModel::new(self.train.factor_types().to_vec(), self.epsilon.clone(), models)
     }
 
     /// The training objective `R = Σ_k [A(λ^k, θ^k) − Σ_α θ^k_α(y^k_α)]`
@@ -872,8 +880,12 @@ impl<'a> Algorithm1<'a> {
     /// # use std::sync::Arc;
     /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
     /// # let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
-    /// # let ex = |labels: Vec<usize>, x: [f64; 4]| Example { name: "x".into(), graph: graph.clone(), labels: Some(labels),
-    /// #     features: vec![FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 4] }] };
+    /// # let ex = |labels: Vec<usize>, x: [f64; 4]| Example::new(
+    /// #     "x",
+    /// #     graph.clone(),
+    /// #     Some(labels),
+    /// #     vec![FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 4] }],
+    /// # );
     /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)],
     /// #     vec![ex(vec![0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8]), ex(vec![1, 1, 0, 0], [0.9, 0.7, 0.1, 0.3])]).unwrap();
     /// use structlearn::oracle_config::builtin_oracle;
@@ -907,7 +919,7 @@ impl<'a> Algorithm1<'a> {
         let mut total = NeumaierSum::new();
         for (t, model) in self.models.iter().enumerate() {
             if let Some(m) = model {
-                let ft = &self.train.factor_types[t];
+                let ft = &self.train.factor_types()[t];
                 total.add(self.epsilon[t] * self.oracles[t].penalty(m.as_ref()).map_err(|e| oracle_err(ft, e))?);
             }
         }
@@ -967,8 +979,8 @@ impl<'a> Algorithm1<'a> {
     /// pooled copy between fits.
     fn pool_features(&self, t: usize, examples: std::ops::Range<usize>, out: &mut Vec<f64>) {
         out.clear();
-        for ex in &self.train.examples[examples] {
-            out.extend_from_slice(&ex.features[t].values);
+        for ex in &self.train.examples()[examples] {
+            out.extend_from_slice(&ex.features()[t].values);
         }
     }
 
@@ -987,7 +999,7 @@ impl<'a> Algorithm1<'a> {
         buffer: &mut [f64],
         holds_scores: bool,
     ) -> Result<oracles::MonotoneFit, LearnError> {
-        let ft = &self.train.factor_types[t];
+        let ft = &self.train.factor_types()[t];
         let c = ft.classes;
         let pooled = &self.pooled[t];
         let n = pooled.labels.len();
@@ -1137,7 +1149,7 @@ impl<'a> Algorithm1<'a> {
         let models = self
             .models
             .iter()
-            .zip(&self.train.factor_types)
+            .zip(self.train.factor_types())
             .map(|(m, ft)| {
                 m.as_ref().map(|m| Ok((m.kind().to_string(), m.to_bytes().map_err(|e| oracle_err(ft, e))?))).transpose()
             })
@@ -1145,7 +1157,7 @@ impl<'a> Algorithm1<'a> {
         let body = CheckpointRef {
             seed: self.config.seed,
             examples: self.train.len(),
-            factor_types: self.train.factor_types.iter().map(|f| f.name.as_str()).collect(),
+            factor_types: self.train.factor_types().iter().map(|f| f.name.as_str()).collect(),
             completed: run.completed,
             models,
             messages: message_slices(&self.messages),
@@ -1175,7 +1187,7 @@ impl<'a> Algorithm1<'a> {
                 ),
             )
         })?;
-        let names: Vec<String> = self.train.factor_types.iter().map(|f| f.name.clone()).collect();
+        let names: Vec<String> = self.train.factor_types().iter().map(|f| f.name.clone()).collect();
         if cp.seed != self.config.seed || cp.examples != self.train.len() || cp.factor_types != names {
             return Err(LearnError::bad_file(
                 path,
@@ -1204,7 +1216,7 @@ impl<'a> Algorithm1<'a> {
             ));
         }
         let mut models = Vec::with_capacity(cp.models.len());
-        for (m, ft) in cp.models.into_iter().zip(&self.train.factor_types) {
+        for (m, ft) in cp.models.into_iter().zip(self.train.factor_types()) {
             models.push(match m {
                 None => None,
                 Some((kind, bytes)) => {
@@ -1220,7 +1232,7 @@ impl<'a> Algorithm1<'a> {
         }
         let mut messages = Vec::with_capacity(self.train.len());
         for (k, lambda) in cp.messages.into_iter().enumerate() {
-            let graph = &self.train.examples[k].graph;
+            let graph = &self.train.examples()[k].graph();
             messages.push(
                 Messages::from_vec(graph, lambda)
                     .map_err(|e| LearnError::bad_file(path, format!("messages of example {k}: {e}")))?,
@@ -1245,7 +1257,7 @@ impl<'a> Algorithm1<'a> {
                 .into_iter()
                 .enumerate()
                 .map(|(k, lambda)| {
-                    Messages::from_vec(&data.examples[k].graph, lambda).map_err(|e| {
+                    Messages::from_vec(data.examples()[k].graph(), lambda).map_err(|e| {
                         LearnError::bad_file(path, format!("evaluation messages of {what} example {k}: {e}"))
                     })
                 })
@@ -1280,7 +1292,7 @@ impl<'a> Algorithm1<'a> {
         completed: usize,
         path: &Path,
     ) -> Result<(), LearnError> {
-        let names = || self.train.factor_types.iter().map(|f| f.name.as_str());
+        let names = || self.train.factor_types().iter().map(|f| f.name.as_str());
         let mismatch =
             models.iter().zip(&self.oracles).any(|(m, oracle)| m.as_ref().is_some_and(|m| m.kind() != oracle.kind()));
         if mismatch {
@@ -1343,8 +1355,8 @@ impl<'a> Algorithm1<'a> {
 }
 
 impl<'a> Solver<'a> for Algorithm1<'a> {
-    fn kind(&self) -> LearnerKind {
-        self.kind
+    fn name(&self) -> &str {
+        self.kind.name()
     }
     fn config(&self) -> &TrainConfig {
         &self.config
@@ -1430,20 +1442,20 @@ fn pool(data: &Dataset, t: usize) -> Result<Pooled, LearnError> {
     let mut labels = Vec::new();
     let mut rows = vec![0];
     let mut regions = Vec::with_capacity(data.len());
-    for (k, ex) in data.examples.iter().enumerate() {
+    for (k, ex) in data.examples().iter().enumerate() {
         let truth = data.labels(k)?;
         let regs: Vec<usize> = data.regions_of_type(k, t).collect();
-        labels.extend(regs.iter().map(|&r| ex.graph.config_of(r, truth)));
+        labels.extend(regs.iter().map(|&r| ex.graph().config_of(r, truth)));
         rows.push(labels.len());
         regions.push(regs);
     }
     if labels.is_empty() {
         return Err(LearnError::Config(format!(
             "factor type `{}` has no regions in the training set",
-            data.factor_types[t].name
+            data.factor_types()[t].name
         )));
     }
-    let theta = vec![0.0; labels.len() * data.factor_types[t].classes];
+    let theta = vec![0.0; labels.len() * data.factor_types()[t].classes];
     Ok(Pooled { labels, rows, regions, potentials: Potentials::Theta(theta) })
 }
 

@@ -54,12 +54,12 @@ pub fn denoising(count: usize, h: usize, w: usize, seed: u64) -> Dataset {
                     [v, 1.0]
                 })
                 .collect();
-            Example {
-                name: format!("image{k}"),
-                graph: graph.clone(),
-                labels: Some(labels),
-                features: vec![FeatureBlock { dim: 2, values: unary }, FeatureBlock { dim: 2, values: pairwise }],
-            }
+            Example::new(
+                format!("image{k}"),
+                graph.clone(),
+                Some(labels),
+                vec![FeatureBlock { dim: 2, values: unary }, FeatureBlock { dim: 2, values: pairwise }],
+            )
         })
         .collect();
     Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 2)], examples).unwrap()

@@ -6,7 +6,7 @@ mod common;
 use oracles::{ModelRegistry, Oracle};
 use structlearn::oracle_config::builtin_oracle;
 use structlearn::{
-    CheckpointConfig, Dataset, EarlyStopping, Evaluate, LearnError, PredictOptions, TrainConfig, Trainer,
+    CheckpointConfig, Dataset, EarlyStopping, Evaluate, Example, LearnError, PredictOptions, TrainConfig, Trainer,
 };
 
 fn linear() -> Vec<(String, Box<dyn Oracle>)> {
@@ -29,13 +29,15 @@ fn config(iterations: usize, patience: usize) -> TrainConfig {
 /// the training set, the worse it does here, so the validation error rises
 /// from the first iteration on and early stopping must fire.
 fn flipped(data: &Dataset) -> Dataset {
-    let mut v = data.clone();
-    for ex in &mut v.examples {
-        if let Some(l) = &mut ex.labels {
-            l.iter_mut().for_each(|y| *y = 1 - *y);
-        }
-    }
-    v
+    let examples = data
+        .examples()
+        .iter()
+        .map(|ex| {
+            let flipped = ex.labels().map(|l| l.iter().map(|y| 1 - y).collect());
+            Example::new(ex.name(), ex.graph().clone(), flipped, ex.features().to_vec())
+        })
+        .collect();
+    Dataset::new(data.factor_types().to_vec(), examples).unwrap()
 }
 
 fn model_bytes(outcome: &structlearn::TrainOutcome) -> Vec<u8> {

@@ -82,7 +82,7 @@ fn files_keep_masks_and_version_1_files_still_load() {
     std::fs::write(&path, json.to_string()).unwrap();
     let back = Dataset::load(&path).unwrap();
     assert!((0..back.len()).all(|k| back.ignored(k).is_none()));
-    assert_eq!(back.examples[1].labels, data.examples[1].labels);
+    assert_eq!(back.examples()[1].labels(), data.examples()[1].labels());
 
     // A version-1 binary file: the same body without the field, old magic bytes.
     #[derive(serde::Serialize)]
@@ -118,5 +118,5 @@ fn files_keep_masks_and_version_1_files_still_load() {
     let back = Dataset::load(&path).unwrap();
     assert_eq!(back.len(), 2);
     assert!((0..back.len()).all(|k| back.ignored(k).is_none()));
-    assert_eq!(back.examples[0].features, data.examples[0].features);
+    assert_eq!(back.examples()[0].features(), data.examples()[0].features());
 }

@@ -70,15 +70,15 @@ fn first_fits_with_zero_messages_are_piecewise_training() {
     let outcome = trainer.train().unwrap();
     // Each factor type fitted alone: unary with the margin bias Δ/ε, pairwise with bias 0.
     for (t, name) in ["unary", "pairwise"].iter().enumerate() {
-        let c = data.factor_types[t].classes;
+        let c = data.factor_types()[t].classes;
         let mut features = Vec::new();
         let mut labels = Vec::new();
         let mut bias = Vec::new();
-        for (k, ex) in data.examples.iter().enumerate() {
-            let truth = ex.labels.as_ref().unwrap();
-            features.extend_from_slice(&ex.features[t].values);
+        for (k, ex) in data.examples().iter().enumerate() {
+            let truth = ex.labels().unwrap();
+            features.extend_from_slice(&ex.features()[t].values);
             for r in data.regions_of_type(k, t) {
-                let y = ex.graph.config_of(r, truth);
+                let y = ex.graph().config_of(r, truth);
                 labels.push(y);
                 for cls in 0..c {
                     bias.push(if t == 0 && cls != y { 1.0 / eps } else { 0.0 });
@@ -92,7 +92,7 @@ fn first_fits_with_zero_messages_are_piecewise_training() {
         let mut a = vec![0.0; labels.len() * c];
         let mut b = vec![0.0; labels.len() * c];
         alone.model.score(f, &mut a).unwrap();
-        outcome.model.models[t].score(f, &mut b).unwrap();
+        outcome.model.models()[t].score(f, &mut b).unwrap();
         let diff = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
         assert!(diff < 1e-9, "{name}: piecewise fit differs by {diff}");
         // R after both fits is ε (L_unary + L_pairwise) (docs/MATH.md §4 identity).
@@ -159,7 +159,7 @@ fn position_dependent(tied: bool, count: usize) -> Dataset {
                 }
             }
             features.push(FeatureBlock { dim: 1, values: vec![1.0, 1.0] });
-            Example { name: format!("chain{k}"), graph: graph.clone(), labels: Some(labels), features }
+            Example::new(format!("chain{k}"), graph.clone(), Some(labels), features)
         })
         .collect();
     Dataset::new(types, examples).unwrap()
@@ -171,7 +171,7 @@ fn untied_parameters_win_where_positions_differ() {
     for tied in [true, false] {
         let data = position_dependent(tied, 40);
         let mut os: Vec<(String, Box<dyn Oracle>)> = data
-            .factor_types
+            .factor_types()
             .iter()
             .filter(|f| f.name != "pairwise")
             .map(|f| (f.name.clone(), builtin_oracle("linear").unwrap()))
@@ -201,7 +201,7 @@ fn every_oracle_class_trains_end_to_end() {
         if kind != "zero" {
             assert!(last.objective < 0.9 * r0, "{kind}: R went from {r0} to {}", last.objective);
         }
-        assert_eq!(outcome.model.models[0].kind(), kind);
+        assert_eq!(outcome.model.models()[0].kind(), kind);
     }
 }
 
@@ -384,46 +384,53 @@ fn resume_refuses_a_checkpoint_of_another_learner() {
     assert_eq!(same.completed_iterations(), 2);
 }
 
+/// `ex` with its parts changed by `f` (examples are checked by `Dataset::new`).
+fn edited(
+    ex: &Example,
+    f: impl FnOnce(&mut Option<Vec<usize>>, &mut Vec<FeatureBlock>, &mut Arc<factor_graph::RegionGraph>),
+) -> Example {
+    let (name, mut graph, mut labels, mut features) = ex.clone().into_parts();
+    f(&mut labels, &mut features, &mut graph);
+    Example::new(name, graph, labels, features)
+}
+
 #[test]
 fn bad_input_gives_typed_errors_naming_example_and_region() {
     let good = common::denoising(2, 4, 4, 9);
-    let types = good.factor_types.clone();
-    let ex = good.examples[1].clone();
+    let types = good.factor_types().to_vec();
+    let ex = good.examples()[1].clone();
 
     // Empty training set.
     let empty = Dataset::new(types.clone(), vec![]).unwrap();
     assert!(matches!(Trainer::new(&empty, oracles("linear", "linear"), quick(1)), Err(LearnError::EmptyDataset)));
 
     // Label out of range.
-    let mut bad = ex.clone();
-    bad.labels.as_mut().unwrap()[3] = 2;
-    let err = Dataset::new(types.clone(), vec![good.examples[0].clone(), bad]).unwrap_err();
+    let bad = edited(&ex, |labels, _, _| labels.as_mut().unwrap()[3] = 2);
+    let err = Dataset::new(types.clone(), vec![good.examples()[0].clone(), bad]).unwrap_err();
     assert!(matches!(err, LearnError::LabelOutOfRange { example: 1, variable: 3, label: 2, .. }), "{err}");
 
     // Feature dimension differs within a type.
-    let mut bad = ex.clone();
-    bad.features[0] = FeatureBlock { dim: 3, values: vec![0.0; 16 * 3] };
+    let bad = edited(&ex, |_, features, _| features[0] = FeatureBlock { dim: 3, values: vec![0.0; 16 * 3] });
     let err = Dataset::new(types.clone(), vec![bad]).unwrap_err();
     assert!(matches!(err, LearnError::FeatureDim { example: 0, .. }), "{err}");
 
     // Wrong number of feature rows.
-    let mut bad = ex.clone();
-    bad.features[1].values.pop();
+    let bad = edited(&ex, |_, features, _| {
+        features[1].values.pop();
+    });
     assert!(matches!(Dataset::new(types.clone(), vec![bad]), Err(LearnError::FeatureLength { .. })));
 
     // NaN feature names the region.
-    let mut bad = ex.clone();
-    bad.features[1].values[2] = f64::NAN;
+    let bad = edited(&ex, |_, features, _| features[1].values[2] = f64::NAN);
     let err = Dataset::new(types.clone(), vec![bad]).unwrap_err();
     assert!(matches!(err, LearnError::NonFiniteFeature { example: 0, region: 17, col: 0, .. }), "{err}");
 
     // A finite feature too large for finite scores names the region too; the bound itself is accepted.
-    let mut bad = ex.clone();
-    bad.features[1].values[2] = -1e308;
+    let bad = edited(&ex, |_, features, _| features[1].values[2] = -1e308);
     let err = Dataset::new(types.clone(), vec![bad.clone()]).unwrap_err();
     assert!(matches!(err, LearnError::FeatureTooLarge { example: 0, region: 17, col: 0, .. }), "{err}");
     assert!(err.to_string().contains("-1e308") && err.to_string().contains("rescale"), "{err}");
-    bad.features[1].values[2] = structlearn::data::MAX_FEATURE_MAGNITUDE;
+    let bad = edited(&bad, |_, features, _| features[1].values[2] = structlearn::data::MAX_FEATURE_MAGNITUDE);
     Dataset::new(types.clone(), vec![bad]).unwrap();
 
     // Regions whose factor type the model does not declare.
@@ -434,8 +441,7 @@ fn bad_input_gives_typed_errors_naming_example_and_region() {
         )
         .unwrap(),
     );
-    let mut bad = ex.clone();
-    bad.graph = other;
+    let bad = edited(&ex, |_, _, graph| *graph = other);
     let err = Dataset::new(types.clone(), vec![bad]).unwrap_err();
     assert!(matches!(err, LearnError::UnknownFactorType { example: 0, region: 2, .. }), "{err}");
 
@@ -462,12 +468,12 @@ fn dataset_files_round_trip_and_reject_garbage() {
         data.save(&path).unwrap();
         let back = Dataset::load(&path).unwrap();
         assert_eq!(back.len(), 2);
-        assert_eq!(back.factor_types, data.factor_types);
-        assert!(Arc::ptr_eq(&back.examples[0].graph, &back.examples[1].graph), "graphs should be shared");
-        for (a, b) in back.examples.iter().zip(&data.examples) {
-            assert_eq!(a.labels, b.labels);
-            assert_eq!(a.features, b.features);
-            assert_eq!(a.graph.spec(), b.graph.spec());
+        assert_eq!(back.factor_types(), data.factor_types());
+        assert!(Arc::ptr_eq(back.examples()[0].graph(), back.examples()[1].graph()), "graphs should be shared");
+        for (a, b) in back.examples().iter().zip(data.examples()) {
+            assert_eq!(a.labels(), b.labels());
+            assert_eq!(a.features(), b.features());
+            assert_eq!(a.graph().spec(), b.graph().spec());
         }
     }
     let path = dir.path().join("d.sld");
@@ -492,7 +498,7 @@ fn warm_started_prediction_converges_to_the_cold_prediction() {
     let model = Trainer::new(&data, oracles("linear", "linear"), quick(3)).unwrap().train().unwrap().model;
 
     let mut messages: Vec<smoothed_inference::Messages> =
-        data.examples.iter().map(|e| smoothed_inference::Messages::zeros(&e.graph)).collect();
+        data.examples().iter().map(|e| smoothed_inference::Messages::zeros(e.graph())).collect();
     first.error_rate_from(&data, &converged, &mut messages).unwrap();
     assert!(messages.iter().any(|m| m.as_slice().iter().any(|&v| v != 0.0)), "warm messages must be non-trivial");
     for (k, m) in messages.iter_mut().enumerate() {

@@ -23,33 +23,39 @@ use structlearn::{
 fn conflicting_data() -> Dataset {
     let a = common::denoising(2, 4, 4, 11);
     let b = common::denoising(2, 4, 4, 12);
-    let mut examples = a.examples.clone();
-    for (ea, eb) in a.examples.iter().zip(&b.examples) {
-        examples.push(Example { labels: eb.labels.clone(), name: format!("{}-relabelled", ea.name), ..ea.clone() });
+    let mut examples = a.examples().to_vec();
+    for (ea, eb) in a.examples().iter().zip(b.examples()) {
+        let name = format!("{}-relabelled", ea.name());
+        examples.push(Example::new(
+            name,
+            ea.graph().clone(),
+            eb.labels().map(<[usize]>::to_vec),
+            ea.features().to_vec(),
+        ));
     }
-    Dataset::new(a.factor_types.clone(), examples).unwrap()
+    Dataset::new(a.factor_types().to_vec(), examples).unwrap()
 }
 
 fn linear_specs(data: &Dataset) -> Vec<(String, serde_json::Value)> {
     let tight = json!({"kind": "linear", "lbfgs": {"gradient_tolerance": 1e-12, "relative_decrease_tolerance": 0.0, "max_iterations": 500}});
-    data.factor_types.iter().map(|f| (f.name.clone(), tight.clone())).collect()
+    data.factor_types().iter().map(|f| (f.name.clone(), tight.clone())).collect()
 }
 
 fn weights(model: &StructuredModel, t: usize) -> Vec<f64> {
-    model.models[t].as_any().downcast_ref::<LinearModel>().unwrap().weights().to_vec()
+    model.models()[t].as_any().downcast_ref::<LinearModel>().unwrap().weights().to_vec()
 }
 
 /// `J(W) = Σ_k [min_λ A(λ, θ^k(W)) − θ^k(y^k)]` with `θ = ε W φ + Δ`, the
 /// inner minimum by message passing run to a violation of 1e-11.
 fn objective_at(data: &Dataset, eps: f64, w: &[Vec<f64>]) -> f64 {
     let mut total = 0.0;
-    for (k, ex) in data.examples.iter().enumerate() {
-        let g = &ex.graph;
-        let truth = ex.labels.as_ref().unwrap();
+    for (k, ex) in data.examples().iter().enumerate() {
+        let g = &ex.graph();
+        let truth = ex.labels().unwrap();
         let mut theta = vec![0.0; g.total_configs()];
-        for (t, ft) in data.factor_types.iter().enumerate() {
+        for (t, ft) in data.factor_types().iter().enumerate() {
             for (row, r) in data.regions_of_type(k, t).enumerate() {
-                let phi = &ex.features[t].values[row * ft.dim..(row + 1) * ft.dim];
+                let phi = &ex.features()[t].values[row * ft.dim..(row + 1) * ft.dim];
                 let vars = g.region_variables(r);
                 for (y, th) in theta[g.config_range(r)].iter_mut().enumerate() {
                     let s: f64 = w[t][y * ft.dim..(y + 1) * ft.dim].iter().zip(phi).map(|(a, b)| a * b).sum();
@@ -96,7 +102,7 @@ fn hazan_urtasun_and_algorithm1_reach_the_same_optimum() {
     let wa: Vec<Vec<f64>> = (0..2).map(|t| weights(&a1.model, t)).collect();
     let wh: Vec<Vec<f64>> = (0..2).map(|t| weights(&hu.model, t)).collect();
     for t in 0..2 {
-        let (ft, c) = (&data.factor_types[t], data.factor_types[t].classes);
+        let (ft, c) = (&data.factor_types()[t], data.factor_types()[t].classes);
         for y in 1..c {
             for j in 0..ft.dim {
                 let da = wa[t][y * ft.dim + j] - wa[t][j];
@@ -165,7 +171,7 @@ fn type_epsilon_is_used_by_every_smoothed_learner() {
             ..TrainConfig::default()
         };
         let model = build_learner(kind, &data, &specs, config).unwrap().train().unwrap().model;
-        assert_eq!(model.epsilon, vec![0.5, 0.05], "{kind}");
+        assert_eq!(model.epsilon(), vec![0.5, 0.05], "{kind}");
     }
 }
 
@@ -176,7 +182,7 @@ fn learner_choice_is_validated() {
     for k in LearnerKind::ALL {
         assert_eq!(k.name().parse::<LearnerKind>().unwrap(), k);
     }
-    let boosting: Vec<_> = data.factor_types.iter().map(|f| (f.name.clone(), json!({"kind": "boosting"}))).collect();
+    let boosting: Vec<_> = data.factor_types().iter().map(|f| (f.name.clone(), json!({"kind": "boosting"}))).collect();
     let config = TrainConfig::default;
     let e = build_learner(LearnerKind::HazanUrtasun, &data, &boosting, config()).err().unwrap().to_string();
     assert!(e.contains("linear energies") && e.contains("boosting"), "{e}");
@@ -309,12 +315,12 @@ fn perceptrons_learn_and_predict_feasible_labelings() {
                 row
             })
             .collect();
-        examples.push(Example {
-            name: format!("e{k}"),
-            graph: g.clone(),
-            labels: Some(labels),
-            features: vec![FeatureBlock { dim: 10, values: unary }, FeatureBlock { dim: 1, values: vec![1.0] }],
-        });
+        examples.push(Example::new(
+            format!("e{k}"),
+            g.clone(),
+            Some(labels),
+            vec![FeatureBlock { dim: 10, values: unary }, FeatureBlock { dim: 1, values: vec![1.0] }],
+        ));
     }
     let data =
         Dataset::new(vec![FactorTypeInfo::new("unary", 10), FactorTypeInfo::new("constraint", 1)], examples).unwrap();
@@ -355,24 +361,21 @@ fn perceptrons_learn_and_predict_feasible_labelings() {
 /// training set, so without a penalty the weights grow without bound.
 fn untied_separable_data() -> (Dataset, Vec<(String, serde_json::Value)>) {
     let base = common::denoising(4, 6, 6, 21);
-    let labels = base.examples[0].labels.clone();
+    let labels = base.examples()[0].labels().map(<[usize]>::to_vec);
     let examples: Vec<Example> = base
-        .examples
+        .examples()
         .iter()
         .map(|ex| {
             let unary: Vec<f64> =
-                ex.features[0].values.chunks(2).enumerate().flat_map(|(i, r)| [r[0], 1.0, i as f64]).collect();
-            let pairwise: Vec<f64> = (0..ex.features[1].values.len() / 2).flat_map(|e| [1.0, e as f64]).collect();
-            Example {
-                labels: labels.clone(),
-                features: vec![FeatureBlock { dim: 3, values: unary }, FeatureBlock { dim: 2, values: pairwise }],
-                ..ex.clone()
-            }
+                ex.features()[0].values.chunks(2).enumerate().flat_map(|(i, r)| [r[0], 1.0, i as f64]).collect();
+            let pairwise: Vec<f64> = (0..ex.features()[1].values.len() / 2).flat_map(|e| [1.0, e as f64]).collect();
+            let features = vec![FeatureBlock { dim: 3, values: unary }, FeatureBlock { dim: 2, values: pairwise }];
+            Example::new(ex.name(), ex.graph().clone(), labels.clone(), features)
         })
         .collect();
     let types = vec![FactorTypeInfo::new("unary", 3), FactorTypeInfo::new("pairwise", 2)];
     let data = Dataset::new(types, examples).unwrap();
-    let specs = data.factor_types.iter().map(|f| (f.name.clone(), json!({"kind": "indexed-linear"}))).collect();
+    let specs = data.factor_types().iter().map(|f| (f.name.clone(), json!({"kind": "indexed-linear"}))).collect();
     (data, specs)
 }
 
@@ -407,7 +410,7 @@ fn ridge_bounds_untied_weights_and_the_penalised_objective_falls() {
     let (data, plain) = untied_separable_data();
     let eps = 0.01;
     let largest = |model: &StructuredModel| {
-        model.models[0]
+        model.models()[0]
             .as_any()
             .downcast_ref::<oracles::indexed::IndexedLinearModel>()
             .unwrap()
@@ -444,7 +447,7 @@ fn ridge_bounds_untied_weights_and_the_penalised_objective_falls() {
     // The reported value is R plus the penalties of the final functions.
     let total: f64 = ridge
         .model
-        .models
+        .models()
         .iter()
         .map(|m| {
             let w = m.as_any().downcast_ref::<oracles::indexed::IndexedLinearModel>().unwrap();
@@ -466,14 +469,16 @@ fn perceptrons_take_a_constraint_that_forbids_class_zero() {
         factors_with_singletons(vec![2, 2], &[Scope { variables: vec![0, 1], factor_type: "constraint".into() }])
             .unwrap(),
     );
-    let ex = |y: Vec<usize>, a: f64, b: f64| Example {
-        name: "e".into(),
-        graph: graph.clone(),
-        labels: Some(y),
-        features: vec![
-            FeatureBlock { dim: 4, values: vec![a, 1.0, 0.0, 0.0, 0.0, 0.0, b, 1.0] },
-            FeatureBlock { dim: 1, values: vec![1.0] },
-        ],
+    let ex = |y: Vec<usize>, a: f64, b: f64| {
+        Example::new(
+            "e",
+            graph.clone(),
+            Some(y),
+            vec![
+                FeatureBlock { dim: 4, values: vec![a, 1.0, 0.0, 0.0, 0.0, 0.0, b, 1.0] },
+                FeatureBlock { dim: 1, values: vec![1.0] },
+            ],
+        )
     };
     // Labelings (1, 0), (0, 1), (1, 1): never (0, 0), which the constraint forbids.
     let examples = vec![ex(vec![1, 0], 1.0, -1.0), ex(vec![0, 1], -1.0, 1.0), ex(vec![1, 1], 1.0, 1.0)];

@@ -60,12 +60,12 @@ fn extra_bytes(oracle: &serde_json::Value) -> (isize, isize) {
             let truth: Vec<usize> = (0..h * w).map(|i| (i / w * labels / h + k) % labels).collect();
             let unary = truth.iter().flat_map(|&y| [y as f64 + rng.random_range(-2.0..2.0), 1.0]).collect();
             let pair = (0..pairs).flat_map(|_| [rng.random::<f64>(), 1.0]).collect();
-            Example {
-                name: format!("image {k}"),
-                graph: graph.clone(),
-                labels: Some(truth),
-                features: vec![FeatureBlock { dim: 2, values: unary }, FeatureBlock { dim: 2, values: pair }],
-            }
+            Example::new(
+                format!("image {k}"),
+                graph.clone(),
+                Some(truth),
+                vec![FeatureBlock { dim: 2, values: unary }, FeatureBlock { dim: 2, values: pair }],
+            )
         })
         .collect();
     let data =
