@@ -182,17 +182,20 @@ fn outer_rows<const P: usize>(o: &mut Outer<'_>, u: usize) {
         outer_block::<P, M>(o, u, m0);
         m0 += M;
     }
-    let block = match o.n - m0 {
-        1 => outer_block::<P, 1>,
-        2 => outer_block::<P, 2>,
-        3 => outer_block::<P, 3>,
-        4 => outer_block::<P, 4>,
-        5 => outer_block::<P, 5>,
-        6 => outer_block::<P, 6>,
-        7 => outer_block::<P, 7>,
-        _ => return,
-    };
-    block(o, u, m0);
+    // Each arm calls its block directly: a `match` that picks one of these
+    // `#[target_feature]` functions as a value and calls it afterwards needs
+    // Rust 1.93 (the common type of the arms is an `unsafe fn` pointer
+    // before), and the workspace's minimum is 1.89.
+    match o.n - m0 {
+        1 => outer_block::<P, 1>(o, u, m0),
+        2 => outer_block::<P, 2>(o, u, m0),
+        3 => outer_block::<P, 3>(o, u, m0),
+        4 => outer_block::<P, 4>(o, u, m0),
+        5 => outer_block::<P, 5>(o, u, m0),
+        6 => outer_block::<P, 6>(o, u, m0),
+        7 => outer_block::<P, 7>(o, u, m0),
+        _ => {}
+    }
 }
 
 /// Rows `m0..m0 + R` of tiles `u..u + 2P` of [`outer_sums`]: the `R · P`
