@@ -7,18 +7,14 @@
 //! portable kernels of `kernels.rs` with fused multiply-adds, so it gives the same
 //! bits (tests `mlp_gradient_is_the_plain_arithmetic_bit_for_bit` and
 //! `mlp_wide_kernels_are_the_portable_ones_bit_for_bit`). Each is a safe
-//! function compiled for AVX-512 F, called only after [`available`].
+//! function compiled for AVX-512 F, called only after
+//! [`fastmath::x86::avx512`] (AVX-512 F, and AVX2 + FMA, which every AVX-512
+//! CPU has; the portable kernels these stand in for need them).
 
 use std::arch::x86_64::*;
 
 use super::TILE;
 use super::kernels::{INV_FACTORIAL, LN2_HI, LN2_LO, ROUND, TANH_CLAMP};
-
-/// Whether the CPU runs these kernels: AVX-512 F, and AVX2 + FMA (which
-/// every AVX-512 CPU has; the portable kernels they stand in for need them).
-pub(super) fn available() -> bool {
-    is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
-}
 
 /// `super::kernels::tanh::<Fused>` of eight lanes.
 #[inline]

@@ -19,7 +19,7 @@ use super::{BLOCK, TILE};
 pub fn fused_arithmetic() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        fastmath::x86::avx2_fma()
     }
     #[cfg(target_arch = "aarch64")]
     {
@@ -96,7 +96,7 @@ impl Kernels for Avx512 {
 
     #[inline(always)]
     fn tile_sums_16<const TANH: bool>(start: [f64; TILE], w: &[f64], x: &[f64], st: usize, r0: usize, out: &mut [f64]) {
-        if avx512::available() {
+        if fastmath::x86::avx512() {
             // SAFETY: the CPU has AVX-512 F, checked just above.
             unsafe { avx512::tile_sums_16::<TANH>(start, w, x, st, r0, out) }
         } else {
@@ -106,7 +106,7 @@ impl Kernels for Avx512 {
 
     #[inline(always)]
     fn tanh_slice(t: &mut [f64]) {
-        if avx512::available() {
+        if fastmath::x86::avx512() {
             // SAFETY: as above.
             unsafe { avx512::tanh_slice(t) }
         } else {
@@ -116,7 +116,7 @@ impl Kernels for Avx512 {
 
     #[inline(always)]
     fn rows_of_tiles(src: &[f64], st: usize, used: usize, dst: &mut [[f64; TILE]]) {
-        if avx512::available() {
+        if fastmath::x86::avx512() {
             // SAFETY: as above.
             unsafe { avx512::rows_of_pairs(src, st, used, dst) }
         } else {
@@ -130,7 +130,7 @@ impl Kernels for Avx512 {
     #[inline(always)]
     fn outer_sums_tiles(out: &mut [f64], a: &[f64], st: usize, b: &[[f64; TILE]], used: usize) {
         // SAFETY: as above.
-        let done = if avx512::available() { unsafe { avx512::outer_sums(out, a, st, b, used) } } else { 0 };
+        let done = if fastmath::x86::avx512() { unsafe { avx512::outer_sums(out, a, st, b, used) } } else { 0 };
         outer_sums_from::<Fused>(out, a, st, b, used, done);
     }
 }
@@ -153,7 +153,7 @@ macro_rules! dispatch {
             if $crate::mlp::dispatch::fused_arithmetic() {
                 // SAFETY: the CPU supports AVX2 and FMA, checked just above.
                 return unsafe {
-                    if $crate::mlp::avx512::available() {
+                    if ::fastmath::x86::avx512() {
                         fused::<$crate::mlp::dispatch::Avx512>($($arg),*)
                     } else {
                         fused::<::fastmath::Fused>($($arg),*)

@@ -25,7 +25,7 @@ fn momentum_update(theta: &mut [f64], s: &mut [f64], g: &[f64], step: f64, momen
         generic(theta, s, g, step, momentum);
     }
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
+    if fastmath::x86::avx2() {
         // SAFETY: the CPU has AVX2, checked just above.
         return unsafe { wide(theta, s, g, step, momentum) };
     }

@@ -269,7 +269,7 @@ fn mlp_gradient_is_the_plain_arithmetic_bit_for_bit() {
                 ("fused", one_chunk::<Fused>(layout, &params, &problem, &order)),
             ];
             #[cfg(target_arch = "x86_64")]
-            if avx512::available() {
+            if fastmath::x86::avx512() {
                 builds.push(("avx512", one_chunk::<Avx512>(layout, &params, &problem, &order)));
             }
             for (build, [kernel, plain]) in builds {
@@ -288,7 +288,7 @@ fn mlp_gradient_is_the_plain_arithmetic_bit_for_bit() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn mlp_wide_kernels_are_the_portable_ones_bit_for_bit() {
-    if !avx512::available() {
+    if !fastmath::x86::avx512() {
         eprintln!("no AVX-512 F on this CPU: nothing to compare");
         return;
     }

@@ -30,7 +30,7 @@ impl InferenceProblem<'_> {
     /// `θ̃_r` and `Σ exp((θ̃_r − m_r)/ε_r)`).
     pub(super) fn beliefs_of(&self, tt: &[f64], out: &mut [f64], parts: &mut [[f64; 2]]) -> f64 {
         #[cfg(target_arch = "x86_64")]
-        if simd::available() {
+        if fastmath::x86::avx2_fma() {
             // SAFETY: the CPU supports AVX2 and FMA (checked just above).
             return unsafe { simd::beliefs_of(self, tt, out, parts) };
         }
@@ -132,7 +132,7 @@ impl InferenceProblem<'_> {
     ) -> (f64, f64) {
         let dual = self.beliefs_of(tt, beliefs, parts);
         #[cfg(target_arch = "x86_64")]
-        if simd512::available() && !self.plan.binary_pairs.is_empty() {
+        if fastmath::x86::avx512() && !self.plan.binary_pairs.is_empty() {
             // SAFETY: the CPU supports AVX-512 F, AVX2 and FMA (checked just above).
             return (unsafe { simd512::report_binary(self, beliefs) }, dual);
         }

@@ -1,6 +1,8 @@
 //! Which build of the kernels runs: the best this CPU has (AVX-512 F with
-//! AVX2 and FMA, AVX2 with FMA, or the portable one), and the builds
-//! themselves, thin `#[target_feature]` wrappers around the same Rust code.
+//! AVX2 and FMA, AVX2 with FMA, or the portable one, as
+//! [`fastmath::x86::avx512`] and [`fastmath::x86::avx2_fma`] detect them),
+//! and the builds themselves, thin `#[target_feature]` wrappers around the
+//! same Rust code.
 
 use super::InferenceProblem;
 use crate::star::{self, Bufs};
@@ -16,13 +18,13 @@ pub(crate) fn dispatch_sweep(
     iterations: usize,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if simd512::available() {
+    if fastmath::x86::avx512() {
         // SAFETY: the CPU supports AVX-512 F, AVX2 and FMA (checked just above).
         unsafe { simd512::sweep(p, lambda, tt, bufs, order, iterations) };
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if simd::available() {
+    if fastmath::x86::avx2_fma() {
         // SAFETY: the CPU supports AVX2 and FMA (checked just above).
         unsafe { simd::sweep(p, lambda, tt, bufs, order, iterations) };
         return;
@@ -40,12 +42,12 @@ pub(super) fn dispatch_check(
     scratch: (&mut [f64], &mut [f64]),
 ) -> f64 {
     #[cfg(target_arch = "x86_64")]
-    if simd512::available() && !stale && !p.plan.binary_pairs.is_empty() {
+    if fastmath::x86::avx512() && !stale && !p.plan.binary_pairs.is_empty() {
         // SAFETY: the CPU supports AVX-512 F, AVX2 and FMA (checked just above).
         return unsafe { simd512::check_binary(p, tt, beliefs) };
     }
     #[cfg(target_arch = "x86_64")]
-    if simd::available() {
+    if fastmath::x86::avx2_fma() {
         // SAFETY: the CPU supports AVX2 and FMA (checked just above).
         return unsafe { simd::check_violation(p, lambda, tt, stale, beliefs, scratch) };
     }
@@ -60,13 +62,13 @@ pub(super) fn dispatch_single(
     child: usize,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if simd512::available() {
+    if fastmath::x86::avx512() {
         // SAFETY: the CPU supports AVX-512 F, AVX2 and FMA (checked just above).
         unsafe { simd512::single(p, lambda, tt, bufs, child) };
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if simd::available() {
+    if fastmath::x86::avx2_fma() {
         // SAFETY: the CPU supports AVX2 and FMA (checked just above).
         unsafe { simd::single(p, lambda, tt, bufs, child) };
         return;
@@ -80,10 +82,6 @@ pub(super) fn dispatch_single(
 pub(super) mod simd512 {
     use super::{Bufs, InferenceProblem};
     use crate::star::{self, Avx512};
-
-    pub(in crate::problem) fn available() -> bool {
-        super::simd::available() && fastmath::x86::available_512()
-    }
 
     /// The violation of [`InferenceProblem::violation_and_dual_of`] from the
     /// beliefs when the plan has [`crate::problem::Plan::binary_pairs`]: the same
@@ -174,10 +172,6 @@ pub(super) mod simd {
         scratch: (&mut [f64], &mut [f64]),
     ) -> f64 {
         p.check_violation::<Fused>(lambda, tt, stale, beliefs, scratch)
-    }
-
-    pub(in crate::problem) fn available() -> bool {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
     }
 
     /// # Safety

@@ -28,7 +28,7 @@ impl InferenceProblem<'_> {
 
     pub(super) fn build_factored(&self) -> Factored {
         #[cfg(target_arch = "x86_64")]
-        if simd::available() {
+        if fastmath::x86::avx2_fma() {
             // SAFETY: the CPU supports AVX2 and FMA (checked just above).
             return unsafe { simd::build_factored(self) };
         }
@@ -95,7 +95,7 @@ impl InferenceProblem<'_> {
     pub(super) fn refresh_all(&self, lambda: &[f64], tt: &mut [f64]) {
         tt.copy_from_slice(self.theta);
         #[cfg(target_arch = "x86_64")]
-        if simd::available() {
+        if fastmath::x86::avx2_fma() {
             // SAFETY: the CPU supports AVX2 and FMA (checked just above).
             unsafe { simd::add_messages(self, lambda, tt) };
             return;
@@ -118,7 +118,7 @@ impl InferenceProblem<'_> {
     /// [`Self::refresh_all`] writes there.
     pub(super) fn refresh_children(&self, lambda: &[f64], tt: &mut [f64]) {
         #[cfg(target_arch = "x86_64")]
-        if simd::available() {
+        if fastmath::x86::avx2_fma() {
             // SAFETY: the CPU supports AVX2 and FMA (checked just above).
             unsafe { simd::refresh_children(self, lambda, tt) };
             return;

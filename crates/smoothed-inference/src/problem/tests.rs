@@ -175,7 +175,7 @@ fn binary_pair_check_equals_the_avx2_check_bit_for_bit() {
                 p.plan.binary_pairs.len(),
                 (0..g.num_regions()).filter(|&r| !g.child_edges(r).is_empty()).count()
             );
-            if !(simd512::available()) {
+            if !fastmath::x86::avx512() {
                 continue;
             }
             let (mut m, mut ws) = (Messages::zeros(g), Workspace::new(g));
@@ -330,7 +330,7 @@ fn checks_are_skipped_only_when_out_of_reach() {
 #[test]
 fn paired_avx2_sweeps_equal_the_portable_fused_sweeps_bit_for_bit() {
     use rand::seq::SliceRandom;
-    if !simd::available() {
+    if !fastmath::x86::avx2_fma() {
         return;
     }
     /// # Safety
@@ -378,7 +378,7 @@ fn paired_avx2_sweeps_equal_the_portable_fused_sweeps_bit_for_bit() {
         unsafe { fused(&p, reference.as_mut_slice(), tt, &mut bufs, &order) };
         let reference_tt = tt.to_vec();
         for level in ["avx2", "avx512"] {
-            if level == "avx512" && !simd512::available() {
+            if level == "avx512" && !fastmath::x86::avx512() {
                 continue;
             }
             let mut paired = Messages::zeros(g);
