@@ -6,7 +6,9 @@ use rand_chacha::ChaCha8Rng;
 #[cfg(target_arch = "x86_64")]
 use super::dispatch::Avx512;
 use super::dispatch::Kernels;
-use super::kernels::{TANH_CLAMP, tanh};
+#[cfg(target_arch = "x86_64")]
+use super::kernels::TANH_CLAMP;
+use super::kernels::tanh;
 use super::layout::Layout;
 use super::passes::{Rows, gradient_kernel};
 use super::sgd::Sgd;

@@ -29,7 +29,9 @@ pub use plan::ProblemPlan;
 pub use run::{RunOptions, RunReport, TOLERANCE_CHECK_EVERY};
 
 pub(crate) use dispatch::dispatch_sweep;
-pub(crate) use plan::{ChildPlan, EdgePlan, Factored, PairCheck, Plan, StarKind};
+#[cfg(target_arch = "x86_64")]
+pub(crate) use plan::PairCheck;
+pub(crate) use plan::{ChildPlan, EdgePlan, Factored, Plan, StarKind};
 
 use beliefs::marginalise;
 use dispatch::dispatch_single;
