@@ -136,14 +136,76 @@ pub fn ln_pos<A: Arith>(z: f64) -> f64 {
 /// of AVX-512 ones, for kernels written with `std::arch` intrinsics. Each is the same sequence of
 /// operations as the scalar function with [`Fused`] arithmetic, so every lane
 /// is bit for bit what the scalar function returns for it (tested).
+///
+/// Also the workspace's one CPU-feature detection: one function per level
+/// of kernels ([`x86::avx2`], [`x86::avx2_fma`], [`x86::avx512`]), each a
+/// single load of a value detected once per process. A kernel compiled with
+/// `#[target_feature(enable = ...)]` is called only after the level of
+/// exactly those features said yes.
 #[cfg(target_arch = "x86_64")]
 pub mod x86 {
     use super::*;
     use std::arch::x86_64::*;
+    use std::sync::atomic::{AtomicU8, Ordering};
 
-    /// Whether this CPU runs the functions of this module (AVX2 and FMA).
+    /// The detected levels, one bit each, and [`DETECTED`] once they are.
+    static LEVELS: AtomicU8 = AtomicU8::new(0);
+    const DETECTED: u8 = 1 << 7;
+    const AVX2: u8 = 1;
+    const AVX2_FMA: u8 = 1 << 1;
+    const AVX512F: u8 = 1 << 2;
+    const AVX512_AVX2_FMA: u8 = 1 << 3;
+
+    /// The level bits, detected on first use. Threads racing on the first
+    /// use detect the same bits, so a relaxed store and load suffice.
+    #[inline]
+    fn levels() -> u8 {
+        let levels = LEVELS.load(Ordering::Relaxed);
+        if levels & DETECTED != 0 { levels } else { detect() }
+    }
+
+    #[cold]
+    fn detect() -> u8 {
+        use std::arch::is_x86_feature_detected as has;
+        let (avx2, fma, avx512f) = (has!("avx2"), has!("fma"), has!("avx512f"));
+        let bit = |on: bool, bit: u8| if on { bit } else { 0 };
+        let levels = DETECTED
+            | bit(avx2, AVX2)
+            | bit(avx2 && fma, AVX2_FMA)
+            | bit(avx512f, AVX512F)
+            | bit(avx512f && avx2 && fma, AVX512_AVX2_FMA);
+        LEVELS.store(levels, Ordering::Relaxed);
+        levels
+    }
+
+    /// Whether this CPU has AVX2 (kernels compiled with
+    /// `#[target_feature(enable = "avx2")]`: four lanes, no fused multiply-adds).
+    #[inline]
+    pub fn avx2() -> bool {
+        levels() & AVX2 != 0
+    }
+
+    /// Whether this CPU has AVX2 and FMA (kernels compiled with
+    /// `#[target_feature(enable = "avx2,fma")]`, and the four-lane functions
+    /// of this module).
+    #[inline]
+    pub fn avx2_fma() -> bool {
+        levels() & AVX2_FMA != 0
+    }
+
+    /// Whether this CPU has AVX-512 F, AVX2 and FMA (kernels compiled with
+    /// `#[target_feature(enable = "avx512f,avx2,fma")]`, or with `avx512f`
+    /// alone next to [`avx2_fma`] ones; every AVX-512 CPU has AVX2 and FMA).
+    #[inline]
+    pub fn avx512() -> bool {
+        levels() & AVX512_AVX2_FMA != 0
+    }
+
+    /// Whether this CPU runs the functions of this module (AVX2 and FMA):
+    /// [`avx2_fma`].
+    #[inline]
     pub fn available() -> bool {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        avx2_fma()
     }
 
     /// [`exp_nonpos`]`::<Fused>` on each lane.
@@ -213,8 +275,9 @@ pub mod x86 {
     }
 
     /// Whether this CPU runs the eight-lane functions (AVX-512 F).
+    #[inline]
     pub fn available_512() -> bool {
-        std::arch::is_x86_feature_detected!("avx512f")
+        levels() & AVX512F != 0
     }
 
     /// [`exp_nonpos`]`::<Fused>` on each of eight lanes.
@@ -391,6 +454,21 @@ mod tests {
         }
         for (&z, &v) in zs.iter().zip(&ln4) {
             assert_eq!(v.to_bits(), ln_pos::<Fused>(z).to_bits(), "ln({z})");
+        }
+    }
+
+    /// The cached levels are what `is_x86_feature_detected!` says, on the
+    /// first use and after.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn levels_are_the_detected_features() {
+        use std::arch::is_x86_feature_detected as has;
+        for _ in 0..2 {
+            assert_eq!(x86::avx2(), has!("avx2"));
+            assert_eq!(x86::avx2_fma(), has!("avx2") && has!("fma"));
+            assert_eq!(x86::avx512(), has!("avx512f") && has!("avx2") && has!("fma"));
+            assert_eq!(x86::available(), x86::avx2_fma());
+            assert_eq!(x86::available_512(), has!("avx512f"));
         }
     }
 

@@ -435,7 +435,7 @@ fn chunk_loss_and_gradient<'a, P: Fn(usize) -> &'a [f64]>(
     scratch: &mut [f64],
 ) -> f64 {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
+    if fastmath::x86::avx2() {
         #[target_feature(enable = "avx2")]
         unsafe fn avx2<'a, P: Fn(usize) -> &'a [f64]>(
             problem: &Problem<'_>,

@@ -131,7 +131,7 @@ impl Kernel for fastmath::Fused {
 
 /// Fused multiply-adds (as [`fastmath::Fused`]) in functions compiled with
 /// AVX2 and FMA, and with AVX-512 F too when `AVX512`: only instantiated there
-/// (`problem.rs`'s `simd` and `simd512` modules), which is what makes the
+/// (`problem/dispatch.rs`'s `simd` and `simd512` modules), which is what makes the
 /// intrinsics of [`avx2`] and [`avx512`] safe to call.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Intrinsics<const AVX512: bool>;

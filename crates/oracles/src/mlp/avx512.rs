@@ -4,22 +4,19 @@
 //! quadruples of tiles ([`outer_sums`], reading the rows of pairs of tiles
 //! that [`rows_of_pairs`] writes together) and `tanh` ([`tanh_slice`]). Each
 //! computes every value by the same operations, in the same order, as the
-//! portable kernels of `mlp.rs` with fused multiply-adds, so it gives the same
+//! portable kernels of `kernels.rs` with fused multiply-adds, so it gives the same
 //! bits (tests `mlp_gradient_is_the_plain_arithmetic_bit_for_bit` and
 //! `mlp_wide_kernels_are_the_portable_ones_bit_for_bit`). Each is a safe
-//! function compiled for AVX-512 F, called only after [`available`].
+//! function compiled for AVX-512 F, called only after
+//! [`fastmath::x86::avx512`] (AVX-512 F, and AVX2 + FMA, which every AVX-512
+//! CPU has; the portable kernels these stand in for need them).
 
 use std::arch::x86_64::*;
 
-use super::{INV_FACTORIAL, LN2_HI, LN2_LO, ROUND, TANH_CLAMP, TILE};
+use super::TILE;
+use super::kernels::{INV_FACTORIAL, LN2_HI, LN2_LO, ROUND, TANH_CLAMP};
 
-/// Whether the CPU runs these kernels: AVX-512 F, and AVX2 + FMA (which
-/// every AVX-512 CPU has; the portable kernels they stand in for need them).
-pub(super) fn available() -> bool {
-    is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
-}
-
-/// `super::tanh::<Fused>` of eight lanes.
+/// `super::kernels::tanh::<Fused>` of eight lanes.
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn tanh_8(x: __m512d) -> __m512d {
@@ -67,7 +64,7 @@ pub(super) fn tanh_slice(t: &mut [f64]) {
     }
 }
 
-/// `super::tile_sums` of 16 rows (four blocks) at `r0`: `out[q][r] = start[q] +
+/// `super::kernels::tile_sums` of 16 rows (four blocks) at `r0`: `out[q][r] = start[q] +
 /// Σ_i w[i][q] · x[i][r]` (`i` in order) for one tile of [`TILE`] outputs,
 /// two registers of eight rows per output (eight independent sums in flight),
 /// and with `TANH` their `tanh` (its division then overlaps the next call's products).
@@ -115,10 +112,10 @@ pub(super) fn tile_sums_16<const TANH: bool>(
 const M: usize = 8;
 
 /// The rows `0..used` of the `TILE`-row tiles of the value-major `src`, as
-/// `super::rows_of_tiles` writes them but pairs of tiles `(2p, 2p + 1)` row
+/// `super::kernels::rows_of_tiles` writes them but pairs of tiles `(2p, 2p + 1)` row
 /// by row together: row `r` of pair `p` is the entries `2p · st + 2r` (tile
 /// `2p`) and `2p · st + 2r + 1` (tile `2p + 1`), eight contiguous values for
-/// [`outer_sums`]. A last odd tile is written as `super::rows_of_tiles` does.
+/// [`outer_sums`]. A last odd tile is written as `super::kernels::rows_of_tiles` does.
 #[target_feature(enable = "avx512f")]
 pub(super) fn rows_of_pairs(src: &[f64], st: usize, used: usize, dst: &mut [[f64; TILE]]) {
     let tiles = dst.len() / st;
@@ -133,11 +130,16 @@ pub(super) fn rows_of_pairs(src: &[f64], st: usize, used: usize, dst: &mut [[f64
     }
     if tiles % 2 == 1 {
         let t = tiles - 1;
-        super::rows_of_tiles(&src[t * TILE * st..(t + 1) * TILE * st], st, used, &mut dst[t * st..(t + 1) * st]);
+        super::kernels::rows_of_tiles(
+            &src[t * TILE * st..(t + 1) * TILE * st],
+            st,
+            used,
+            &mut dst[t * st..(t + 1) * st],
+        );
     }
 }
 
-/// `super::outer_sums` for every tile at once: `out` holds the tiles one after
+/// `super::kernels::outer_sums` for every tile at once: `out` holds the tiles one after
 /// another (`n` rows of [`TILE`] values each), `b` their rows' values as
 /// [`rows_of_pairs`] writes them (row stride `st`), `a` the `n` value-major
 /// rows; `out[u][m][k] += a[m][r] · b[u][r][k]` for `r = 0..used` in turn.
@@ -182,17 +184,20 @@ fn outer_rows<const P: usize>(o: &mut Outer<'_>, u: usize) {
         outer_block::<P, M>(o, u, m0);
         m0 += M;
     }
-    let block = match o.n - m0 {
-        1 => outer_block::<P, 1>,
-        2 => outer_block::<P, 2>,
-        3 => outer_block::<P, 3>,
-        4 => outer_block::<P, 4>,
-        5 => outer_block::<P, 5>,
-        6 => outer_block::<P, 6>,
-        7 => outer_block::<P, 7>,
-        _ => return,
-    };
-    block(o, u, m0);
+    // Each arm calls its block directly: a `match` that picks one of these
+    // `#[target_feature]` functions as a value and calls it afterwards needs
+    // Rust 1.93 (the common type of the arms is an `unsafe fn` pointer
+    // before), and the workspace's minimum is 1.89.
+    match o.n - m0 {
+        1 => outer_block::<P, 1>(o, u, m0),
+        2 => outer_block::<P, 2>(o, u, m0),
+        3 => outer_block::<P, 3>(o, u, m0),
+        4 => outer_block::<P, 4>(o, u, m0),
+        5 => outer_block::<P, 5>(o, u, m0),
+        6 => outer_block::<P, 6>(o, u, m0),
+        7 => outer_block::<P, 7>(o, u, m0),
+        _ => {}
+    }
 }
 
 /// Rows `m0..m0 + R` of tiles `u..u + 2P` of [`outer_sums`]: the `R · P`

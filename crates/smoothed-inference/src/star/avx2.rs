@@ -2,7 +2,7 @@
 //! [`super::factored8_star`]), their pairs and the binary refresh of `θ̃`
 //! written with AVX2 + FMA intrinsics: the same operations on every lane, in
 //! the same order, so the results are bit for bit those of the portable
-//! kernels with [`fastmath::Fused`] arithmetic (tested in `problem.rs`). The
+//! kernels with [`fastmath::Fused`] arithmetic (tested in `problem/tests.rs`). The
 //! portable binary kernel builds its eight lanes from scalar loads and stores
 //! (a stride-dependent branch per parent, then vector reloads); here each
 //! parent's four configurations are one load, one permutation and one store.

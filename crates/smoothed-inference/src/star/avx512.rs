@@ -3,7 +3,7 @@
 //! child values) are one register, so each exponential and logarithm is one
 //! eight-lane evaluation instead of two four-lane ones. The same operations
 //! in the same order as the portable kernels, so the same bits (tested in
-//! `problem.rs`). Binary lanes: `j + 4y` (parent `j`, child value `y`).
+//! `problem/tests.rs`). Binary lanes: `j + 4y` (parent `j`, child value `y`).
 
 // As in `avx2.rs`: `unsafe fn`s whose one precondition is AVX-512 F (and the
 // AVX2 + FMA every such CPU has), inlined into the sweep compiled for them.
