@@ -690,6 +690,14 @@ where
     Ok((data, false))
 }
 
+/// The largest `max_side` a [`Pipeline`] may reduce to.
+pub const MAX_REDUCED_SIDE: usize = 4096;
+
+/// The most pixels [`Pipeline::dataset`] featurises (1024 × 1024): every
+/// pixel carries 42 features, its messages and beliefs, and each of its pairs
+/// a table over the label pairs, so a few GB at this size.
+pub const MAX_REDUCED_PIXELS: usize = 1 << 20;
+
 /// Everything needed to turn a new photograph into a trained model's input:
 /// the reduction, the feature settings, the training-set standardisation, and
 /// the class names and colours of the label map. `cargo xtask reproduce horses`
@@ -715,14 +723,6 @@ where
 /// assert_eq!((small.width(), small.height()), (8, 4));
 /// assert_eq!(data.examples()[0].graph().num_variables(), 32);
 /// ```
-/// The largest `max_side` a [`Pipeline`] may reduce to.
-pub const MAX_REDUCED_SIDE: usize = 4096;
-
-/// The most pixels [`Pipeline::dataset`] featurises (1024 × 1024): every
-/// pixel carries 42 features, its messages and beliefs, and each of its pairs
-/// a table over the label pairs, so a few GB at this size.
-pub const MAX_REDUCED_PIXELS: usize = 1 << 20;
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Pipeline {

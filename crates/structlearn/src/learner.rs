@@ -10,13 +10,13 @@
 //!
 //! | [`LearnerKind`] | what it is | implemented by |
 //! |---|---|---|
-//! | `algorithm1` | Domke's Algorithm 1: per factor type, a full oracle fit of the message-biased logistic loss, then message passing (docs/MATH.md §4) | [`Trainer`] |
-//! | `hazan-urtasun` | Hazan & Urtasun's primal-dual learner for linear energies: per round, block-coordinate message passing, then **one** gradient step per factor type with the exact line minimiser ([`oracles::step`]; docs/MATH.md §6.4) | [`Trainer`] with [`oracles::step::GradientStepOracle`]s and the schedule `[message passing, fit t₁, fit t₂, …]` |
-//! | `piecewise` | Algorithm 1's first fit alone: every type fitted once with zero messages (biases `Δ/ε`), i.e. piecewise training of the loss-augmented objective — the smoothed "L+I" of docs/MATH.md §6.5 | [`Trainer`] with the schedule `[fit t₁, fit t₂, …]`, one iteration |
+//! | `algorithm1` | Domke's Algorithm 1: per factor type, a full oracle fit of the message-biased logistic loss, then message passing (docs/MATH.md §4) | [`crate::Algorithm1`] |
+//! | `hazan-urtasun` | Hazan & Urtasun's primal-dual learner for linear energies: per round, block-coordinate message passing, then **one** gradient step per factor type with the exact line minimiser ([`oracles::step`]; docs/MATH.md §6.4) | [`crate::Algorithm1`] with [`oracles::Oracle::gradient_step`] oracles and the schedule `[message passing, fit t₁, fit t₂, …]` |
+//! | `piecewise` | Algorithm 1's first fit alone: every type fitted once with zero messages (biases `Δ/ε`), i.e. piecewise training of the loss-augmented objective — the smoothed "L+I" of docs/MATH.md §6.5 | [`crate::Algorithm1`] with the schedule `[fit t₁, fit t₂, …]`, one iteration |
 //! | `perceptron-local` | Punyakanok et al.'s LO/L+I training: a perceptron per region, no inference | [`Perceptron`] |
 //! | `perceptron-global` | their IBT: structured perceptron with exact (constrained) inference in training | [`Perceptron`] |
 //!
-//! The first three share everything of Algorithm 1's [`Trainer`] — pooled
+//! The first three share everything of [`crate::Algorithm1`] — pooled
 //! oracle problems, persistent messages, the objective
 //! `R = Σ_k [A(λ^k, θ^k) − θ^k(y^k)]`, evaluation, checkpoints — and differ
 //! only in the schedule of steps and in what a "fit" of a factor type does:

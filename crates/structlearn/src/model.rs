@@ -190,7 +190,7 @@ pub struct StructuredModel {
 
 impl StructuredModel {
     /// Checks that there is one model and one positive, finite `ε` per type,
-    /// with matching dimensions and classes ([`StructuredModel::check`]).
+    /// with matching dimensions and classes; nothing changes a model after.
     pub fn new(
         factor_types: Vec<FactorTypeInfo>,
         epsilon: Vec<f64>,

@@ -79,7 +79,7 @@ impl OracleRegistry {
 
     /// The built-in classes (`zero`, `constant`, `linear`, `boosting`, `mlp`,
     /// `indexed-linear`, `fixed`), each registered by one line of
-    /// [`crate::builtin_oracles`].
+    /// `builtin_oracles.rs`.
     pub fn with_builtin() -> Self {
         let mut registry = Self::new();
         crate::builtin_oracles::register(&mut registry).expect("the built-in kinds are distinct");

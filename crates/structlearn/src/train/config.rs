@@ -1,0 +1,281 @@
+//! The settings of Algorithm 1 and of every learner's run ([`TrainConfig`]),
+//! the steps of a learning iteration and the checkpoint schedule.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::early_stopping::EarlyStopping;
+use crate::{Dataset, LearnError, PredictOptions};
+
+/// One step of a learning iteration.
+///
+/// ```
+/// use structlearn::{Step, TrainConfig};
+/// // Fit the unary type, 50 message-passing iterations, then the pairwise type.
+/// let config = TrainConfig {
+///     schedule: Some(vec![
+///         Step::Fit { factor_type: "unary".into() },
+///         Step::MessagePassing { iterations: 50 },
+///         Step::Fit { factor_type: "pairwise".into() },
+///     ]),
+///     ..TrainConfig::default()
+/// };
+/// assert_eq!(config.schedule.unwrap().len(), 3);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Step {
+    /// Fit the factor type of this name by its oracle.
+    Fit {
+        /// The factor type.
+        factor_type: String,
+    },
+    /// Run this many message-passing iterations on every training example.
+    MessagePassing {
+        /// Iterations.
+        iterations: usize,
+    },
+}
+
+/// When to predict on the training and validation sets.
+///
+/// ```
+/// use structlearn::{Evaluate, TrainConfig};
+/// let config = TrainConfig { evaluate: Evaluate::Never, ..TrainConfig::default() }; // objective only
+/// assert_eq!(serde_json::to_value(config.evaluate).unwrap(), "never");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Evaluate {
+    /// After every step.
+    EveryStep,
+    /// After the last step of each learning iteration.
+    EveryIteration,
+    /// Never (only the objective is tracked).
+    Never,
+}
+
+/// Where and how often to checkpoint.
+///
+/// ```
+/// use structlearn::{CheckpointConfig, TrainConfig};
+/// let config = TrainConfig {
+///     checkpoint: Some(CheckpointConfig { path: "run.ckpt".into(), every: 1 }),
+///     ..TrainConfig::default()
+/// };
+/// assert_eq!(config.checkpoint.unwrap().every, 1);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointConfig {
+    /// The checkpoint file (written atomically).
+    pub path: PathBuf,
+    /// Write after every this many learning iterations (≥ 1), after the
+    /// last, and when the stop flag interrupts training between two of them
+    /// (so an interruption keeps every finished iteration; a killed process
+    /// loses at most the `every − 1` since the last checkpoint).
+    pub every: usize,
+}
+
+/// Smallest and largest entropy weight `ε` (of [`TrainConfig::epsilon`] and
+/// every [`TrainConfig::type_epsilon`]) training accepts. Outside this range
+/// `θ/ε` or `ε·ln|Y|` leave the range where double precision keeps the
+/// smoothed dual accurate (at `ε = 1e308` it overflows to NaN; at `1e-300`
+/// every message underflows).
+///
+/// ```
+/// let (lo, hi) = structlearn::train::EPSILON_RANGE;
+/// assert!(lo > 0.0 && hi.is_finite());
+/// ```
+pub const EPSILON_RANGE: (f64, f64) = (1e-6, 1e6);
+
+/// Default [`TrainConfig::message_passing_tolerance`]: a violation of `1e-6`
+/// changes the learning objective by far less than one fit does, and on the
+/// denoising and Stanford-shaped benchmarks most examples reach it within a
+/// few iterations once learning settles (docs/guide/performance.md).
+pub const DEFAULT_MESSAGE_PASSING_TOLERANCE: f64 = 1e-6;
+
+/// Settings of Algorithm 1. `Default` is docs/MATH.md §4: `ε = 0.1`, each learning
+/// iteration fits each factor type in order followed by 25 message-passing
+/// iterations, evaluation after every learning iteration.
+///
+/// ```
+/// use structlearn::TrainConfig;
+/// let config = TrainConfig { epsilon: 0.1, learning_iterations: 20, seed: 7, ..TrainConfig::default() };
+/// // Configuration files hold the same fields; unknown ones are errors.
+/// let from_file: TrainConfig = serde_json::from_str(r#"{"learning_iterations": 20, "seed": 7}"#).unwrap();
+/// assert_eq!(from_file, config);
+/// assert!(serde_json::from_str::<TrainConfig>(r#"{"learning_iteratons": 20}"#).is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Entropy weight `ε` of every factor type without an override.
+    pub epsilon: f64,
+    /// Per-factor-type entropy weights `ε_t` (docs/MATH.md §6.4), by type name.
+    pub type_epsilon: Vec<(String, f64)>,
+    /// Number of learning iterations.
+    pub learning_iterations: usize,
+    /// Steps of one learning iteration; `None` is the default schedule.
+    pub schedule: Option<Vec<Step>>,
+    /// Message-passing iterations after each fit in the default schedule: the
+    /// most a message-passing step runs (the paper's fixed count).
+    pub message_passing_iterations: usize,
+    /// Each training example's message passing stops early once its largest
+    /// marginalisation violation `max |μ_{αβ}(y_β) − μ_β(y_β)|` is below this
+    /// ([`smoothed_inference::RunOptions::tolerance`], checked every
+    /// [`smoothed_inference::TOLERANCE_CHECK_EVERY`] iterations); `None` always
+    /// runs every iteration of the step. The violation is a difference of
+    /// probabilities, so one tolerance fits any `ε`, label count and graph
+    /// size. Default [`DEFAULT_MESSAGE_PASSING_TOLERANCE`].
+    pub message_passing_tolerance: Option<f64>,
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// How evaluation predicts.
+    pub predict: PredictOptions,
+    /// When to evaluate.
+    pub evaluate: Evaluate,
+    /// Whether evaluation includes the training set (it costs one prediction per example).
+    pub evaluate_train: bool,
+    /// With `evaluate_train`, the training error is computed only after every
+    /// this many learning iterations (≥ 1) and after the last one; other
+    /// evaluations report the validation error alone. On large training sets
+    /// the training error costs as much as a message-passing step.
+    pub evaluate_train_every: usize,
+    /// Whether each evaluation starts message passing from the previous
+    /// evaluation's messages of the same example (see
+    /// [`crate::StructuredModel::predict_example_from`]) instead of from zero. The
+    /// converged prediction is the same; on strongly coupled models, where
+    /// message passing needs hundreds of iterations, a small `predict` budget
+    /// per evaluation then accumulates over learning iterations. Checkpoints
+    /// carry the evaluation messages, so a resumed run records the same errors.
+    pub warm_start_evaluation: bool,
+    /// Optional checkpointing.
+    pub checkpoint: Option<CheckpointConfig>,
+    /// Stop when the validation error stops improving, returning the best
+    /// iteration's model ([`crate::early_stopping`]); needs a validation set.
+    pub early_stopping: Option<EarlyStopping>,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        Self {
+            epsilon: 0.1,
+            type_epsilon: Vec::new(),
+            learning_iterations: 10,
+            schedule: None,
+            message_passing_iterations: 25,
+            message_passing_tolerance: Some(DEFAULT_MESSAGE_PASSING_TOLERANCE),
+            seed: 0,
+            predict: PredictOptions::default(),
+            evaluate: Evaluate::EveryIteration,
+            evaluate_train: true,
+            evaluate_train_every: 1,
+            warm_start_evaluation: true,
+            checkpoint: None,
+            early_stopping: None,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Whether an evaluation after learning iteration `iteration` (1-based)
+    /// includes the training error: `evaluate_train`, and the iteration is a
+    /// multiple of `evaluate_train_every` or the last (`learning_iterations`).
+    ///
+    /// ```
+    /// use structlearn::TrainConfig;
+    /// let config = TrainConfig { learning_iterations: 10, evaluate_train_every: 4, ..TrainConfig::default() };
+    /// let at: Vec<usize> = (1..=10).filter(|&i| config.evaluates_train_at(i)).collect();
+    /// assert_eq!(at, [4, 8, 10]);
+    /// ```
+    pub fn evaluates_train_at(&self, iteration: usize) -> bool {
+        self.evaluate_train
+            && (iteration.is_multiple_of(self.evaluate_train_every.max(1)) || iteration >= self.learning_iterations)
+    }
+
+    /// Checks every setting that needs no data, before any work; each error
+    /// names the setting, its value and what is allowed
+    /// ([`LearnError::InvalidSetting`]). Every learner calls it when it is
+    /// built.
+    ///
+    /// ```
+    /// use structlearn::{LearnError, TrainConfig};
+    /// assert!(TrainConfig::default().validate().is_ok());
+    /// let bad = TrainConfig { learning_iterations: 0, ..TrainConfig::default() };
+    /// assert!(matches!(bad.validate(), Err(LearnError::InvalidSetting { name: "learning_iterations", .. })));
+    /// ```
+    pub fn validate(&self) -> Result<(), LearnError> {
+        let invalid = |name: &'static str, value: String, allowed: &'static str| {
+            Err(LearnError::InvalidSetting { name, value, allowed })
+        };
+        if self.learning_iterations == 0 {
+            return invalid("learning_iterations", "0".into(), "at least 1");
+        }
+        if self.evaluate_train_every == 0 {
+            return invalid("evaluate_train_every", "0".into(), "at least 1");
+        }
+        if let Some(c) = &self.checkpoint
+            && c.every == 0
+        {
+            return invalid("checkpoint.every", "0".into(), "at least 1");
+        }
+        if let Some(tol) = self.predict.tolerance
+            && (tol.is_nan() || tol <= 0.0)
+        {
+            return invalid("predict.tolerance", tol.to_string(), "> 0");
+        }
+        if let Some(tol) = self.message_passing_tolerance
+            && (tol.is_nan() || tol <= 0.0)
+        {
+            return invalid("message_passing_tolerance", tol.to_string(), "> 0");
+        }
+        if let Some(e) = &self.early_stopping {
+            if e.patience == 0 {
+                return invalid("early_stopping.patience", "0".into(), "at least 1");
+            }
+            if !(e.min_delta >= 0.0 && e.min_delta.is_finite()) {
+                return invalid("early_stopping.min_delta", e.min_delta.to_string(), "finite and ≥ 0");
+            }
+        }
+        Ok(())
+    }
+
+    /// The schedule to run for a data set's factor types.
+    pub fn steps(&self, data: &Dataset) -> Vec<Step> {
+        self.schedule.clone().unwrap_or_else(|| {
+            data.factor_types()
+                .iter()
+                .flat_map(|ft| {
+                    [
+                        Step::Fit { factor_type: ft.name.clone() },
+                        Step::MessagePassing { iterations: self.message_passing_iterations },
+                    ]
+                })
+                .collect()
+        })
+    }
+
+    /// `ε_t` for each factor type of `data`.
+    pub fn epsilons(&self, data: &Dataset) -> Result<Vec<f64>, LearnError> {
+        for (name, _) in &self.type_epsilon {
+            if data.factor_type_index(name).is_none() {
+                return Err(LearnError::Config(format!("type_epsilon names unknown factor type `{name}`")));
+            }
+        }
+        let eps: Vec<f64> = data
+            .factor_types()
+            .iter()
+            .map(|ft| self.type_epsilon.iter().rev().find(|(n, _)| *n == ft.name).map_or(self.epsilon, |(_, e)| *e))
+            .collect();
+        let (lo, hi) = EPSILON_RANGE;
+        if let Some((t, e)) = eps.iter().enumerate().find(|(_, e)| !(lo..=hi).contains(*e)) {
+            return Err(LearnError::Config(format!(
+                "epsilon of factor type `{}` is {e:e}; it must be between {lo:e} and {hi:e}",
+                data.factor_types()[t].name
+            )));
+        }
+        Ok(eps)
+    }
+}

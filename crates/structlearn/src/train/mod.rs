@@ -1,0 +1,729 @@
+//! Algorithm 1 (docs/MATH.md §4; chapter §1.8–1.10): structured learning by iterated,
+//! message-biased logistic regression, with shared-parameter pooling.
+//!
+//! Per training example `k` the learner keeps messages `λ^k` (persisting across
+//! learning iterations, starting at 0) and potentials
+//! `θ^k(y_α) = ε_t g_t(φ^k_α, y_α) + Δ_α(y^k_α, y_α)`. A learning iteration runs
+//! the [`Step`]s of the schedule (default: for each factor type in order, fit
+//! it, then 25 message-passing iterations on every example):
+//!
+//! * **Fit** type `t`: pool every region of type `t` of every example into one
+//!   oracle problem with labels `y^k_α` and biases (Eq. 14)
+//!   `b^k_α(y_α) = (Δ_α(y^k_α, y_α) + Σ_{β child} λ^k_α(y_β) − Σ_{γ parent} λ^k_γ(y_α)) / ε_t`,
+//!   fit it warm-started from the previous `g_t` (keeping the old one if the new
+//!   one is worse: [`oracles::fit_monotone`]), and refresh `θ` of those regions.
+//! * **Message passing**: run star-update iterations on every example in
+//!   parallel (rayon), from the persisting messages; each example stops early
+//!   once its violation is below [`TrainConfig::message_passing_tolerance`].
+//!
+//! After each step the objective `R = Σ_k [A(λ^k, θ^k) − Σ_α θ^k_α(y^k_α)]`
+//! (which equals `Σ_t ε_t L_t` of the oracle losses), plus the oracles'
+//! penalties `Σ_t ε_t Ω_t(g_t)` when they have any, is reported to observers.
+//! After message passing `R` is summed region by region in a form that
+//! rounding cannot make negative ([`crate::objective`]); after a
+//! warm-started fit of type `t` it is the previous value plus `ε_t` times the
+//! change of the oracle's `L_t + Ω_t` (no pass over the data), recomputed in
+//! full in the one case where that update's rounding shows (a value below 0).
+//!
+//! Randomness: the oracle call of step `s` of iteration `i` gets the seed
+//! `mix(seed, i, s)`; no other state is random, so a run resumed from a
+//! checkpoint equals an uninterrupted one.
+
+mod checkpoint;
+mod config;
+mod pooled;
+
+use std::path::Path;
+
+use oracles::{Features, FitContext, Model, ModelRegistry, Oracle, Problem, fit_monotone, fit_monotone_scored};
+use rayon::prelude::*;
+use smoothed_inference::{InferenceProblem, Messages, RunOptions, with_thread_workspace};
+
+pub use checkpoint::CHECKPOINT_MAGIC;
+pub use config::{CheckpointConfig, DEFAULT_MESSAGE_PASSING_TOLERANCE, EPSILON_RANGE, Evaluate, Step, TrainConfig};
+use pooled::{
+    DENSE_BIAS_ENTRIES, MessageBias, Pooled, Potentials, SCORE_GROUP_ROWS, ThetaSource, example_loss, pool,
+    theta_entry, with_region_deltas, with_theta,
+};
+
+use crate::discrepancy::{Discrepancy, Hamming};
+use crate::executor::{Executor, RunState, Solver, StopReason};
+use crate::model::{example_plans, oracle_err, zero_messages};
+use crate::objective::{NeumaierSum, loss_from_workspace};
+use crate::observer::Record;
+use crate::{Dataset, LearnError, LearnerKind, StructuredModel};
+
+/// What [`Trainer::train`] returns.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+/// # let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
+/// # let ex = |labels: Vec<usize>, x: [f64; 4]| Example::new(
+/// #     "x",
+/// #     graph.clone(),
+/// #     Some(labels),
+/// #     vec![FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 4] }],
+/// # );
+/// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)],
+/// #     vec![ex(vec![0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8]), ex(vec![1, 1, 0, 0], [0.9, 0.7, 0.1, 0.3])]).unwrap();
+/// use structlearn::oracle_config::builtin_oracle;
+/// use structlearn::{TrainConfig, Trainer};
+/// let oracles = vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("linear").unwrap())];
+/// let outcome = Trainer::new(&data, oracles, TrainConfig { learning_iterations: 3, ..TrainConfig::default() })
+///     .unwrap()
+///     .train()
+///     .unwrap();
+/// // One record per step: 2 fits + 2 message-passing steps per learning iteration.
+/// assert_eq!(outcome.history.len(), 3 * 4);
+/// assert!(!outcome.stopped_early && outcome.best_iteration.is_none());
+/// ```
+#[derive(Debug)]
+pub struct TrainOutcome {
+    /// The learned model: the last iteration's or, with early stopping, the
+    /// best validation iteration's.
+    pub model: StructuredModel,
+    /// With early stopping: the iteration of the best validation error.
+    pub best_iteration: Option<usize>,
+    /// Whether early stopping ended training before the last iteration.
+    pub stopped_early: bool,
+    /// Why training ended.
+    pub stop_reason: StopReason,
+    /// Every step's record (including those before a resume).
+    pub history: Vec<Record>,
+}
+
+/// Runs Algorithm 1 on a training set with one oracle per factor type.
+///
+/// ```
+/// use std::sync::Arc;
+/// use structlearn::oracle_config::builtin_oracle;
+/// use structlearn::{Callback, Dataset, Example, FactorTypeInfo, FeatureBlock, PredictOptions, TrainConfig, TrainEvent, Trainer};
+/// // Two 2 × 2 images; unary features [x, 1], pair features [1].
+/// let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
+/// let ex = |labels: Vec<usize>, x: [f64; 4]| Example::new(
+///     "x",
+///     graph.clone(),
+///     Some(labels),
+///     vec![
+///         FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() },
+///     FeatureBlock { dim: 1, values: vec![1.0; 4] },
+///     ],
+/// );
+/// let types = vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)];
+/// let data = Dataset::new(types, vec![ex(vec![0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8]), ex(vec![1, 1, 0, 0], [0.9, 0.7, 0.1, 0.3])])
+///     .unwrap();
+/// let oracles = vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("constant").unwrap())];
+/// let config = TrainConfig { learning_iterations: 5, ..TrainConfig::default() };
+/// let mut trainer = Trainer::new(&data, oracles, config).unwrap().with_validation(&data);
+/// trainer.add_observer(Box::new(Callback(|e: &TrainEvent<'_>| {
+///     if let TrainEvent::Step(r) = e {
+///         println!("iteration {} step {}: objective {:.4}", r.iteration, r.step, r.objective);
+///     }
+///     Ok(())
+/// })));
+/// let outcome = trainer.train().unwrap();
+/// assert_eq!(outcome.model.error_rate(&data, &PredictOptions::default()).unwrap(), 0.0);
+/// ```
+pub type Trainer<'a> = Executor<'a, Algorithm1<'a>>;
+
+/// Algorithm 1 as a [`Solver`]: pooled oracle problems, persistent messages,
+/// the objective, evaluation messages and its checkpoint state (module
+/// docs). Run by an [`Executor`] ([`Trainer`]); the Hazan–Urtasun and
+/// piecewise learners are this solver under another schedule and oracles
+/// ([`crate::build_learner`]).
+pub struct Algorithm1<'a> {
+    kind: LearnerKind,
+    train: &'a Dataset,
+    validation: Option<&'a Dataset>,
+    oracles: Vec<Box<dyn Oracle>>,
+    discrepancy: Box<dyn Discrepancy>,
+    config: TrainConfig,
+    steps: Vec<Step>,
+    step_types: Vec<Option<usize>>,
+    epsilon: Vec<f64>,
+    pooled: Vec<Pooled>,
+    /// `λ^k` per training example.
+    messages: Vec<Messages>,
+    models: Vec<Option<Box<dyn Model>>>,
+    /// Evaluation messages per training example (warm-started evaluation;
+    /// allocated at the first evaluation that needs them).
+    train_eval_messages: Vec<Messages>,
+    /// Evaluation messages per validation example (the same).
+    validation_eval_messages: Vec<Messages>,
+}
+
+impl<'a> Executor<'a, Algorithm1<'a>> {
+    /// Algorithm 1 on `train` with one oracle per factor type (by name, in
+    /// any order); everything is validated before any work
+    /// ([`Algorithm1::new`]).
+    pub fn new(
+        train: &'a Dataset,
+        oracles: Vec<(String, Box<dyn Oracle>)>,
+        config: TrainConfig,
+    ) -> Result<Self, LearnError> {
+        Ok(Executor::for_solver(Algorithm1::new(train, oracles, config)?))
+    }
+
+    /// Replaces the Hamming discrepancy. Must be called before training starts.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+    /// # let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
+    /// # let ex = Example::new(
+    /// #     "x",
+    /// #     graph,
+    /// #     Some(vec![0, 1]),
+    /// #     vec![FeatureBlock { dim: 1, values: vec![0.1, 0.9] }, FeatureBlock { dim: 1, values: vec![1.0] }],
+    /// # );
+    /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)], vec![ex]).unwrap();
+    /// use structlearn::oracle_config::builtin_oracle;
+    /// use structlearn::{NoDiscrepancy, TrainConfig, Trainer};
+    /// let oracles = vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("linear").unwrap())];
+    /// // No loss augmentation: a smoothed CRF-like objective.
+    /// let trainer = Trainer::new(&data, oracles, TrainConfig::default()).unwrap().with_discrepancy(Box::new(NoDiscrepancy)).unwrap();
+    /// # drop(trainer);
+    /// ```
+    pub fn with_discrepancy(mut self, discrepancy: Box<dyn Discrepancy>) -> Result<Self, LearnError> {
+        let solver = self.solver_mut();
+        solver.discrepancy = discrepancy;
+        solver.initial_states()?;
+        Ok(self)
+    }
+
+    /// `ε_t` per factor type.
+    pub fn epsilon(&self) -> &[f64] {
+        &self.solver().epsilon
+    }
+
+    /// [`Algorithm1::objective`].
+    pub fn objective(&self) -> Result<f64, LearnError> {
+        self.solver().objective()
+    }
+
+    /// [`Algorithm1::penalty`].
+    pub fn penalty(&self) -> Result<f64, LearnError> {
+        self.solver().penalty()
+    }
+}
+
+impl<'a> Algorithm1<'a> {
+    /// Validates everything before any work: the settings
+    /// ([`TrainConfig::validate`]), labels on every example, one oracle per
+    /// factor type (by name, in any order) with valid hyper-parameters, the
+    /// schedule, the entropy weights.
+    pub fn new(
+        train: &'a Dataset,
+        oracles: Vec<(String, Box<dyn Oracle>)>,
+        config: TrainConfig,
+    ) -> Result<Self, LearnError> {
+        if train.is_empty() {
+            return Err(LearnError::EmptyDataset);
+        }
+        for k in 0..train.len() {
+            train.labels(k)?;
+            if let Some(i) = train.ignored(k).and_then(|m| m.iter().position(|&x| x)) {
+                return Err(LearnError::Config(format!(
+                    "training example {k} (`{}`): the label of variable {i} is unknown (ignored); training needs \
+                     every label — build the example over its labelled variables only",
+                    train.examples()[k].name()
+                )));
+            }
+        }
+        let mut by_type: Vec<Option<Box<dyn Oracle>>> = (0..train.factor_types().len()).map(|_| None).collect();
+        for (name, oracle) in oracles {
+            let t = train
+                .factor_type_index(&name)
+                .ok_or_else(|| LearnError::Config(format!("an oracle is given for unknown factor type `{name}`")))?;
+            if by_type[t].is_some() {
+                return Err(LearnError::Config(format!("two oracles are given for factor type `{name}`")));
+            }
+            oracle.validate().map_err(|e| oracle_err(&train.factor_types()[t], e))?;
+            by_type[t] = Some(oracle);
+        }
+        let oracles = by_type
+            .into_iter()
+            .zip(train.factor_types())
+            .map(|(o, ft)| o.ok_or_else(|| LearnError::Config(format!("factor type `{}` has no oracle", ft.name))))
+            .collect::<Result<Vec<_>, _>>()?;
+        config.validate()?;
+        let steps = config.steps(train);
+        if steps.is_empty() {
+            return Err(LearnError::Config("the schedule has no steps".into()));
+        }
+        let step_types = steps
+            .iter()
+            .map(|s| match s {
+                Step::Fit { factor_type } => train.factor_type_index(factor_type).map(Some).ok_or_else(|| {
+                    LearnError::Config(format!("the schedule fits unknown factor type `{factor_type}`"))
+                }),
+                Step::MessagePassing { .. } => Ok(None),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if step_types.iter().all(Option::is_none) {
+            return Err(LearnError::Config(
+                "the schedule has no `fit` step, so training would save the all-zero model; add a step \
+                 {\"fit\": {\"factor_type\": …}} for each type to learn"
+                    .into(),
+            ));
+        }
+        let epsilon = config.epsilons(train)?;
+        let pooled = (0..train.factor_types().len()).map(|t| pool(train, t)).collect::<Result<Vec<_>, _>>()?;
+        let models = (0..train.factor_types().len()).map(|_| None).collect();
+        let mut trainer = Self {
+            kind: LearnerKind::Algorithm1,
+            train,
+            validation: None,
+            oracles,
+            discrepancy: Box::new(Hamming),
+            config,
+            steps,
+            step_types,
+            epsilon,
+            pooled,
+            messages: Vec::new(),
+            models,
+            train_eval_messages: Vec::new(),
+            validation_eval_messages: Vec::new(),
+        };
+        trainer.initial_states()?;
+        Ok(trainer)
+    }
+
+    /// The same solver under another learner's name (the Hazan–Urtasun and
+    /// piecewise learners are Algorithm 1 with another schedule and oracles).
+    pub(crate) fn named(mut self, kind: LearnerKind) -> Self {
+        self.kind = kind;
+        self
+    }
+
+    /// `ε_t` per factor type.
+    pub fn epsilon(&self) -> &[f64] {
+        &self.epsilon
+    }
+
+    /// Zero messages, and `θ = Δ` (every `g = 0` before its first fit).
+    fn initial_states(&mut self) -> Result<(), LearnError> {
+        self.messages = zero_messages(self.train);
+        self.refresh_all_types()
+    }
+
+    /// Recomputes `θ` of every factor type from the current models.
+    fn refresh_all_types(&mut self) -> Result<(), LearnError> {
+        (0..self.train.factor_types().len()).try_for_each(|t| self.refresh_type(t))
+    }
+
+    /// Sets `θ = ε_t g + Δ` on the regions of type `t` of every example from
+    /// its current model (`g = 0` if not fitted yet) — or, for an oracle that
+    /// maintains scores, `g`'s scores ([`Potentials`]).
+    fn refresh_type(&mut self, t: usize) -> Result<(), LearnError> {
+        let potentials = std::mem::replace(&mut self.pooled[t].potentials, Potentials::Theta(Vec::new()));
+        let (Potentials::Theta(mut buffer) | Potentials::Scores(mut buffer)) = potentials;
+        let (result, potentials) = if self.oracles[t].maintains_scores() {
+            (self.score_into(t, &mut buffer), Potentials::Scores(buffer))
+        } else {
+            (self.refresh_into(t, &mut buffer), Potentials::Theta(buffer))
+        };
+        self.pooled[t].potentials = potentials;
+        result
+    }
+
+    /// What [`gather_theta`] reads.
+    fn theta_source(&self) -> ThetaSource<'_> {
+        ThetaSource {
+            data: self.train,
+            pooled: &self.pooled,
+            discrepancy: self.discrepancy.as_ref(),
+            epsilon: &self.epsilon,
+        }
+    }
+
+    /// `g_t`'s scores on type `t`'s pooled rows into `out` (replacing its
+    /// contents; zeros before the first fit): the model scores straight into
+    /// it, in groups of whole examples of at most [`SCORE_GROUP_ROWS`] rows (a
+    /// model scores each row on its own, so the grouping does not change a bit).
+    fn score_into(&self, t: usize, out: &mut Vec<f64>) -> Result<(), LearnError> {
+        let ft = &self.train.factor_types()[t];
+        let c = ft.classes;
+        let pooled = &self.pooled[t];
+        out.clear();
+        out.resize(pooled.labels.len() * c, 0.0);
+        if let Some(m) = &self.models[t] {
+            let n = self.train.len();
+            let mut features = Vec::new();
+            let mut first = 0;
+            while first < n {
+                let mut end = first + 1;
+                while end < n && pooled.rows[end + 1] - pooled.rows[first] <= SCORE_GROUP_ROWS {
+                    end += 1;
+                }
+                let rows = pooled.rows[first]..pooled.rows[end];
+                if !rows.is_empty() {
+                    self.pool_features(t, first..end, &mut features);
+                    let f = Features::new(&features, rows.len(), ft.dim).map_err(|e| oracle_err(ft, e))?;
+                    m.score(f, &mut out[rows.start * c..rows.end * c]).map_err(|e| oracle_err(ft, e))?;
+                }
+                first = end;
+            }
+        }
+        Ok(())
+    }
+
+    /// `θ = ε g + Δ` of type `t` into `theta` ([`Potentials::Theta`]).
+    fn refresh_into(&self, t: usize, theta: &mut Vec<f64>) -> Result<(), LearnError> {
+        let c = self.train.factor_types()[t].classes;
+        let pooled = &self.pooled[t];
+        self.score_into(t, theta)?;
+        let eps = self.epsilon[t];
+        pooled.example_chunks(c, theta).into_par_iter().enumerate().for_each(|(k, chunk)| {
+            with_region_deltas(self.train, self.discrepancy.as_ref(), pooled, k, c, |i, _, delta| {
+                for (v, &d) in chunk[i * c..(i + 1) * c].iter_mut().zip(delta) {
+                    *v = theta_entry(eps, *v, d);
+                }
+            });
+        });
+        Ok(())
+    }
+
+    /// The current model (types not fitted yet score zero).
+    pub fn model(&self) -> Result<StructuredModel, LearnError> {
+        let models = self
+            .models
+            .iter()
+            .zip(self.train.factor_types())
+            .map(|(m, ft)| match m {
+                Some(m) => m.clone_model(),
+                None => Box::new(oracles::zero::ZeroModel { dim: ft.dim, classes: ft.classes }) as Box<dyn Model>,
+            })
+            .collect();
+        StructuredModel::new(self.train.factor_types().to_vec(), self.epsilon.clone(), models)
+    }
+
+    /// The training objective `R = Σ_k [A(λ^k, θ^k) − Σ_α θ^k_α(y^k_α)]`
+    /// (docs/MATH.md §4), summed so that it is never negative
+    /// ([`crate::objective`]), plus the oracles' penalties `Σ_t ε_t Ω_t(g_t)`
+    /// ([`Trainer::penalty`]; 0 unless an oracle has a ridge).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+    /// # let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
+    /// # let ex = |labels: Vec<usize>, x: [f64; 4]| Example::new(
+    /// #     "x",
+    /// #     graph.clone(),
+    /// #     Some(labels),
+    /// #     vec![FeatureBlock { dim: 2, values: x.iter().flat_map(|&v| [v, 1.0]).collect() }, FeatureBlock { dim: 1, values: vec![1.0; 4] }],
+    /// # );
+    /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 1)],
+    /// #     vec![ex(vec![0, 1, 0, 1], [0.1, 0.9, 0.2, 0.8]), ex(vec![1, 1, 0, 0], [0.9, 0.7, 0.1, 0.3])]).unwrap();
+    /// use structlearn::oracle_config::builtin_oracle;
+    /// use structlearn::{TrainConfig, Trainer};
+    /// let oracles = vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("linear").unwrap())];
+    /// let mut trainer = Trainer::new(&data, oracles, TrainConfig { learning_iterations: 3, ..TrainConfig::default() }).unwrap();
+    /// let before = trainer.objective().unwrap();
+    /// let outcome = trainer.train().unwrap();
+    /// assert!(outcome.history.last().unwrap().objective < before); // exact oracles: R falls
+    /// assert!(trainer.objective().unwrap() >= 0.0);
+    /// ```
+    pub fn objective(&self) -> Result<f64, LearnError> {
+        let plans = example_plans(self.train, &self.epsilon)?;
+        let parts: Vec<f64> = (0..self.train.len())
+            .into_par_iter()
+            .map(|k| {
+                with_theta(self.theta_source(), k, |theta| {
+                    let problem = InferenceProblem::planned(&plans[k], theta)
+                        .map_err(|source| LearnError::Inference { example: k, source })?;
+                    Ok(example_loss(&problem, &self.messages[k], self.train.labels(k)?))
+                })
+            })
+            .collect::<Result<_, LearnError>>()?;
+        Ok(parts.into_iter().collect::<NeumaierSum>().value() + self.penalty()?)
+    }
+
+    /// `Σ_t ε_t Ω_t(g_t)`: the penalties of the current functions
+    /// ([`oracles::Oracle::penalty`]), the part of the learner's objective
+    /// beyond `R` (docs/MATH.md §6.4). 0 when no oracle has a ridge.
+    pub fn penalty(&self) -> Result<f64, LearnError> {
+        let mut total = NeumaierSum::new();
+        for (t, model) in self.models.iter().enumerate() {
+            if let Some(m) = model {
+                let ft = &self.train.factor_types()[t];
+                total.add(self.epsilon[t] * self.oracles[t].penalty(m.as_ref()).map_err(|e| oracle_err(ft, e))?);
+            }
+        }
+        Ok(total.value())
+    }
+
+    /// Fits factor type `t` (one oracle call on the pooled, biased problem).
+    /// Returns the oracle's loss `L_t` after the fit, whether the fit was
+    /// rejected, and the change of the oracle's objective `L_t + Ω_t` on the
+    /// same problem (if there was a previous model).
+    fn fit_step(&mut self, t: usize, seed: u64) -> Result<(f64, bool, Option<f64>), LearnError> {
+        let potentials = std::mem::replace(&mut self.pooled[t].potentials, Potentials::Theta(Vec::new()));
+        let (fit, potentials) = match potentials {
+            // The biases go into type t's θ buffer, which the refresh below
+            // overwrites again — also after a failed fit, from the model kept.
+            Potentials::Theta(mut buffer) => {
+                let fit = self.fit_into(t, seed, &mut buffer, false);
+                let fit = self.keep(t, fit);
+                let refreshed = self.refresh_into(t, &mut buffer);
+                (fit.and_then(|f| refreshed.map(|()| f)), Potentials::Theta(buffer))
+            }
+            // The fit continues from the scores and leaves the kept model's
+            // there; after a failed fit they are unspecified, so they are
+            // scored again from the model kept. The biases are computed row by
+            // row, never stored (they would double the largest array).
+            Potentials::Scores(mut g) => {
+                let fit = self.fit_into(t, seed, &mut g, true);
+                let fit = self.keep(t, fit);
+                // (The fit's error is the one to report, as on the θ path;
+                // scoring the kept model fails only where the fit did.)
+                if fit.is_err() {
+                    let _ = self.score_into(t, &mut g);
+                }
+                (fit, Potentials::Scores(g))
+            }
+        };
+        self.pooled[t].potentials = potentials;
+        fit
+    }
+
+    /// Keeps the model of a successful fit of type `t`; returns the oracle's
+    /// loss, whether the fit was rejected, and the change of its objective.
+    fn keep(
+        &mut self,
+        t: usize,
+        fit: Result<oracles::MonotoneFit, LearnError>,
+    ) -> Result<(f64, bool, Option<f64>), LearnError> {
+        fit.map(|fit| {
+            let outcome = (fit.loss, fit.rejected, fit.previous_objective().map(|p| fit.objective() - p));
+            self.models[t] = Some(fit.model);
+            outcome
+        })
+    }
+
+    /// The features of type `t` of `examples`, one row per region in pooled
+    /// row order, into `out` (replacing its contents): the trainer keeps no
+    /// pooled copy between fits.
+    fn pool_features(&self, t: usize, examples: std::ops::Range<usize>, out: &mut Vec<f64>) {
+        out.clear();
+        for ex in &self.train.examples()[examples] {
+            out.extend_from_slice(&ex.features()[t].values);
+        }
+    }
+
+    /// Fits the pooled problem of type `t` with the biases
+    /// `b^k_α(y) = (Δ_α(y) + message offsets) / ε_t` (Eq. 14), warm-started.
+    /// Without `holds_scores` the biases are written into `buffer`; with it
+    /// `buffer` holds the warm start's scores, the fit continues from them and
+    /// leaves the kept model's there ([`oracles::fit_monotone_scored`]), and the
+    /// biases are computed row by row ([`MessageBias`]: the same bits), or all
+    /// at once into an array of their own when the oracle reads every row and
+    /// they fit in [`DENSE_BIAS_ENTRIES`].
+    fn fit_into(
+        &self,
+        t: usize,
+        seed: u64,
+        buffer: &mut [f64],
+        holds_scores: bool,
+    ) -> Result<oracles::MonotoneFit, LearnError> {
+        let ft = &self.train.factor_types()[t];
+        let c = ft.classes;
+        let pooled = &self.pooled[t];
+        let n = pooled.labels.len();
+        let source = MessageBias {
+            data: self.train,
+            pooled,
+            messages: &self.messages,
+            discrepancy: self.discrepancy.as_ref(),
+            epsilon: self.epsilon[t],
+        };
+        if !holds_scores {
+            source.fill(c, buffer);
+        }
+        let mut values = Vec::with_capacity(n * ft.dim);
+        self.pool_features(t, 0..self.train.len(), &mut values);
+        let features = Features::new(&values, n, ft.dim).map_err(|e| oracle_err(ft, e))?;
+        let (oracle, warm, ctx) = (self.oracles[t].as_ref(), self.models[t].as_deref(), FitContext { seed });
+        if holds_scores && oracle.reads_every_bias() && n * c <= DENSE_BIAS_ENTRIES {
+            // Small enough to hold beside the scores: the biases once, in parallel and in
+            // order, instead of row by row at random (the same numbers).
+            let mut bias = vec![0.0; n * c];
+            source.fill(c, &mut bias);
+            let problem = Problem::new(features, &pooled.labels, &bias, c, None).map_err(|e| oracle_err(ft, e))?;
+            fit_monotone_scored(oracle, &problem, warm, ctx, buffer)
+        } else if holds_scores {
+            let problem =
+                Problem::with_bias_rows(features, &pooled.labels, &source, c, None).map_err(|e| oracle_err(ft, e))?;
+            fit_monotone_scored(oracle, &problem, warm, ctx, buffer)
+        } else {
+            let problem = Problem::new(features, &pooled.labels, buffer, c, None).map_err(|e| oracle_err(ft, e))?;
+            fit_monotone(oracle, &problem, warm, ctx)
+        }
+        .map_err(|e| oracle_err(ft, e))
+    }
+
+    /// Runs up to `iterations` message-passing iterations on every training
+    /// example (stopping each early at [`TrainConfig::message_passing_tolerance`]).
+    /// Returns the largest violation and the objective after the step (the
+    /// numbers [`Trainer::objective`] computes, bit for bit).
+    fn message_passing_step(&mut self, iterations: usize) -> Result<(f64, f64), LearnError> {
+        let train = self.train;
+        let plans = example_plans(train, &self.epsilon)?;
+        let tolerance = self.config.message_passing_tolerance;
+        let source = ThetaSource {
+            data: train,
+            pooled: &self.pooled,
+            discrepancy: self.discrepancy.as_ref(),
+            epsilon: &self.epsilon,
+        };
+        let results: Vec<(f64, f64)> = self
+            .messages
+            .par_iter_mut()
+            .enumerate()
+            .with_max_len(1)
+            .map(|(k, messages)| {
+                with_theta(source, k, |theta| {
+                    let problem = InferenceProblem::planned(&plans[k], theta)
+                        .map_err(|source| LearnError::Inference { example: k, source })?;
+                    let opts = RunOptions { iterations, tolerance, order: None };
+                    let truth = train.labels(k)?;
+                    // The loss from the run's own report: the same numbers as example_loss.
+                    let (report, loss) = with_thread_workspace(|ws| {
+                        problem.run(messages, &opts, ws).map(|r| (r, loss_from_workspace(&problem, ws, truth)))
+                    })
+                    .map_err(|source| LearnError::Inference { example: k, source })?;
+                    Ok((report.max_violation, loss))
+                })
+            })
+            .collect::<Result<_, LearnError>>()?;
+        let violation = results.iter().map(|r| r.0).fold(0.0, f64::max);
+        Ok((violation, results.iter().map(|r| r.1).collect::<NeumaierSum>().value() + self.penalty()?))
+    }
+
+    fn evaluate(&mut self, with_train: bool) -> Result<(Option<f64>, Option<f64>), LearnError> {
+        let model = self.model()?;
+        let opts = self.config.predict;
+        let warm = self.config.warm_start_evaluation;
+        let rate = |data: &Dataset, messages: &mut Vec<Messages>| {
+            if messages.len() != data.len() {
+                *messages = zero_messages(data);
+            } else if !warm {
+                messages.iter_mut().for_each(|m| m.as_mut_slice().fill(0.0));
+            }
+            model.error_rate_from(data, &opts, messages)
+        };
+        let train = if with_train { Some(rate(self.train, &mut self.train_eval_messages)?) } else { None };
+        let validation = match self.validation {
+            Some(v) => {
+                Some(rate(v, &mut self.validation_eval_messages).map_err(|e| LearnError::Validation(Box::new(e)))?)
+            }
+            None => None,
+        };
+        Ok((train, validation))
+    }
+
+    /// Step `s` of learning iteration `iteration`: a fit or message passing
+    /// (module docs). `last` is the previous step's record, whose objective a
+    /// fit updates.
+    fn run_step(&mut self, iteration: usize, s: usize, last: Option<&Record>) -> Result<Record, LearnError> {
+        let mut record = Record {
+            iteration,
+            step: s,
+            phase: String::new(),
+            factor_type: None,
+            objective: 0.0,
+            oracle_loss: None,
+            rejected: None,
+            max_violation: None,
+            train_error: None,
+            validation_error: None,
+            step_seconds: 0.0,
+            elapsed_seconds: 0.0,
+        };
+        match (&self.steps[s], self.step_types[s]) {
+            (Step::Fit { factor_type }, Some(t)) => {
+                record.phase = "fit".into();
+                record.factor_type = Some(factor_type.clone());
+                let (loss, rejected, change) = self.fit_step(t, mix_seed(self.config.seed, iteration, s))?;
+                record.oracle_loss = Some(loss);
+                record.rejected = Some(rejected);
+                // R + Σ_t ε_t Ω_t = Σ_t ε_t (L_t + Ω_t) (docs/MATH.md §4): only type t's
+                // term changed, so no pass over θ — unless rounding took the update below 0.
+                record.objective = match (change, last) {
+                    (Some(change), Some(last)) if last.objective + self.epsilon[t] * change >= 0.0 => {
+                        last.objective + self.epsilon[t] * change
+                    }
+                    _ => self.objective()?,
+                };
+            }
+            (Step::MessagePassing { iterations }, _) => {
+                record.phase = "message-passing".into();
+                let (violation, objective) = self.message_passing_step(*iterations)?;
+                record.max_violation = Some(violation);
+                record.objective = objective;
+            }
+            (Step::Fit { factor_type }, None) => {
+                return Err(LearnError::Config(format!("unknown factor type `{factor_type}`")));
+            }
+        }
+        Ok(record)
+    }
+}
+
+impl<'a> Solver<'a> for Algorithm1<'a> {
+    fn name(&self) -> &str {
+        self.kind.name()
+    }
+    fn config(&self) -> &TrainConfig {
+        &self.config
+    }
+    fn steps_per_iteration(&self) -> usize {
+        self.steps.len()
+    }
+    fn set_validation(&mut self, validation: &'a Dataset) {
+        self.validation = Some(validation);
+        self.validation_eval_messages = Vec::new();
+    }
+    fn validation(&self) -> Option<&'a Dataset> {
+        self.validation
+    }
+    fn step(&mut self, iteration: usize, step: usize, history: &[Record]) -> Result<Record, LearnError> {
+        self.run_step(iteration, step, history.last())
+    }
+    fn evaluate(&mut self, with_train: bool) -> Result<(Option<f64>, Option<f64>), LearnError> {
+        Algorithm1::evaluate(self, with_train)
+    }
+    fn model(&self) -> Result<StructuredModel, LearnError> {
+        Algorithm1::model(self)
+    }
+    fn save_checkpoint(&self, path: &Path, run: &RunState) -> Result<(), LearnError> {
+        self.write_checkpoint(path, run)
+    }
+    fn resume_from_bytes(
+        &mut self,
+        bytes: &[u8],
+        path: &Path,
+        registry: &ModelRegistry,
+    ) -> Result<RunState, LearnError> {
+        self.read_checkpoint(bytes, path, registry)
+    }
+}
+
+/// Seed of the oracle call at step `step` of learning iteration `iteration`
+/// (SplitMix64 finaliser over the three).
+///
+/// ```
+/// use structlearn::mix_seed;
+/// assert_eq!(mix_seed(1, 2, 3), mix_seed(1, 2, 3));
+/// assert_ne!(mix_seed(1, 2, 3), mix_seed(1, 3, 2));
+/// ```
+pub fn mix_seed(seed: u64, iteration: usize, step: usize) -> u64 {
+    let mut z = seed
+        ^ (iteration as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ (step as u64).wrapping_mul(0xD1B5_4A32_D192_ED03);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
