@@ -216,22 +216,35 @@ impl Experiment for Denoising {
     }
 }
 
-/// The oracle of class `kind` for the unary (`pairwise = false`) or pairwise factors.
-fn oracle(kind: &str, pairwise: bool, p: &Preset) -> Result<Box<dyn Oracle>, LearnError> {
-    let spec = match kind {
+/// The experiment's settings of each class beyond the class's defaults, for
+/// the unary (`pairwise = false`) or pairwise factors: the papers' choices.
+fn class_settings(p: &Preset, pairwise: bool) -> [(&'static str, serde_json::Value); 2] {
+    [
         // The paper re-fits leaves without a ridge; λ = 1 keeps pure leaves finite
         // without slowing the one-feature problems (the oracle's default, 100, is
         // tuned for 42-feature problems).
-        "boosting" => serde_json::json!({ "kind": kind, "rounds": p.boosting_rounds, "leaf_l2": 1.0 }),
-        "mlp" => serde_json::json!({
-            "kind": kind,
-            "step_size": if pairwise { 0.05 } else { 0.25 },
-            "epochs": p.mlp_epochs,
-            "minibatch": p.mlp_minibatch,
-        }),
-        _ => serde_json::json!({ "kind": kind }),
-    };
-    oracle_from_json(&spec)
+        ("boosting", serde_json::json!({ "rounds": p.boosting_rounds, "leaf_l2": 1.0 })),
+        (
+            "mlp",
+            serde_json::json!({
+                "step_size": if pairwise { 0.05 } else { 0.25 },
+                "epochs": p.mlp_epochs,
+                "minibatch": p.mlp_minibatch,
+            }),
+        ),
+    ]
+}
+
+/// The oracle of class `kind` for the unary (`pairwise = false`) or pairwise
+/// factors: the class by name, with the experiment's settings of it.
+fn oracle(kind: &str, pairwise: bool, p: &Preset) -> Result<Box<dyn Oracle>, LearnError> {
+    let mut spec = serde_json::Map::from_iter([("kind".to_string(), serde_json::json!(kind))]);
+    if let Some((_, serde_json::Value::Object(settings))) =
+        class_settings(p, pairwise).into_iter().find(|(k, _)| *k == kind)
+    {
+        spec.extend(settings);
+    }
+    oracle_from_json(&serde_json::Value::Object(spec))
 }
 
 /// Share of label-1 pixels in the test set of each seed's data.

@@ -58,6 +58,9 @@ pub const PAPER_STANFORD_TRAIN: PaperTable = [
     [0.262, 0.226, 0.216, 0.210, 0.209],
 ];
 
+/// The preset keys that set each class's budget (for error messages).
+const BUDGET_KEYS: [(&str, &str); 2] = [("boosting", "boosting_rounds, "), ("mlp", "mlp_epochs, mlp_minibatch, ")];
+
 /// Which data set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -337,11 +340,7 @@ impl Images {
         for kind in exp.p.oracles.keys().map(String::as_str).chain(crate::runner::CLASSES) {
             for pairwise in [false, true] {
                 exp.oracle(kind, pairwise).with_context(|| {
-                    let budget = match kind {
-                        "boosting" => "boosting_rounds, ",
-                        "mlp" => "mlp_epochs, mlp_minibatch, ",
-                        _ => "",
-                    };
+                    let budget = BUDGET_KEYS.iter().find(|(k, _)| *k == kind).map_or("", |(_, keys)| keys);
                     format!("the {kind} oracle's settings (--set {budget}oracles.{kind}.…)")
                 })?;
             }
@@ -528,21 +527,29 @@ impl Experiment for Images {
         Ok(ImageData { train, test, test_images, train_names, test_names, standardizers })
     }
 
+    /// The oracle of class `kind` for the unary (`pairwise = false`) or
+    /// pairwise factors: the class by name, with the preset's budgets of it
+    /// and then its `oracles.KIND` settings.
     fn oracle(&self, kind: &str, pairwise: bool) -> Result<Box<dyn Oracle>, LearnError> {
-        let mut spec = match kind {
-            "boosting" => serde_json::json!({ "kind": kind, "rounds": self.p.boosting_rounds }),
-            "mlp" => serde_json::json!({
-                "kind": kind,
-                "step_size": if pairwise { 0.05 } else { 0.25 },
-                "epochs": self.p.mlp_epochs,
-                "minibatch": self.p.mlp_minibatch,
-            }),
-            _ => serde_json::json!({ "kind": kind }),
-        };
-        if let (Some(serde_json::Value::Object(extra)), Some(spec)) = (self.p.oracles.get(kind), spec.as_object_mut()) {
-            spec.extend(extra.clone());
+        let budgets = [
+            ("boosting", serde_json::json!({ "rounds": self.p.boosting_rounds })),
+            (
+                "mlp",
+                serde_json::json!({
+                    "step_size": if pairwise { 0.05 } else { 0.25 },
+                    "epochs": self.p.mlp_epochs,
+                    "minibatch": self.p.mlp_minibatch,
+                }),
+            ),
+        ];
+        let mut spec = serde_json::Map::from_iter([("kind".to_string(), serde_json::json!(kind))]);
+        let budget = budgets.into_iter().find(|(k, _)| *k == kind).map(|(_, b)| b);
+        for settings in [budget.as_ref(), self.p.oracles.get(kind)].into_iter().flatten() {
+            if let serde_json::Value::Object(settings) = settings {
+                spec.extend(settings.clone());
+            }
         }
-        oracle_from_json(&spec)
+        oracle_from_json(&serde_json::Value::Object(spec))
     }
 
     fn schedule(&self, message_passing: usize) -> Option<Vec<Step>> {

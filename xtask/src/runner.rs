@@ -524,17 +524,11 @@ where
 /// and MLP fits are the slowest (the full denoising table's times, in
 /// quarters of a zero/zero cell).
 fn expected_cost(unary: &str, pairwise: &str) -> u32 {
-    let pairwise_cost = match pairwise {
-        "zero" => 4,
-        "mlp" => 11,
-        _ => 7,
-    };
-    let unary_cost = match unary {
-        "mlp" => 2,
-        "boosting" => 1,
-        _ => 0,
-    };
-    pairwise_cost + unary_cost
+    const PAIRWISE: [(&str, u32); 2] = [("zero", 4), ("mlp", 11)];
+    const UNARY: [(&str, u32); 2] = [("mlp", 2), ("boosting", 1)];
+    let cost =
+        |table: &[(&str, u32)], kind: &str, other: u32| table.iter().find(|(k, _)| *k == kind).map_or(other, |c| c.1);
+    cost(&PAIRWISE, pairwise, 7) + cost(&UNARY, unary, 0)
 }
 
 /// The seeds `first, first + 1, …` (`count` of them); refuses a list that
