@@ -4,11 +4,12 @@
 //!
 //! ```toml
 //! [dependencies]
-//! oracles = { package = "structlearn-oracles", version = "0.1" }
+//! oracle_contract = { package = "structlearn-oracle-contract", version = "0.1" }
 //! serde = { version = "1", features = ["derive"] }
 //! ```
 //!
-//! (plus `structlearn` where you train). The class here, `Histogram`, scores
+//! — the contract alone, not the built-in classes (plus `structlearn` where
+//! you train and register). The class here, `Histogram`, scores
 //! `g(φ, y) = table[bin(φ_j)][y]`: a piecewise-constant function of one
 //! feature column over equal-width bins, each bin's class scores fitted by the
 //! crate's L-BFGS on the biased logistic loss the oracle is handed
@@ -23,12 +24,13 @@
 //! Run with `cargo run --release --example oracle_crate`. The end-to-end test
 //! `tests/plugin_oracle.rs` trains, saves and reloads this same class.
 
-use oracles::optim::{LbfgsOptions, lbfgs_minimize};
-use oracles::{
-    Features, FitContext, Model, ModelRegistry, Oracle, OracleError, Problem, check_model_shape, check_score_buffer,
-    decode, downcast_warm, row_loss,
+use oracle_contract::optim::{LbfgsOptions, lbfgs_minimize};
+use oracle_contract::{
+    Features, FitContext, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, decode,
+    downcast_warm, row_loss,
 };
 use serde::{Deserialize, Serialize};
+use structlearn::ModelRegistry;
 use structlearn::oracle_config::RunConfig;
 use structlearn::{LearnError, LearnerKind, OracleRegistry, PredictOptions, StructuredModel, build_learner_with};
 
@@ -156,7 +158,7 @@ impl Oracle for HistogramOracle {
 
 impl Model for HistogramModel {
     // `kind`, `to_bytes` (the serde form, postcard), `clone_model`, `as_any`.
-    oracles::impl_model_plumbing!(KIND);
+    oracle_contract::impl_model_plumbing!(KIND);
     fn dim(&self) -> usize {
         self.dim
     }

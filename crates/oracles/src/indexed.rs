@@ -142,7 +142,7 @@ impl IndexedLinearModel {
 
     /// All weights zero (the cold start).
     pub fn zeros(dim: usize, groups: usize, classes: usize) -> Result<Self, OracleError> {
-        let n = crate::error::check_size(
+        let n = crate::check_size(
             "groups",
             groups.checked_mul(classes).and_then(|n| n.checked_mul(dim.saturating_sub(1))),
             &format!("{groups} groups × {classes} classes × {} features", dim.saturating_sub(1)),

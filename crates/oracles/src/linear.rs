@@ -175,7 +175,7 @@ impl LinearOracle {
     ) -> Result<(LinearModel, LbfgsReport, FitLosses), OracleError> {
         self.validate()?;
         let (d, c) = (problem.dim(), problem.classes());
-        crate::error::check_size("classes", d.checked_mul(c), &format!("weights for {d} features × {c} classes"))?;
+        crate::check_size("classes", d.checked_mul(c), &format!("weights for {d} features × {c} classes"))?;
         let start = match warm {
             Some(m) => {
                 check_model_shape(m, d, c)?;

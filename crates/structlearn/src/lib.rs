@@ -42,6 +42,7 @@ pub use learner::{Learner, LearnerKind, build_learner, build_learner_with};
 pub use metrics::{ConfusionMatrix, MetricsReport};
 pub use model::{ModelHeader, ModelTypeHeader, PredictOptions, Prediction, StructuredModel};
 pub use observer::{Callback, CsvCurveWriter, JsonLinesWriter, Observer, Record, TrainEvent};
+pub use oracles::ModelRegistry;
 pub use perceptron::{Perceptron, PerceptronMode};
 pub use registry::OracleRegistry;
 pub use train::{

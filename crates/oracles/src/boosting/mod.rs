@@ -607,7 +607,7 @@ impl Oracle for BoostingOracle {
             return Err(invalid("rounds", "must be at least 1"));
         }
         // Every round adds at least one tree of at least one value to the model.
-        crate::error::check_size("rounds", Some(self.rounds), "one call's trees")?;
+        crate::check_size("rounds", Some(self.rounds), "one call's trees")?;
         if !(self.shrinkage > 0.0 && self.shrinkage <= 1.0) {
             return Err(invalid("shrinkage", &format!("{} is not in (0, 1]", self.shrinkage)));
         }

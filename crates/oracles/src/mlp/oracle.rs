@@ -209,7 +209,7 @@ impl MlpOracle {
     ) -> Result<(Box<dyn Model>, FitLosses), OracleError> {
         self.validate()?;
         let (dim, classes) = (problem.dim(), problem.classes());
-        crate::error::check_size(
+        crate::check_size(
             "hidden",
             dim.checked_add(classes + 1).and_then(|n| n.checked_mul(self.hidden)).and_then(|n| n.checked_add(classes)),
             &format!("{} hidden units over {dim} features and {classes} classes", self.hidden),

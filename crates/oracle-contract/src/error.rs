@@ -235,7 +235,8 @@ pub const MAX_MAGNITUDE: f64 = 1e100;
 /// `count` (`None` when computing it overflowed) if it is at most
 /// [`MAX_VALUES`]; else an invalid hyper-parameter `name`, saying that `what`
 /// would need `count` values.
-pub(crate) fn check_size(name: &'static str, count: Option<usize>, what: &str) -> Result<usize, OracleError> {
+#[doc(hidden)]
+pub fn check_size(name: &'static str, count: Option<usize>, what: &str) -> Result<usize, OracleError> {
     match count {
         Some(n) if n <= MAX_VALUES => Ok(n),
         _ => Err(OracleError::InvalidHyperParameter {

@@ -7,9 +7,10 @@
 //!   penalty, [`Oracle::penalty`]) on the same problem must not be higher than
 //!   the warm-start model's; [`fit_monotone`] enforces this for any oracle.
 //! * A [`Model`] scores new inputs into a caller-owned buffer, is `Send + Sync`,
-//!   and serialises itself to bytes; a [`ModelRegistry`] maps a kind name back to
-//!   a loader, so function classes defined in other crates load from model files
-//!   without editing this crate.
+//!   and serialises itself to bytes; a loader ([`ModelLoader`]) reads it back,
+//!   and a registry of loaders by kind name (`oracles::ModelRegistry`) lets
+//!   function classes defined in other crates load from model files without
+//!   editing this crate.
 //! * Two optional speed-ups, both bit-for-bit equal to the plain path: an
 //!   oracle may return the losses it computed anyway
 //!   ([`Oracle::fit_with_losses`]), and one whose fit tracks the training
@@ -19,7 +20,6 @@
 
 use std::any::Any;
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
 use std::fmt::Debug;
 
 use crate::{Features, OracleError, Problem};
@@ -236,7 +236,7 @@ pub trait Oracle: Send + Sync + Debug {
 
     /// The same function class as an oracle that takes **one** gradient step
     /// per call with the exact line minimiser instead of a full fit
-    /// (Hazan & Urtasun's learner, [`crate::step`]; docs/MATH.md §6.4), for
+    /// (Hazan & Urtasun's learner, `oracles::step`; docs/MATH.md §6.4), for
     /// classes whose scores are linear in their parameters. `None` (the
     /// default): the class has no such step.
     ///
@@ -267,7 +267,7 @@ pub trait Oracle: Send + Sync + Debug {
     }
 
     /// Whether the class is `g(φ, y) = (W φ)_y` with models of the `linear`
-    /// kind ([`crate::linear::LinearModel`], `W` of `classes × dim`, no other
+    /// kind (`oracles::linear::LinearModel`, `W` of `classes × dim`, no other
     /// parameters), so that a learner may update `W` itself (the
     /// perceptrons). The default is `false`.
     fn is_linear(&self) -> bool {
@@ -560,63 +560,6 @@ fn monotone(
 /// assert_eq!(loader(&m.to_bytes().unwrap()).unwrap().classes(), 3);
 /// ```
 pub type ModelLoader = fn(&[u8]) -> Result<Box<dyn Model>, OracleError>;
-
-/// Maps model kinds to loaders. Function classes from other crates register
-/// their own loader, so model files can hold them without editing this crate.
-///
-/// ```
-/// use oracles::{Model, ModelRegistry};
-/// let registry = ModelRegistry::with_builtin();
-/// assert_eq!(
-///     registry.kinds().collect::<Vec<_>>(),
-///     ["boosting", "constant", "fixed", "indexed-linear", "linear", "mlp", "zero"]
-/// );
-/// let m = oracles::linear::LinearModel::zeros(2, 2);
-/// let back = registry.load("linear", &m.to_bytes().unwrap()).unwrap();
-/// assert_eq!(back.dim(), 2);
-/// // Classes from other crates: registry.register("my-kind", my_crate::load)?
-/// ```
-#[derive(Debug, Clone, Default)]
-pub struct ModelRegistry {
-    loaders: BTreeMap<String, ModelLoader>,
-}
-
-impl ModelRegistry {
-    /// An empty registry.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// A registry with the built-in classes: zero, constant, linear, boosting, mlp,
-    /// indexed-linear, fixed.
-    pub fn with_builtin() -> Self {
-        let mut r = Self::new();
-        for (kind, loader) in crate::builtin_loaders() {
-            r.loaders.insert(kind.to_string(), loader);
-        }
-        r
-    }
-
-    /// Registers the loader for `kind`; errors if the kind is already registered.
-    pub fn register(&mut self, kind: &str, loader: ModelLoader) -> Result<(), OracleError> {
-        if self.loaders.contains_key(kind) {
-            return Err(OracleError::DuplicateKind(kind.to_string()));
-        }
-        self.loaders.insert(kind.to_string(), loader);
-        Ok(())
-    }
-
-    /// Loads a model of `kind` from its bytes.
-    pub fn load(&self, kind: &str, bytes: &[u8]) -> Result<Box<dyn Model>, OracleError> {
-        let loader = self.loaders.get(kind).ok_or_else(|| OracleError::UnknownKind(kind.to_string()))?;
-        loader(bytes)
-    }
-
-    /// The registered kinds, sorted.
-    pub fn kinds(&self) -> impl Iterator<Item = &str> {
-        self.loaders.keys().map(String::as_str)
-    }
-}
 
 /// Encodes a serde model with postcard (helper for [`Model::to_bytes`]).
 ///

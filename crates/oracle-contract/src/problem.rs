@@ -71,7 +71,8 @@ impl<'a> Features<'a> {
     /// [`Problem::prefetch_row_start`] and [`Problem::prefetch_row_rest`] of
     /// the features alone: asks the CPU to start loading row `k` (a hint only).
     #[inline(always)]
-    pub(crate) fn prefetch_row(&self, k: usize) {
+    #[doc(hidden)]
+    pub fn prefetch_row(&self, k: usize) {
         prefetch(self.row(k));
     }
 
@@ -315,7 +316,8 @@ impl<'a> Problem<'a> {
     /// overlap), and the rest spread over its work (all at once, they held
     /// up the kernel until the memory answered).
     #[inline(always)]
-    pub(crate) fn prefetch_row_start(&self, k: usize) {
+    #[doc(hidden)]
+    pub fn prefetch_row_start(&self, k: usize) {
         prefetch(self.features.row(k).get(..1).unwrap_or_default());
         if let Bias::Dense(b) = self.bias {
             prefetch(&b[k * self.classes..(k + 1) * self.classes]);
@@ -328,7 +330,8 @@ impl<'a> Problem<'a> {
 
     /// The rest of row `k`'s features after [`Problem::prefetch_row_start`].
     #[inline(always)]
-    pub(crate) fn prefetch_row_rest(&self, k: usize) {
+    #[doc(hidden)]
+    pub fn prefetch_row_rest(&self, k: usize) {
         prefetch(self.features.row(k).get(1..).unwrap_or_default());
     }
 
@@ -455,7 +458,8 @@ pub fn row_loss(scores: &[f64], bias: &[f64], label: usize, weight: f64, grad: O
 /// Only the first `rows` lanes are rows: the others return loss 0 and
 /// gradient 0. Inlined, so that a kernel compiled for AVX2 runs it with AVX2.
 #[inline(always)]
-pub(crate) fn row_losses<const L: usize>(
+#[doc(hidden)]
+pub fn row_losses<const L: usize>(
     scores: &[[f64; L]],
     bias: &[[f64; L]],
     labels: &[usize; L],
