@@ -20,7 +20,7 @@ use structlearn::{Dataset, LearnError, PredictOptions, StructuredModel};
 use crate::runner::{
     Budget, CLASSES, CellResult, Experiment, ExperimentData, NAMES, Options, PaperTable, Scale, model_path,
 };
-use structlearn_cli::plots::{self, PlotImage};
+use reporting::plots::{self, PlotImage};
 
 /// The paper's test errors (NIPS 2013 Table 1 left): rows unary, columns pairwise.
 pub const PAPER: [[f64; 5]; 5] = [

@@ -41,7 +41,7 @@ use structlearn::{
 
 use crate::hu_unary::UnaryCheck;
 use crate::runner::{Scale, current_commit, mean_std};
-use structlearn_cli::plots::{Series, plot_lines};
+use reporting::plots::{Series, plot_lines};
 
 /// The entropy weights of the tables (training and prediction).
 pub const EPSILONS: [f64; 4] = [1.0, 0.5, 0.1, 0.01];

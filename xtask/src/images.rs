@@ -29,7 +29,7 @@ use structlearn::oracle_config::oracle_from_json;
 use structlearn::{Dataset, LearnError, PredictOptions, Step, StructuredModel};
 
 use crate::runner::{Budget, CellResult, Experiment, ExperimentData, Options, PaperTable, Scale, model_path};
-use structlearn_cli::plots::{self, PlotImage};
+use reporting::plots::{self, PlotImage};
 
 /// NIPS 2013 Table 1 (right), Weizmann horses: test errors, rows unary, columns pairwise.
 pub const PAPER_HORSES: PaperTable = [

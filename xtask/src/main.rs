@@ -330,7 +330,7 @@ fn run() -> Result<()> {
                 data_dir: data_dir.clone(),
                 cache_dir: cache_dir.clone(),
                 no_cache,
-                verbosity: structlearn_cli::Verbosity::from_flags(quiet, verbose),
+                verbosity: reporting::Verbosity::from_flags(quiet, verbose),
                 merge: merge.clone(),
                 jobs: jobs.map(|j| j as usize),
             };

@@ -28,7 +28,7 @@ use structlearn::files::write_atomic;
 use structlearn::{Dataset, Evaluate, LearnerKind, StructuredModel, TrainConfig, build_learner};
 
 use crate::runner::{Scale, current_commit, mean_std};
-use structlearn_cli::plots::{Series, plot_lines};
+use reporting::plots::{Series, plot_lines};
 
 /// The strategies, in plotting order.
 pub const STRATEGIES: [&str; 5] = ["LO", "L+I", "IBT", "smoothed L+I", "smoothed IBT"];

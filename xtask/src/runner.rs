@@ -29,13 +29,13 @@ use anyhow::{Context, Result, bail};
 use factor_graph::UNARY;
 use indicatif::MultiProgress;
 use oracles::Oracle;
+use reporting::plots::{self, CurveData};
+use reporting::{ProgressMode, ProgressObserver, Verbosity, human_duration};
 use structlearn::files::write_atomic;
 use structlearn::metrics::ConfusionMatrix;
 use structlearn::{
     CheckpointConfig, Dataset, Evaluate, LearnError, PredictOptions, Step, StructuredModel, TrainConfig, Trainer,
 };
-use structlearn_cli::plots::{self, CurveData};
-use structlearn_cli::{ProgressMode, ProgressObserver, Verbosity, human_duration};
 
 /// The function classes, in the papers' order (rows and columns of the tables).
 pub const CLASSES: [&str; 5] = ["zero", "constant", "linear", "boosting", "mlp"];

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use factor_graph::GridLayout;
 use rayon::prelude::*;
+use reporting::plots::{CurveData, plot_learning_curve};
+use reporting::{ItemProgress, Verbosity};
 use structlearn::{Dataset, MetricsReport, PredictOptions, Prediction, Record, StructuredModel};
-use structlearn_cli::plots::{CurveData, plot_learning_curve};
-use structlearn_cli::{ItemProgress, Verbosity};
 
 /// Predicts every example in parallel, with progress over examples.
 pub fn predict_all(

@@ -20,7 +20,7 @@ use structlearn::{LearnError, Observer, Record, TrainEvent};
 /// How much a command prints on standard error (`--quiet`, default, `--verbose`).
 ///
 /// ```
-/// use structlearn_cli::{ProgressObserver, Verbosity};
+/// use reporting::{ProgressObserver, Verbosity};
 /// let verbosity = Verbosity::from_flags(false, true); // --verbose
 /// let observer = ProgressObserver::new("train", verbosity); // trainer.add_observer(Box::new(observer))
 /// # drop(observer);
@@ -40,7 +40,7 @@ impl Verbosity {
     /// From the `--quiet` and `--verbose` flags (clap makes them exclusive).
     ///
     /// ```
-    /// use structlearn_cli::Verbosity;
+    /// use reporting::Verbosity;
     /// assert_eq!(Verbosity::from_flags(true, false), Verbosity::Quiet);
     /// assert_eq!(Verbosity::from_flags(false, false), Verbosity::Normal);
     /// assert_eq!(Verbosity::from_flags(false, true), Verbosity::Verbose);
@@ -74,7 +74,7 @@ impl Verbosity {
 /// How progress is shown (see [`Verbosity::mode`]).
 ///
 /// ```
-/// use structlearn_cli::{ProgressMode, Verbosity};
+/// use reporting::{ProgressMode, Verbosity};
 /// assert_eq!(Verbosity::Quiet.mode(), ProgressMode::Off);
 /// // A bar in Bar mode, a hidden one otherwise: drive it unconditionally.
 /// let bar = Verbosity::Normal.mode().bar(10, "{wide_bar} {pos}/{len}");
@@ -109,7 +109,7 @@ impl ProgressMode {
 /// `1h02m`, `4m30s`, `12.3s`: a duration for humans.
 ///
 /// ```
-/// use structlearn_cli::human_duration;
+/// use reporting::human_duration;
 /// assert_eq!(human_duration(12.34), "12.3s");
 /// assert_eq!(human_duration(270.0), "4m30s");
 /// assert_eq!(human_duration(3720.0), "1h02m");
@@ -135,7 +135,7 @@ pub fn human_duration(seconds: f64) -> String {
 /// ```
 ///
 /// ```
-/// use structlearn_cli::{ProgressObserver, Verbosity};
+/// use reporting::{ProgressObserver, Verbosity};
 /// // Attach to a trainer with `trainer.add_observer(Box::new(progress))`.
 /// let progress = ProgressObserver::new("train", Verbosity::Normal);
 /// # drop(progress);
@@ -303,7 +303,7 @@ impl Observer for ProgressObserver {
 /// every `every` (and at the end).
 ///
 /// ```
-/// use structlearn_cli::{ItemProgress, Verbosity};
+/// use reporting::{ItemProgress, Verbosity};
 /// let p = ItemProgress::new("predict", "examples", 3, Verbosity::Quiet);
 /// for _ in 0..3 {
 ///     p.inc();

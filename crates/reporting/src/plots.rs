@@ -39,13 +39,13 @@ const CURVE_COLOR: RGBColor = RGBColor(31, 119, 180);
 /// `(learning iteration, error)` points.
 ///
 /// ```
-/// let curve = structlearn_cli::plots::CurveData {
+/// let curve = reporting::plots::CurveData {
 ///     train: vec![(1.0, 0.3), (2.0, 0.2)],
 ///     test: vec![(1.0, 0.32), (2.0, 0.25)],
 /// };
 /// let dir = tempfile::tempdir().unwrap();
 /// let objective = [(0.5, 100.0), (1.0, 80.0), (1.5, 75.0), (2.0, 70.0)];
-/// structlearn_cli::plots::plot_learning_curve(&dir.path().join("curve.png"), "my run", &objective, &curve).unwrap();
+/// reporting::plots::plot_learning_curve(&dir.path().join("curve.png"), "my run", &objective, &curve).unwrap();
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CurveData {
@@ -59,7 +59,7 @@ pub struct CurveData {
 ///
 /// ```
 /// use datasets::{LabelPalette, Raster};
-/// use structlearn_cli::plots::{PlotImage, plot_predictions};
+/// use reporting::plots::{PlotImage, plot_predictions};
 /// let noisy = Raster::new(2, 2, vec![0.1, 0.9, 0.8, 0.2]).unwrap();
 /// let labels = Raster::new(2, 2, vec![0, 1, 1, 0]).unwrap();
 /// let row = vec![PlotImage::Gray(noisy), PlotImage::Labels(labels, LabelPalette::binary())];
@@ -151,7 +151,7 @@ fn finite_points(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
 /// empty cell is drawn as "no data".
 ///
 /// ```
-/// use structlearn_cli::plots::{CurveData, plot_error_curves};
+/// use reporting::plots::{CurveData, plot_error_curves};
 /// let cell = CurveData { train: vec![(1.0, 0.2), (2.0, 0.1)], test: vec![(1.0, 0.25), (2.0, 0.15)] };
 /// let names = vec!["Linear".to_string()];
 /// let dir = tempfile::tempdir().unwrap();
@@ -240,7 +240,7 @@ pub fn plot_error_curves(path: &Path, rows: &[String], cols: &[String], cells: &
 /// let unary = vec![xs.iter().map(|&x| (x, [-x, x])).collect()];
 /// let pairwise = vec![xs.iter().map(|&x| (x, [1.0 - x, x, x, 1.0 - x])).collect()];
 /// let dir = tempfile::tempdir().unwrap();
-/// structlearn_cli::plots::plot_learned_functions(&dir.path().join("fig1.png"), &["Linear".into()], &unary, &pairwise).unwrap();
+/// reporting::plots::plot_learned_functions(&dir.path().join("fig1.png"), &["Linear".into()], &unary, &pairwise).unwrap();
 /// ```
 pub fn plot_learned_functions(
     path: &Path,
@@ -347,7 +347,7 @@ fn function_panel(
 ///
 /// ```
 /// use datasets::{LabelPalette, Raster};
-/// use structlearn_cli::plots::{PlotImage, plot_predictions};
+/// use reporting::plots::{PlotImage, plot_predictions};
 /// let truth = Raster::new(3, 3, vec![0, 1, 0, 1, 1, 1, 0, 1, 0]).unwrap();
 /// let rows = vec![vec![PlotImage::Labels(truth.clone(), LabelPalette::binary()), PlotImage::Labels(truth, LabelPalette::binary())]];
 /// let dir = tempfile::tempdir().unwrap();
@@ -430,7 +430,7 @@ pub fn plot_predictions_with_legend(
 /// Empty series are drawn as "no data".
 ///
 /// ```
-/// use structlearn_cli::plots::{CurveData, plot_learning_curve};
+/// use reporting::plots::{CurveData, plot_learning_curve};
 /// let dir = tempfile::tempdir().unwrap();
 /// plot_learning_curve(&dir.path().join("c.png"), "objective only", &[(1.0, 10.0), (2.0, 9.0)], &CurveData::default()).unwrap();
 /// ```
