@@ -14,7 +14,7 @@ use datasets::scene::{SceneConfig, generate};
 use structlearn::oracle_config::oracle_from_json;
 use structlearn::{Callback, Evaluate, TrainConfig, TrainEvent, Trainer};
 
-use crate::runner::CLASSES;
+use experiments::runner::CLASSES;
 
 /// Options of [`run`].
 #[derive(Debug, Clone)]

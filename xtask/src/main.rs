@@ -3,14 +3,10 @@
 //! bench-scale` times learning at Stanford Background's scale.
 
 mod bench_scale;
-mod denoising;
 mod fuzz;
-mod hazan_urtasun;
-mod hu_unary;
-mod images;
 mod oracle_fit;
-mod punyakanok;
-mod runner;
+
+use experiments::{denoising, hazan_urtasun, images, punyakanok, runner};
 
 /// Counts each fuzz input's memory (inactive outside `cargo xtask fuzz`).
 #[global_allocator]

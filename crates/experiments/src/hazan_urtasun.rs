@@ -6,7 +6,7 @@
 //! **Tables.** For each of the four shapes, both noise models, tied and untied
 //! parameters and `ε_train ∈ {1, 0.5, 0.1, 0.01}`, the `hazan-urtasun` learner
 //! trains on 40 corruptions (a fixed number of rounds) with Hazan & Urtasun's
-//! ℓ2² regulariser (`p = 2`; see [`Preset::c`]); the 10 test
+//! ℓ2² regulariser (`p = 2`; see `Preset::c`); the 10 test
 //! corruptions are then predicted with every `ε_pred ∈ {1, 0.5, 0.1, 0.01}`
 //! (energies `θ = ε_train g` fixed, inference entropy weight `ε_pred`) and the
 //! pixel error is recorded.

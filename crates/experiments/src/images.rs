@@ -317,7 +317,7 @@ pub struct Images {
 
 impl Images {
     /// The experiment on `which` at `opts.scale`, with the options' overrides
-    /// and the `--set KEY=VALUE` assignments `set` ([`Preset::set`]).
+    /// and the `--set KEY=VALUE` assignments `set` (`Preset::set`).
     pub fn new(which: Which, opts: &Options, set: &[String]) -> Result<Self> {
         let mut p = preset(which, opts.scale);
         p.predict.iterations = opts.predict_iterations.unwrap_or(p.predict.iterations);
