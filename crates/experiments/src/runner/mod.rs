@@ -1,0 +1,696 @@
+//! The experiment runner shared by every `cargo xtask reproduce` experiment:
+//! the 5 × 5 grid of (unary class, pairwise class) cells trained with
+//! Algorithm 1 and evaluated after every learning iteration; cell selection,
+//! seeds, progress bars, Ctrl-C (finished cells are kept), `--resume`, and the
+//! outputs:
+//!
+//! * `results.csv` (mean over seeds), `results_by_seed.csv` (one line per cell
+//!   and seed, with seconds and the process's peak RSS after the cell);
+//! * `curves.csv` (train/test error, objective, elapsed seconds and the factor
+//!   types whose fit was rejected, per learning iteration) and
+//!   `fig2_error_curves.png`;
+//! * `table.md`: ours beside the paper's values and the differences;
+//! * `per_class.csv` (experiments with named classes): per-class accuracy and
+//!   IoU, and mean IoU, of every cell on the test set;
+//! * `models/` (one model per cell) and `run.json` (command, commit, preset,
+//!   wall-clock, threads, peak RSS, whether it finished).
+//!
+//! An experiment supplies its data, its oracles, its paper table and any
+//! figures of its own through [`Experiment`].
+
+use std::collections::BTreeMap;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use factor_graph::UNARY;
+use indicatif::MultiProgress;
+use oracles::Oracle;
+use reporting::{ProgressMode, ProgressObserver, Verbosity, human_duration};
+use structlearn::{CheckpointConfig, Dataset, Evaluate, LearnError, PredictOptions, Step, TrainConfig, Trainer};
+
+mod merge;
+mod outputs;
+#[cfg(test)]
+pub(crate) mod tests;
+
+use merge::*;
+use outputs::CsvLine;
+pub use outputs::*;
+
+/// The function classes, in the papers' order (rows and columns of the tables).
+pub const CLASSES: [&str; 5] = ["zero", "constant", "linear", "boosting", "mlp"];
+
+/// Display names of [`CLASSES`].
+pub const NAMES: [&str; 5] = ["Zero", "Const.", "Linear", "Boost.", "MLP"];
+
+/// A 5 × 5 table of the paper: rows unary class, columns pairwise class.
+pub type PaperTable = [[f64; 5]; 5];
+
+/// How big a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    /// A fast look.
+    Quick,
+    /// The README's main command.
+    Default,
+    /// The paper's scale.
+    Full,
+}
+
+impl Scale {
+    /// `""`, `"-quick"` or `"-full"`: the suffix of the default output folder.
+    fn suffix(self) -> &'static str {
+        match self {
+            Scale::Quick => "-quick",
+            Scale::Default => "",
+            Scale::Full => "-full",
+        }
+    }
+}
+
+/// Options common to every experiment (the `reproduce` command line).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Size of the run.
+    pub scale: Scale,
+    /// Output folder.
+    pub out: Option<PathBuf>,
+    /// Number of seeds.
+    pub seeds: usize,
+    /// First seed.
+    pub first_seed: u64,
+    /// Cells to run (`UNARY/PAIRWISE`); empty: all 25.
+    pub cells: Vec<String>,
+    /// Learning iterations, overriding the preset.
+    pub iterations: Option<usize>,
+    /// Skip cells already in the output folder.
+    pub resume: bool,
+    /// Write the data sets into the output folder.
+    pub save_data: bool,
+    /// Prediction's message-passing iterations, overriding the preset.
+    pub predict_iterations: Option<usize>,
+    /// [`Budget::train_error_every`], overriding the preset.
+    pub train_error_every: Option<usize>,
+    /// Folder of the downloaded data sets (real-image experiments).
+    pub data_dir: Option<PathBuf>,
+    /// Folder of the feature cache (real-image experiments); `None`: the default.
+    pub cache_dir: Option<PathBuf>,
+    /// Disable the feature cache.
+    pub no_cache: bool,
+    /// Progress on standard error (`--quiet`, `--verbose`).
+    pub verbosity: Verbosity,
+    /// Output folders of other runs of the same preset (e.g. disjoint cells run
+    /// in parallel): their finished cells are copied in instead of trained.
+    pub merge: Vec<PathBuf>,
+    /// Cells trained at the same time, each with `threads / jobs` threads (at
+    /// least 1); the results are the same for any split. `None`: the
+    /// experiment's [`Experiment::default_jobs`].
+    pub jobs: Option<usize>,
+}
+
+/// The learning budget of a run (part of every preset).
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct Budget {
+    /// Learning iterations of Algorithm 1.
+    pub learning_iterations: usize,
+    /// Prediction options of each evaluation (warm-started across iterations).
+    pub predict: PredictOptions,
+    /// The training error is evaluated after every this many learning
+    /// iterations and after the last (the test error after every one):
+    /// [`structlearn::TrainConfig::evaluate_train_every`].
+    pub train_error_every: usize,
+    /// Checkpoint after every this many learning iterations (and after the
+    /// last, and when interrupted): more than 1 where an iteration takes about
+    /// as long as writing the checkpoint's messages.
+    pub checkpoint_every: usize,
+}
+
+/// The training and test sets of one seed, with anything an experiment keeps
+/// beside them (images for figures, statistics).
+pub trait ExperimentData {
+    /// The training set.
+    fn train(&self) -> &Dataset;
+    /// The test set.
+    fn test(&self) -> &Dataset;
+}
+
+/// What an experiment supplies to the runner.
+pub trait Experiment {
+    /// Its data for one seed.
+    type Data: ExperimentData;
+
+    /// Short name, used for the default output folder (`target/reproduce/NAME`).
+    fn name(&self) -> &'static str;
+    /// The preset's settings as JSON: written to `run.json`, and `--resume`
+    /// refuses a folder written under other settings.
+    fn preset(&self) -> serde_json::Value;
+    /// Learning iterations and prediction options.
+    fn budget(&self) -> Budget;
+    /// One line describing the run (data sizes, iterations).
+    fn describe(&self) -> String;
+    /// Loads or generates the data of `seed`.
+    fn data(&self, seed: u64) -> Result<Self::Data>;
+    /// The oracle of class `kind` for the unary (`pairwise = false`) or pairwise factors.
+    fn oracle(&self, kind: &str, pairwise: bool) -> Result<Box<dyn Oracle>, LearnError>;
+    /// The steps of a learning iteration, given the message-passing sweeps
+    /// after each fit; `None`: the trainer's default (fit each factor type in
+    /// turn, each followed by message passing).
+    fn schedule(&self, _message_passing: usize) -> Option<Vec<Step>> {
+        None
+    }
+    /// The paper's test errors.
+    fn paper_test(&self) -> &PaperTable;
+    /// The paper's training errors, if it reports them.
+    fn paper_train(&self) -> Option<&PaperTable> {
+        None
+    }
+    /// The table's caption (what is compared).
+    fn caption(&self) -> String;
+    /// Text appended below the table (may use the data of the seeds run so far).
+    fn table_note(&self, _data: &BTreeMap<u64, Self::Data>) -> String {
+        String::new()
+    }
+    /// Class names for per-class accuracy and IoU on the test set; `None`: not reported.
+    fn class_names(&self) -> Option<Vec<String>> {
+        None
+    }
+    /// Cells trained at once without `--jobs`: one at a time on all the
+    /// threads (cells that need much memory), unless overridden.
+    fn default_jobs(&self, _threads: usize) -> usize {
+        1
+    }
+    /// Writes the data sets of `seed` into `out` (`--save-data`).
+    fn save_data(&self, out: &Path, seed: u64, data: &Self::Data) -> Result<()> {
+        data.train().save(&out.join(format!("train-seed{seed}.sld")))?;
+        data.test().save(&out.join(format!("test-seed{seed}.sld")))?;
+        Ok(())
+    }
+    /// Writes the experiment's own figures and files (after the run, for the
+    /// first seed; `done` holds every finished cell).
+    fn figures(&self, out: &Path, done: &[CellResult], seed: u64, data: &Self::Data) -> Result<()>;
+}
+
+/// One trained cell.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellResult {
+    /// Seed.
+    pub seed: u64,
+    /// Unary function class.
+    pub unary: String,
+    /// Pairwise function class.
+    pub pairwise: String,
+    /// Final training error.
+    pub train_error: f64,
+    /// Final test error.
+    pub test_error: f64,
+    /// Wall-clock seconds of the cell (training and evaluation).
+    pub seconds: f64,
+    /// Peak resident set size of the process after the cell, MiB (0 if unknown).
+    pub peak_rss_mib: f64,
+    /// One point per evaluated learning iteration.
+    pub curve: Vec<CurvePoint>,
+}
+
+/// One evaluated learning iteration of a cell: a line of `curves.csv`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CurvePoint {
+    /// Learning iteration, from 1.
+    pub iteration: usize,
+    /// Training error after the iteration; `None` at iterations that
+    /// evaluate the test set alone ([`Budget::train_error_every`]).
+    pub train_error: Option<f64>,
+    /// Test error after the iteration.
+    pub test_error: f64,
+    /// Training objective `R` after the iteration.
+    pub objective: f64,
+    /// Seconds since the cell started (NaN when read from a file without them).
+    pub elapsed_seconds: f64,
+    /// Factor types whose fit in this iteration was rejected (it did not
+    /// lower the oracle's objective, so the previous model was kept), in
+    /// schedule order; `None` when read from a `curves.csv` written before
+    /// the column existed.
+    pub rejected_fits: Option<Vec<String>>,
+}
+
+impl CurvePoint {
+    /// The points of a training history: one per evaluated iteration, with
+    /// that iteration's rejected fits.
+    fn from_history(history: &[structlearn::Record]) -> Vec<Self> {
+        history
+            .iter()
+            .filter_map(|r| {
+                let rejected = history
+                    .iter()
+                    .filter(|h| h.iteration == r.iteration && h.rejected == Some(true))
+                    .filter_map(|h| h.factor_type.clone())
+                    .collect();
+                Some(Self {
+                    iteration: r.iteration,
+                    train_error: r.train_error,
+                    test_error: r.validation_error?,
+                    objective: r.objective,
+                    elapsed_seconds: r.elapsed_seconds,
+                    rejected_fits: Some(rejected),
+                })
+            })
+            .collect()
+    }
+
+    /// The `rejected_fits` field of `curves.csv`: type names joined by `;`
+    /// (empty: none rejected), `unknown` for older runs.
+    fn rejected_field(&self) -> String {
+        self.rejected_fits.as_ref().map_or_else(|| UNKNOWN_REJECTED.to_string(), |names| names.join(";"))
+    }
+
+    /// The point's line of `curves.csv` (with its newline) for a cell.
+    fn csv_line(&self, seed: u64, unary: &str, pairwise: &str) -> String {
+        format!(
+            "{seed},{unary},{pairwise},{},{},{},{},{:.3},{}\n",
+            self.iteration,
+            self.train_error.map_or_else(String::new, |e| e.to_string()),
+            self.test_error,
+            self.objective,
+            self.elapsed_seconds,
+            self.rejected_field()
+        )
+    }
+
+    /// A `curves.csv` line after its `seed,unary,pairwise` fields (7, 8 or
+    /// 9 fields in all: files of older runs lack the last one or two); a
+    /// field that does not parse or is out of range is an error naming the
+    /// file, the line and the field.
+    fn parse(line: &CsvLine<'_>) -> Result<Self> {
+        let fields = &line.fields;
+        let rejected_fits = match fields.get(8) {
+            None => None,
+            Some(&f) if f == UNKNOWN_REJECTED => None,
+            Some(&f) => Some(f.split(';').filter(|n| !n.is_empty()).map(str::to_string).collect()),
+        };
+        let iteration: usize = line.parse(3, "iteration", "a learning iteration (a whole number from 1)")?;
+        if iteration == 0 {
+            return Err(line.error("iteration", "0 is not a learning iteration (they count from 1)"));
+        }
+        Ok(Self {
+            iteration,
+            train_error: match fields[4] {
+                "" => None,
+                _ => Some(line.number(4, "train_error", 0.0, 1.0)?),
+            },
+            test_error: line.number(5, "test_error", 0.0, 1.0)?,
+            objective: line.number(6, "objective", f64::MIN, f64::MAX)?,
+            // NaN: a point of an older run, which did not record the time.
+            elapsed_seconds: match fields.get(7) {
+                None => f64::NAN,
+                Some(v) if v.eq_ignore_ascii_case("nan") => f64::NAN,
+                Some(_) => line.number(7, "elapsed_seconds", 0.0, f64::MAX)?,
+            },
+            rejected_fits,
+        })
+    }
+}
+
+/// `curves.csv`'s `rejected_fits` of a run that did not record them.
+pub(crate) const UNKNOWN_REJECTED: &str = "unknown";
+
+/// The header of `curves.csv`.
+pub(crate) const CURVES_HEADER: &str =
+    "seed,unary,pairwise,iteration,train_error,test_error,objective,elapsed_seconds,rejected_fits\n";
+
+/// The model file of a cell.
+pub fn model_path(out: &Path, seed: u64, unary: &str, pairwise: &str) -> PathBuf {
+    out.join("models").join(format!("seed{seed}-{unary}-{pairwise}.slm"))
+}
+
+/// Runs the selected cells of an experiment and writes everything into the output folder.
+pub fn reproduce<E: Experiment + Sync>(exp: &E, opts: &Options) -> Result<()>
+where
+    E::Data: Sync,
+{
+    if opts.seeds == 0 {
+        bail!("--seeds must be at least 1");
+    }
+    // Settings that the trainer would check only when their cell starts
+    // (hours into a full run): checked before any data is loaded.
+    check_settings(exp)?;
+    // The jobs actually used, as run.json records them.
+    let opts = &Options {
+        jobs: Some(opts.jobs.unwrap_or_else(|| exp.default_jobs(rayon::current_num_threads()))),
+        ..opts.clone()
+    };
+    let budget = exp.budget();
+    let out = opts
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("target/reproduce/{}{}", exp.name(), opts.scale.suffix())));
+    create_folder(&out.join("models"))?;
+    let cells = selected_cells(&opts.cells)?;
+    let seeds = seed_list(opts.first_seed, opts.seeds)?;
+    let preset = exp.preset();
+
+    if opts.resume {
+        check_same_preset(&out, &preset)?;
+    }
+    let mut done: Vec<CellResult> = if opts.resume { read_previous(&out)? } else { Vec::new() };
+    done.retain(|r| seeds.contains(&r.seed) && cells.contains(&(r.unary.clone(), r.pairwise.clone())));
+    for dir in &opts.merge {
+        merge_cells(dir, &out, &preset, &seeds, &cells, &mut done)?;
+    }
+    let mut todo: Vec<(u64, String, String)> = seeds
+        .iter()
+        .flat_map(|&s| cells.iter().map(move |(u, pw)| (s, u.clone(), pw.clone())))
+        .filter(|(s, u, pw)| !done.iter().any(|r| r.seed == *s && &r.unary == u && &r.pairwise == pw))
+        .collect();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    if let Err(e) = structlearn_cli::stop_on_ctrl_c(flag) {
+        eprintln!("warning: Ctrl-C will not stop cleanly: {e}");
+    }
+    let mode = opts.verbosity.mode();
+    if opts.verbosity.normal() {
+        eprintln!(
+            "{}: {}, {} cells × {} seeds → {}",
+            exp.name(),
+            exp.describe(),
+            cells.len(),
+            seeds.len(),
+            out.display()
+        );
+    }
+    // The commit is taken before training: later commits made while a long
+    // run is going on must not be credited with its results.
+    let commit = current_commit();
+    // Written again at the end; until then it marks the folder as unfinished
+    // and lets `--resume` check that it continues with the same preset.
+    // A resumed run adds its time to the earlier sessions' (a finished folder
+    // resumed with nothing left to do keeps its time).
+    let seconds_before = if opts.resume { previous_seconds(&out) } else { 0.0 };
+    let info = RunInfo { preset: &preset, opts, commit: commit.as_deref() };
+    info.write(&out, &done, seconds_before, true)?;
+    let wall = Instant::now();
+    let multi = MultiProgress::new();
+    let total_cells = seeds.len() * cells.len();
+    let overall = multi.add(mode.bar(total_cells as u64, "cells [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}"));
+    overall.set_position(done.len() as u64);
+    let done_before = done.len();
+    let mut data_by_seed: BTreeMap<u64, E::Data> = BTreeMap::new();
+    for seed in todo.iter().map(|t| t.0).collect::<std::collections::BTreeSet<_>>() {
+        let data = exp.data(seed)?;
+        if opts.save_data {
+            exp.save_data(&out, seed, &data)?;
+        }
+        data_by_seed.insert(seed, data);
+    }
+    // `jobs` cells at a time, each on its own pool of threads; the results do
+    // not depend on the number of threads, so neither do the outputs.
+    let jobs = opts.jobs.unwrap_or(1).clamp(1, todo.len().max(1));
+    if jobs > 1 {
+        // Longest first, so that the last cells to finish, while other jobs
+        // have nothing left to start, are short ones.
+        todo.sort_by_key(|(seed, u, pw)| (std::cmp::Reverse(expected_cost(u, pw)), *seed));
+    }
+    let threads_per_job = (rayon::current_num_threads() / jobs).max(1);
+    let pools = (0..jobs)
+        .map(|_| rayon::ThreadPoolBuilder::new().num_threads(threads_per_job).build())
+        .collect::<Result<Vec<_>, _>>()?;
+    let next = AtomicUsize::new(0);
+    let mut interrupted = false;
+    let mut failure = None;
+    std::thread::scope(|scope| {
+        let (sender, finished) = std::sync::mpsc::channel();
+        for pool in &pools {
+            let sender = sender.clone();
+            let (next, stop, multi, data_by_seed, todo, budget, out) =
+                (&next, &stop, &multi, &data_by_seed, &todo, &budget, &out);
+            scope.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= todo.len() || stop.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let (seed, u, pw) = &todo[i];
+                    let bar = multi.add(mode.bar(0, "{prefix:>20} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}"));
+                    let label = format!("cell {}/{total_cells} {u}/{pw} seed {seed}", done_before + i + 1);
+                    let progress = ProgressObserver::with_bar(bar.clone(), &label, opts.verbosity);
+                    let data = &data_by_seed[seed];
+                    let result =
+                        pool.install(|| run_cell(exp, budget, data, (*seed, u, pw), stop, progress, out, opts.resume));
+                    multi.remove(&bar);
+                    let failed = result.is_err();
+                    if sender.send((i, result.map(|r| (r, label)))).is_err() || failed {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(sender);
+        for (i, result) in finished {
+            let (seed, u, pw) = &todo[i];
+            match result {
+                Ok((result, label)) => {
+                    if mode != ProgressMode::Off {
+                        let finished_here = done.len() + 1 - done_before;
+                        let elapsed = wall.elapsed().as_secs_f64();
+                        let eta = elapsed / finished_here as f64 * (total_cells - done.len() - 1) as f64;
+                        let line = format!(
+                            "{label}: done in {}: train error {:.4}, test error {:.4} (paper {:.3}); {} elapsed, ETA {}",
+                            human_duration(result.seconds),
+                            result.train_error,
+                            result.test_error,
+                            paper_error(exp.paper_test(), u, pw),
+                            human_duration(elapsed),
+                            human_duration(eta)
+                        );
+                        if mode == ProgressMode::Bar {
+                            multi.suspend(|| eprintln!("{line}"))
+                        } else {
+                            eprintln!("{line}")
+                        }
+                    }
+                    done.push(result);
+                    // Cells finish in any order; the outputs list them in the run's order.
+                    done.sort_by_key(|r| (r.seed, cells.iter().position(|c| c.0 == r.unary && c.1 == r.pairwise)));
+                    overall.inc(1);
+                    let written = write_outputs(exp, &out, &done, &seeds, &cells, &data_by_seed)
+                        .and_then(|()| info.write(&out, &done, seconds_before + wall.elapsed().as_secs_f64(), true));
+                    if let Err(e) = written {
+                        stop.store(true, Ordering::SeqCst);
+                        failure.get_or_insert(e);
+                    }
+                }
+                Err(e) if matches!(e.downcast_ref::<LearnError>(), Some(LearnError::Interrupted { .. })) => {
+                    interrupted = true;
+                }
+                Err(e) => {
+                    // The other cells stop after their current learning iteration (checkpointed).
+                    stop.store(true, Ordering::SeqCst);
+                    failure.get_or_insert(e.context(format!("cell {u}/{pw}, seed {seed}")));
+                }
+            }
+        }
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    interrupted |= stop.load(Ordering::SeqCst) && done.len() < total_cells;
+    overall.finish_and_clear();
+    let seconds = seconds_before + wall.elapsed().as_secs_f64();
+    let first = seeds[0];
+    if !data_by_seed.contains_key(&first) && !interrupted {
+        data_by_seed.insert(first, exp.data(first)?);
+    }
+    write_outputs(exp, &out, &done, &seeds, &cells, &data_by_seed)?;
+    if let Some(data) = data_by_seed.get(&first) {
+        if let Some(names) = exp.class_names() {
+            write_per_class(&out, &done, first, data, &names, &budget.predict)?;
+        }
+        exp.figures(&out, &done, first, data)?;
+    }
+    info.write(&out, &done, seconds, interrupted)?;
+    println!("{}", std::fs::read_to_string(out.join("table.md")).unwrap_or_default());
+    println!("wall-clock: {seconds:.1} s; outputs in {}", out.display());
+    if interrupted {
+        bail!(
+            "interrupted: finished cells are in {} (each interrupted cell keeps a checkpoint of its last finished \
+             learning iteration); rerun with --resume to continue",
+            out.display()
+        );
+    }
+    Ok(())
+}
+
+/// A cell's cost relative to the others, for the order of `--jobs`: every
+/// pairwise term couples the images (message passing no longer stops early)
+/// and MLP fits are the slowest (the full denoising table's times, in
+/// quarters of a zero/zero cell).
+pub(crate) fn expected_cost(unary: &str, pairwise: &str) -> u32 {
+    const PAIRWISE: [(&str, u32); 2] = [("zero", 4), ("mlp", 11)];
+    const UNARY: [(&str, u32); 2] = [("mlp", 2), ("boosting", 1)];
+    let cost =
+        |table: &[(&str, u32)], kind: &str, other: u32| table.iter().find(|(k, _)| *k == kind).map_or(other, |c| c.1);
+    cost(&PAIRWISE, pairwise, 7) + cost(&UNARY, unary, 0)
+}
+
+/// The seeds `first, first + 1, …` (`count` of them); refuses a list that
+/// would run past `u64::MAX` instead of wrapping around to seed 0.
+pub fn seed_list(first: u64, count: usize) -> Result<Vec<u64>> {
+    let last = u64::try_from(count).ok().and_then(|n| first.checked_add(n.checked_sub(1)?));
+    if last.is_none() {
+        bail!(
+            "--seed {first} with --seeds {count}: the last seed would be past {} (the largest seed); use --seed {} \
+             or less, or fewer --seeds",
+            u64::MAX,
+            u64::MAX - (count.max(1) as u64 - 1)
+        );
+    }
+    Ok((0..count as u64).map(|s| first + s).collect())
+}
+
+/// Refuses, before any data is loaded or cell trained, settings that the
+/// trainer would check only when a cell starts: the learning budget and the
+/// oracle of every class in both roles (boosting rounds, MLP epochs and
+/// minibatch, extra oracle settings), whichever cells are selected.
+pub fn check_settings<E: Experiment>(exp: &E) -> Result<()> {
+    let budget = exp.budget();
+    for (name, value) in [
+        ("learning_iterations", budget.learning_iterations),
+        ("train_error_every", budget.train_error_every),
+        ("checkpoint_every", budget.checkpoint_every),
+        ("predict.iterations", budget.predict.iterations),
+    ] {
+        if value == 0 {
+            bail!("invalid setting `{name}`: 0; it must be at least 1");
+        }
+    }
+    if let Some(tol) = budget.predict.tolerance
+        && !(tol > 0.0 && tol.is_finite())
+    {
+        bail!("invalid setting `predict.tolerance`: {tol}; it must be a finite number > 0 (or null: none)");
+    }
+    for kind in CLASSES {
+        for (pairwise, role) in [(false, "unary"), (true, "pairwise")] {
+            exp.oracle(kind, pairwise)
+                .with_context(|| format!("invalid settings of the {kind} oracle (as {role} oracle)"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The cells of `--cell` filters (all 25 without filters), in the order
+/// given; a cell named twice is run once (the first mention counts).
+pub fn selected_cells(filters: &[String]) -> Result<Vec<(String, String)>> {
+    let all: Vec<(String, String)> =
+        CLASSES.iter().flat_map(|u| CLASSES.iter().map(move |p| (u.to_string(), p.to_string()))).collect();
+    if filters.is_empty() {
+        return Ok(all);
+    }
+    filters
+        .iter()
+        .map(|f| {
+            let (u, p) = f.split_once('/').with_context(|| format!("--cell `{f}` is not UNARY/PAIRWISE"))?;
+            if !CLASSES.contains(&u) || !CLASSES.contains(&p) {
+                bail!("--cell `{f}`: classes are {}", CLASSES.join(", "));
+            }
+            Ok((u.to_string(), p.to_string()))
+        })
+        .try_fold(Vec::new(), |mut cells, cell: Result<(String, String)>| {
+            let cell = cell?;
+            if !cells.contains(&cell) {
+                cells.push(cell);
+            }
+            Ok(cells)
+        })
+}
+
+/// Where a cell's per-iteration checkpoint lives while it trains.
+pub fn checkpoint_path(out: &Path, seed: u64, unary: &str, pairwise: &str) -> PathBuf {
+    out.join("checkpoints").join(format!("seed{seed}-{unary}-{pairwise}.ckpt"))
+}
+
+/// Trains one cell. The trainer checkpoints after every
+/// [`Budget::checkpoint_every`]-th learning iteration and when Ctrl-C stops it,
+/// so an interrupted cell continues with `--resume` from its last finished
+/// iteration (a killed session: from its last checkpoint), with the same
+/// result as an uninterrupted run; the checkpoint is removed once the cell's
+/// model is saved.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_cell<E: Experiment>(
+    exp: &E,
+    budget: &Budget,
+    data: &E::Data,
+    (seed, unary, pairwise): (u64, &str, &str),
+    stop: &Arc<AtomicBool>,
+    progress: ProgressObserver,
+    out: &Path,
+    resume: bool,
+) -> Result<CellResult> {
+    let start = Instant::now();
+    // The unary type gets the unary oracle, every other type (pairwise, or the
+    // image data sets' horizontal and vertical pairs) one of the pairwise kind.
+    let types: Vec<String> = data.train().factor_types().iter().map(|t| t.name.clone()).collect();
+    let oracles = types
+        .iter()
+        .map(|t| Ok((t.clone(), if t == UNARY { exp.oracle(unary, false)? } else { exp.oracle(pairwise, true)? })))
+        .collect::<Result<Vec<_>, LearnError>>()?;
+    // The chapter's message passing after each fit.
+    const SWEEPS: usize = 25;
+    let config = TrainConfig {
+        schedule: exp.schedule(SWEEPS),
+        epsilon: 0.1,
+        learning_iterations: budget.learning_iterations,
+        message_passing_iterations: SWEEPS,
+        seed,
+        predict: budget.predict,
+        evaluate: Evaluate::EveryIteration,
+        evaluate_train: true,
+        evaluate_train_every: budget.train_error_every,
+        checkpoint: Some(CheckpointConfig {
+            path: checkpoint_path(out, seed, unary, pairwise),
+            every: budget.checkpoint_every,
+        }),
+        ..TrainConfig::default()
+    };
+    let checkpoint = checkpoint_path(out, seed, unary, pairwise);
+    if let Some(dir) = checkpoint.parent() {
+        create_folder(dir)?;
+    }
+    let mut trainer = Trainer::new(data.train(), oracles, config)?.with_validation(data.test());
+    if resume && checkpoint.is_file() {
+        trainer.resume_from(&checkpoint, &oracles::ModelRegistry::with_builtin())?;
+    }
+    trainer.add_observer(Box::new(progress));
+    trainer.set_stop_flag(stop.clone());
+    let outcome = trainer.train()?;
+    // Includes the time of earlier sessions when the cell was resumed.
+    let seconds = outcome.history.last().map_or(0.0, |r| r.elapsed_seconds).max(start.elapsed().as_secs_f64());
+    let curve = CurvePoint::from_history(&outcome.history);
+    let last = curve.last().context("no evaluation recorded")?;
+    let train_error = last.train_error.context("the last evaluation has no training error")?;
+    let test_error = last.test_error;
+    outcome.model.save(&model_path(out, seed, unary, pairwise))?;
+    if checkpoint.is_file() {
+        std::fs::remove_file(&checkpoint)?;
+    }
+    Ok(CellResult {
+        seed,
+        unary: unary.into(),
+        pairwise: pairwise.into(),
+        train_error,
+        test_error,
+        seconds,
+        peak_rss_mib: peak_rss_mib().unwrap_or(0.0),
+        curve,
+    })
+}
+
+/// The process's peak resident set size in MiB (`VmHWM` of `/proc/self/status`; Linux only).
+pub fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}

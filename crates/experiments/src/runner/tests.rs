@@ -1,0 +1,422 @@
+use super::*;
+use structlearn::StructuredModel;
+
+#[test]
+fn folders_that_are_files_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("models");
+    std::fs::write(&file, b"").unwrap();
+    for target in [file.clone(), file.join("checkpoints")] {
+        let err = create_folder(&target).unwrap_err().to_string();
+        assert!(err.contains(&file.display().to_string()) && err.contains("is a file"), "{err}");
+    }
+    create_folder(&dir.path().join("a/b")).unwrap();
+    assert!(dir.path().join("a/b").is_dir());
+}
+
+/// A small model of cell `unary`/`pairwise` (each type's model fitted by
+/// that class's oracle on a tiny problem), saved where the cell's model lives.
+fn write_model(dir: &Path, seed: u64, unary: &str, pairwise: &str) {
+    let fit = |kind: &str| {
+        let x = [0.0, 1.0, 2.0, 3.0];
+        let features = oracles::Features::new(&x, 4, 1).unwrap();
+        let (labels, bias) = ([0, 0, 1, 1], [0.0; 8]);
+        let problem = oracles::Problem::new(features, &labels, &bias, 2, None).unwrap();
+        structlearn::oracle_config::oracle_from_json(&serde_json::json!({ "kind": kind }))
+            .unwrap()
+            .fit(&problem, None, oracles::FitContext { seed: 0 })
+            .unwrap()
+    };
+    let types = ["unary", "pairwise"]
+        .map(|t| structlearn::FactorTypeInfo { classes: 2, ..structlearn::FactorTypeInfo::new(t, 1) });
+    let model = StructuredModel::new(types.to_vec(), vec![1.0, 1.0], vec![fit(unary), fit(pairwise)]).unwrap();
+    std::fs::create_dir_all(dir.join("models")).unwrap();
+    model.save(&model_path(dir, seed, unary, pairwise)).unwrap();
+}
+
+pub(crate) fn opts() -> Options {
+    Options {
+        scale: Scale::Quick,
+        out: None,
+        seeds: 1,
+        first_seed: 0,
+        cells: Vec::new(),
+        iterations: None,
+        resume: true,
+        save_data: false,
+        predict_iterations: None,
+        train_error_every: None,
+        data_dir: None,
+        cache_dir: None,
+        no_cache: false,
+        verbosity: Verbosity::Quiet,
+        merge: Vec::new(),
+        jobs: Some(1),
+    }
+}
+
+/// Cells trained two at a time give the outputs of one at a time: the
+/// same models, results, curves and table, in the same order.
+#[test]
+fn cells_in_parallel_give_the_outputs_of_cells_in_turn() {
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    for (dir, jobs) in dirs.iter().zip([1, 2]) {
+        let o = Options {
+            out: Some(dir.path().to_path_buf()),
+            cells: ["linear/linear", "zero/zero", "constant/mlp"].map(String::from).to_vec(),
+            iterations: Some(2),
+            resume: false,
+            jobs: Some(jobs),
+            ..opts()
+        };
+        reproduce(&crate::denoising::Denoising::new(&o), &o).unwrap();
+    }
+    let read = |d: &tempfile::TempDir, f: &str| std::fs::read_to_string(d.path().join(f)).unwrap();
+    // Every field but the times (seconds, elapsed, peak memory).
+    let fields = |text: String, keep: usize| -> Vec<String> {
+        text.lines().map(|l| l.split(',').take(keep).collect::<Vec<_>>().join(",")).collect()
+    };
+    assert_eq!(fields(read(&dirs[0], "results.csv"), 4), fields(read(&dirs[1], "results.csv"), 4));
+    assert_eq!(fields(read(&dirs[0], "curves.csv"), 7), fields(read(&dirs[1], "curves.csv"), 7));
+    assert_eq!(read(&dirs[0], "table.md"), read(&dirs[1], "table.md"));
+    let cells: Vec<String> = fields(read(&dirs[1], "results_by_seed.csv"), 3).into_iter().skip(1).collect();
+    assert_eq!(cells, ["0,linear,linear", "0,zero,zero", "0,constant,mlp"]);
+    for cell in ["linear-linear", "zero-zero", "constant-mlp"] {
+        let model = |d: &tempfile::TempDir| std::fs::read(d.path().join(format!("models/seed0-{cell}.slm"))).unwrap();
+        assert_eq!(model(&dirs[0]), model(&dirs[1]), "{cell}");
+    }
+}
+
+#[test]
+fn run_json_records_the_typed_command() {
+    let args = ["/x/target/debug/xtask", "reproduce", "--quick", "--out", "my dir"].map(String::from);
+    assert_eq!(typed_command(args), "cargo xtask reproduce --quick --out 'my dir'");
+}
+
+#[test]
+fn resuming_a_finished_folder_keeps_its_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let quick = serde_json::json!({ "name": "quick" });
+    let o = opts();
+    RunInfo { preset: &quick, opts: &o, commit: Some("abc") }.write(dir.path(), &[], 42.5, false).unwrap();
+    assert_eq!(previous_seconds(dir.path()), 42.5);
+    assert_eq!(previous_seconds(&dir.path().join("missing")), 0.0);
+}
+
+#[test]
+fn resume_refuses_another_preset_and_accepts_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let quick = serde_json::json!({ "name": "quick", "learning_iterations": 5 });
+    // No run.json yet: nothing to compare with.
+    check_same_preset(dir.path(), &quick).unwrap();
+    let o = opts();
+    RunInfo { preset: &quick, opts: &o, commit: Some("abc") }.write(dir.path(), &[], 0.0, true).unwrap();
+    check_same_preset(dir.path(), &quick).unwrap();
+    // The same number written as an integer or a float is the same setting.
+    check_same_preset(dir.path(), &serde_json::json!({ "name": "quick", "learning_iterations": 5.0 })).unwrap();
+    let longer = serde_json::json!({ "name": "quick", "learning_iterations": 6 });
+    let err = check_same_preset(dir.path(), &longer).unwrap_err().to_string();
+    assert!(err.contains("--resume") && err.contains("learning_iterations"), "{err}");
+    let info: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("run.json")).unwrap()).unwrap();
+    assert_eq!(info["finished"], false);
+    assert_eq!(info["commit"], "abc");
+    std::fs::write(dir.path().join("run.json"), "not json").unwrap();
+    assert!(check_same_preset(dir.path(), &quick).is_err());
+}
+
+#[test]
+fn curves_name_the_rejected_fits_of_each_iteration_and_read_older_files() {
+    let record = |iteration: usize, phase: &str, factor_type: Option<&str>, rejected: Option<bool>, eval: bool| {
+        structlearn::Record {
+            iteration,
+            step: 0,
+            phase: phase.into(),
+            factor_type: factor_type.map(str::to_string),
+            objective: 10.0 - iteration as f64,
+            oracle_loss: None,
+            rejected,
+            max_violation: None,
+            // Iteration 2 evaluates the test set alone.
+            train_error: (eval && iteration != 2).then_some(0.5),
+            validation_error: eval.then_some(0.6),
+            step_seconds: 1.0,
+            elapsed_seconds: iteration as f64,
+        }
+    };
+    let history = [
+        record(1, "fit", Some("unary"), Some(false), false),
+        record(1, "fit", Some("pairwise"), Some(true), false),
+        record(1, "message-passing", None, None, true),
+        record(2, "fit", Some("unary"), Some(true), false),
+        record(2, "fit", Some("pairwise"), Some(true), false),
+        record(2, "message-passing", None, None, true),
+        record(3, "fit", Some("unary"), Some(false), false),
+        record(3, "message-passing", None, None, true),
+    ];
+    let curve = CurvePoint::from_history(&history);
+    let rejected: Vec<String> = curve.iter().map(CurvePoint::rejected_field).collect();
+    assert_eq!(rejected, ["pairwise", "unary;pairwise", ""]);
+    assert_eq!(curve.iter().map(|c| c.iteration).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(curve.iter().map(|c| c.train_error).collect::<Vec<_>>(), [Some(0.5), None, Some(0.5)]);
+
+    // What write_outputs writes reads back; older files have no rejected_fits or elapsed_seconds.
+    let dir = tempfile::tempdir().unwrap();
+    let cell = CellResult {
+        seed: 0,
+        unary: "linear".into(),
+        pairwise: "linear".into(),
+        train_error: 0.5,
+        test_error: 0.6,
+        seconds: 3.0,
+        peak_rss_mib: 1.0,
+        curve: curve.clone(),
+    };
+    std::fs::create_dir_all(dir.path().join("models")).unwrap();
+    std::fs::write(model_path(dir.path(), 0, "linear", "linear"), b"model").unwrap();
+    let mut csv = String::from(CURVES_HEADER);
+    for c in &curve {
+        csv.push_str(&c.csv_line(0, "linear", "linear"));
+    }
+    assert!(csv.contains("\n0,linear,linear,2,,0.6,"), "{csv}");
+    // A cell of an older run beside it.
+    csv.push_str("0,zero,zero,1,0.8,0.9,5.5,2.000\n0,zero,zero,2,0.8,0.9,5.5\n");
+    std::fs::write(dir.path().join("curves.csv"), csv).unwrap();
+    std::fs::write(
+        dir.path().join("results_by_seed.csv"),
+        "seed,unary,pairwise,train_error,test_error,seconds,peak_rss_mib\n0,linear,linear,0.5,0.6,3,1\n0,zero,zero,0.8,0.9,4\n",
+    )
+    .unwrap();
+    std::fs::write(model_path(dir.path(), 0, "zero", "zero"), b"model").unwrap();
+    let previous = read_previous(dir.path()).unwrap();
+    assert_eq!(previous[0], cell);
+    let old = &previous[1].curve;
+    assert_eq!(old.len(), 2);
+    assert_eq!((old[0].elapsed_seconds, old[0].rejected_fits.clone()), (2.0, None));
+    assert!(old[1].elapsed_seconds.is_nan());
+    assert_eq!(old[1].rejected_field(), "unknown");
+}
+
+#[test]
+fn merged_cells_need_the_same_settings_for_the_kinds_they_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old, new) = (
+        // As recorded: without the key when no oracle has extra settings.
+        serde_json::json!({ "name": "full" }),
+        serde_json::json!({ "name": "full", "oracles": { "boosting": { "leaf_l2": 1.0 } } }),
+    );
+    let o = opts();
+    RunInfo { preset: &old, opts: &o, commit: Some("abc") }.write(dir.path(), &[], 0.0, true).unwrap();
+    std::fs::write(
+        dir.path().join("results_by_seed.csv"),
+        "seed,unary,pairwise,train_error,test_error,seconds\n0,linear,linear,0.2,0.3,10\n0,boosting,boosting,0.3,0.3,10\n",
+    )
+    .unwrap();
+    for cell in ["linear", "boosting"] {
+        write_model(dir.path(), 0, cell, cell);
+    }
+    let out = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(out.path().join("models")).unwrap();
+    let cell = |u: &str, p: &str| vec![(u.to_string(), p.to_string())];
+    // linear/linear does not use the boosting setting that differs: merged.
+    let mut done = Vec::new();
+    merge_cells(dir.path(), out.path(), &new, &[0], &cell("linear", "linear"), &mut done).unwrap();
+    assert_eq!(done.len(), 1);
+    assert!(model_path(out.path(), 0, "linear", "linear").is_file());
+    // boosting/boosting does: refused, naming the cell.
+    let mut done = Vec::new();
+    let err = merge_cells(dir.path(), out.path(), &new, &[0], &cell("boosting", "boosting"), &mut done).unwrap_err();
+    assert!(err.to_string().contains("boosting/boosting") && done.is_empty(), "{err}");
+    // The same settings: merged.
+    merge_cells(dir.path(), out.path(), &old, &[0], &cell("boosting", "boosting"), &mut done).unwrap();
+    assert_eq!(done.len(), 1);
+}
+
+#[test]
+fn cell_filters_are_checked() {
+    assert_eq!(selected_cells(&[]).unwrap().len(), 25);
+    assert_eq!(selected_cells(&["linear/mlp".into()]).unwrap(), vec![("linear".into(), "mlp".into())]);
+    assert!(selected_cells(&["linear".into()]).is_err());
+    assert!(selected_cells(&["linear/svm".into()]).is_err());
+}
+
+/// A cell given twice runs once (it used to train twice and write two
+/// rows, which the table showed as a spread over one seed).
+#[test]
+fn a_repeated_cell_runs_once() {
+    let cells = selected_cells(&["zero/zero", "linear/mlp", "zero/zero"].map(String::from)).unwrap();
+    let pair = |u: &str, p: &str| (u.to_string(), p.to_string());
+    assert_eq!(cells, vec![pair("zero", "zero"), pair("linear", "mlp")]);
+}
+
+/// Seeds past u64::MAX are refused instead of wrapping around to seed 0.
+#[test]
+fn seeds_past_the_largest_are_refused() {
+    assert_eq!(seed_list(5, 3).unwrap(), [5, 6, 7]);
+    assert_eq!(seed_list(u64::MAX, 1).unwrap(), [u64::MAX]);
+    assert_eq!(seed_list(u64::MAX - 1, 2).unwrap(), [u64::MAX - 1, u64::MAX]);
+    let err = seed_list(u64::MAX, 2).unwrap_err().to_string();
+    assert!(
+        err.contains("--seed 18446744073709551615 with --seeds 2") && err.contains("--seed 18446744073709551614"),
+        "{err}"
+    );
+}
+
+/// The header and a good line of `results_by_seed.csv`.
+const GOOD_RESULTS: &str =
+    "seed,unary,pairwise,train_error,test_error,seconds,peak_rss_mib\n0,linear,linear,0.5,0.6,3,1\n";
+
+/// `read_previous` of a folder whose `results_by_seed.csv` is `results`
+/// (with a model for every cell), as an error message.
+fn previous_error(results: &str, curves: Option<&str>) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    for (u, p) in [("linear", "linear"), ("zero", "zero")] {
+        write_model(dir.path(), 0, u, p);
+    }
+    std::fs::write(dir.path().join("results_by_seed.csv"), results).unwrap();
+    if let Some(curves) = curves {
+        std::fs::write(dir.path().join("curves.csv"), curves).unwrap();
+    }
+    let err = read_previous(dir.path()).expect_err(results).to_string();
+    let file =
+        if curves.is_some() && !err.contains("results_by_seed.csv") { "curves.csv" } else { "results_by_seed.csv" };
+    assert!(err.starts_with(&dir.path().join(file).display().to_string()), "{err}");
+    err
+}
+
+/// Values read back for --resume and --merge are checked: parse errors
+/// and values out of range name the file, the line and the field, and a
+/// cell twice is refused (before, NaN, inf, negative errors and
+/// duplicate rows reached the tables, and parse errors were bare).
+#[test]
+fn previous_results_are_checked_naming_file_line_and_field() {
+    for (line, says) in [
+        ("0,zero,zero,abc0.31,0.3,1,1", "line 3, field `train_error`: `abc0.31` is not a number"),
+        ("x0,zero,zero,0.3,0.3,1,1", "line 3, field `seed`: `x0` is not a seed"),
+        ("-1,zero,zero,0.3,0.3,1,1", "line 3, field `seed`"),
+        ("0,zero,svm,0.3,0.3,1,1", "line 3, field `pairwise`: `svm` is not a class"),
+        ("0,zero,zero,NaN,0.3,1,1", "line 3, field `train_error`: `NaN` is not a finite number"),
+        ("0,zero,zero,0.3,inf,1,1", "line 3, field `test_error`: `inf` is not a finite number"),
+        ("0,zero,zero,5.3,0.3,1,1", "line 3, field `train_error`: 5.3 is not in [0, 1]"),
+        ("0,zero,zero,0.3,-7.3,1,1", "line 3, field `test_error`: -7.3 is not in [0, 1]"),
+        ("0,zero,zero,0.3,0.3,-2,1", "line 3, field `seconds`: -2 is not at least 0"),
+        ("0,zero,zero,0.3,0.3,1,-1", "line 3, field `peak_rss_mib`: -1 is not at least 0"),
+        ("0,zero,zero,0.3", "line 3: malformed line"),
+        ("0,linear,linear,0.9,0.9,3,1", "line 3 repeats seed 0, cell linear/linear of line 2"),
+    ] {
+        let err = previous_error(&format!("{GOOD_RESULTS}{line}\n"), None);
+        assert!(err.contains(says), "{line}: {err}");
+    }
+    // Long or binary values are shortened and escaped.
+    let err = previous_error(&format!("{GOOD_RESULTS}0,zero,zero,{}\u{1},0.3,1,1\n", "7".repeat(1000)), None);
+    assert!(err.len() < 400 && err.contains('…'), "{err}");
+    let err = previous_error("seed,unary\n", None);
+    assert!(err.contains("line 1") && err.contains("header"), "{err}");
+}
+
+/// Only a missing `results_by_seed.csv` means "no results"; a file that
+/// cannot be read is an error naming it (before, it was taken for no
+/// results and the finished cells were trained again and overwritten).
+#[test]
+fn an_unreadable_results_file_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(read_previous(dir.path()).unwrap().is_empty());
+    let results = dir.path().join("results_by_seed.csv");
+    std::fs::write(&results, [GOOD_RESULTS.as_bytes(), b"\xff\xfe\n"].concat()).unwrap();
+    let err = read_previous(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("results_by_seed.csv: line 3 is not UTF-8"), "{err}");
+    std::fs::remove_file(&results).unwrap();
+    std::fs::create_dir(&results).unwrap();
+    let err = read_previous(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("results_by_seed.csv: is a folder, not a file"), "{err}");
+    // The same for curves.csv and run.json.
+    std::fs::remove_dir(&results).unwrap();
+    std::fs::write(&results, GOOD_RESULTS).unwrap();
+    std::fs::write(dir.path().join("curves.csv"), b"\xff").unwrap();
+    let err = read_previous(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("curves.csv: line 1 is not UTF-8"), "{err}");
+    std::fs::create_dir(dir.path().join("run.json")).unwrap();
+    let err = recorded_preset(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("run.json: is a folder, not a file"), "{err}");
+}
+
+/// Malformed `curves.csv` lines are errors naming the file and the line
+/// (before, they were dropped, and the rewritten file lost them).
+#[test]
+fn malformed_curve_lines_are_refused() {
+    let results = format!("{GOOD_RESULTS}0,zero,zero,0.3,0.3,1,1\n");
+    let header = CURVES_HEADER;
+    for (line, says) in [
+        ("0,zero,zero,one,0.5,0.6,2.0,1.000,", "line 3, field `iteration`: `one` is not a learning iteration"),
+        ("0,zero,zero,0,0.5,0.6,2.0,1.000,", "line 3, field `iteration`: 0 is not a learning iteration"),
+        ("0,zero,zero,2,x,0.6,2.0,1.000,", "line 3, field `train_error`: `x` is not a number"),
+        ("0,zero,zero,2,0.5,1.6,2.0,1.000,", "line 3, field `test_error`: 1.6 is not in [0, 1]"),
+        ("0,zero,zero,2,0.5,0.6,inf,1.000,", "line 3, field `objective`: `inf` is not a finite number"),
+        ("0,zero,zero,2,0.5,0.6,2.0,-1,", "line 3, field `elapsed_seconds`: -1 is not at least 0"),
+        ("0,zero,zero,2", "line 3: malformed line"),
+        ("0,zero,zera,2,0.5,0.6,2.0,1.000,", "line 3, field `pairwise`: `zera` is not a class"),
+        ("0,linear,linear,1,0.5,0.6,2.0,1.000,", "line 3, field `iteration`: iteration 1 follows iteration 1"),
+    ] {
+        let curves = format!("{header}0,linear,linear,1,0.5,0.6,2.0,1.000,\n{line}\n");
+        let err = previous_error(&results, Some(&curves));
+        assert!(err.contains("curves.csv") && err.contains(says), "{line}: {err}");
+    }
+}
+
+/// `--resume` refuses a folder with results or checkpoints but no
+/// `run.json` (their preset cannot be checked), naming the folder;
+/// before, their cells were adopted whatever preset made them.
+#[test]
+fn resume_refuses_results_without_run_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let quick = serde_json::json!({ "name": "quick" });
+    check_same_preset(dir.path(), &quick).unwrap();
+    std::fs::write(dir.path().join("results_by_seed.csv"), GOOD_RESULTS).unwrap();
+    let err = check_same_preset(dir.path(), &quick).unwrap_err().to_string();
+    assert!(err.contains(&format!("{} holds results", dir.path().display())) && err.contains("no run.json"), "{err}");
+    std::fs::remove_file(dir.path().join("results_by_seed.csv")).unwrap();
+    std::fs::create_dir(dir.path().join("checkpoints")).unwrap();
+    check_same_preset(dir.path(), &quick).unwrap();
+    std::fs::write(checkpoint_path(dir.path(), 0, "zero", "zero"), b"x").unwrap();
+    let err = check_same_preset(dir.path(), &quick).unwrap_err().to_string();
+    assert!(err.contains("holds checkpoints"), "{err}");
+}
+
+/// `--merge` loads a model before copying it: a corrupt model, or one of
+/// another cell, is refused naming the source file (before, it was copied
+/// and the later error named the copy).
+#[test]
+fn merge_checks_models_before_copying_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let quick = serde_json::json!({ "name": "quick" });
+    let o = opts();
+    RunInfo { preset: &quick, opts: &o, commit: Some("abc") }.write(dir.path(), &[], 0.0, true).unwrap();
+    std::fs::write(
+        dir.path().join("results_by_seed.csv"),
+        "seed,unary,pairwise,train_error,test_error,seconds\n0,zero,zero,0.3,0.3,1\n0,linear,linear,0.2,0.2,1\n",
+    )
+    .unwrap();
+    write_model(dir.path(), 0, "zero", "zero");
+    // The linear/linear file holds a zero/zero model.
+    write_model(dir.path(), 0, "zero", "zero");
+    std::fs::rename(model_path(dir.path(), 0, "zero", "zero"), model_path(dir.path(), 0, "linear", "linear")).unwrap();
+    write_model(dir.path(), 0, "zero", "zero");
+    let source = model_path(dir.path(), 0, "zero", "zero");
+    let bytes = std::fs::read(&source).unwrap();
+    std::fs::write(&source, &bytes[..30]).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(out.path().join("models")).unwrap();
+    let cell = |u: &str, p: &str| vec![(u.to_string(), p.to_string())];
+    let merge = |cells: &[(String, String)]| {
+        merge_cells(dir.path(), out.path(), &quick, &[0], cells, &mut Vec::new()).map_err(|e| format!("{e:#}"))
+    };
+    let err = merge(&cell("zero", "zero")).unwrap_err();
+    assert!(err.contains(&source.display().to_string()) && err.contains("--merge"), "{err}");
+    assert!(!model_path(out.path(), 0, "zero", "zero").exists(), "the corrupt model was copied");
+    let err = merge(&cell("linear", "linear")).unwrap_err();
+    assert!(err.contains("holds a model of kind `zero`, but cell linear/linear fits it with `linear`"), "{err}");
+    // A good model is copied.
+    write_model(dir.path(), 0, "zero", "zero");
+    merge(&cell("zero", "zero")).unwrap();
+    assert_eq!(std::fs::read(model_path(out.path(), 0, "zero", "zero")).unwrap(), std::fs::read(&source).unwrap());
+}
