@@ -341,7 +341,6 @@ where
         jobs: Some(opts.jobs.unwrap_or_else(|| exp.default_jobs(rayon::current_num_threads()))),
         ..opts.clone()
     };
-    let budget = exp.budget();
     let out = opts
         .out
         .clone()
@@ -350,27 +349,12 @@ where
     let cells = selected_cells(&opts.cells)?;
     let seeds = seed_list(opts.first_seed, opts.seeds)?;
     let preset = exp.preset();
-
-    if opts.resume {
-        check_same_preset(&out, &preset)?;
-    }
-    let mut done: Vec<CellResult> = if opts.resume { read_previous(&out)? } else { Vec::new() };
-    done.retain(|r| seeds.contains(&r.seed) && cells.contains(&(r.unary.clone(), r.pairwise.clone())));
-    for dir in &opts.merge {
-        merge_cells(dir, &out, &preset, &seeds, &cells, &mut done)?;
-    }
-    let mut todo: Vec<(u64, String, String)> = seeds
-        .iter()
-        .flat_map(|&s| cells.iter().map(move |(u, pw)| (s, u.clone(), pw.clone())))
-        .filter(|(s, u, pw)| !done.iter().any(|r| r.seed == *s && &r.unary == u && &r.pairwise == pw))
-        .collect();
+    let (mut done, todo) = pending_cells(opts, &out, &preset, &seeds, &cells)?;
 
     let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    if let Err(e) = structlearn_cli::stop_on_ctrl_c(flag) {
+    if let Err(e) = structlearn_cli::stop_on_ctrl_c(stop.clone()) {
         eprintln!("warning: Ctrl-C will not stop cleanly: {e}");
     }
-    let mode = opts.verbosity.mode();
     if opts.verbosity.normal() {
         eprintln!(
             "{}: {}, {} cells × {} seeds → {}",
@@ -392,11 +376,6 @@ where
     let info = RunInfo { preset: &preset, opts, commit: commit.as_deref() };
     info.write(&out, &done, seconds_before, true)?;
     let wall = Instant::now();
-    let multi = MultiProgress::new();
-    let total_cells = seeds.len() * cells.len();
-    let overall = multi.add(mode.bar(total_cells as u64, "cells [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}"));
-    overall.set_position(done.len() as u64);
-    let done_before = done.len();
     let mut data_by_seed: BTreeMap<u64, E::Data> = BTreeMap::new();
     for seed in todo.iter().map(|t| t.0).collect::<std::collections::BTreeSet<_>>() {
         let data = exp.data(seed)?;
@@ -405,99 +384,9 @@ where
         }
         data_by_seed.insert(seed, data);
     }
-    // `jobs` cells at a time, each on its own pool of threads; the results do
-    // not depend on the number of threads, so neither do the outputs.
-    let jobs = opts.jobs.unwrap_or(1).clamp(1, todo.len().max(1));
-    if jobs > 1 {
-        // Longest first, so that the last cells to finish, while other jobs
-        // have nothing left to start, are short ones.
-        todo.sort_by_key(|(seed, u, pw)| (std::cmp::Reverse(expected_cost(u, pw)), *seed));
-    }
-    let threads_per_job = (rayon::current_num_threads() / jobs).max(1);
-    let pools = (0..jobs)
-        .map(|_| rayon::ThreadPoolBuilder::new().num_threads(threads_per_job).build())
-        .collect::<Result<Vec<_>, _>>()?;
-    let next = AtomicUsize::new(0);
-    let mut interrupted = false;
-    let mut failure = None;
-    std::thread::scope(|scope| {
-        let (sender, finished) = std::sync::mpsc::channel();
-        for pool in &pools {
-            let sender = sender.clone();
-            let (next, stop, multi, data_by_seed, todo, budget, out) =
-                (&next, &stop, &multi, &data_by_seed, &todo, &budget, &out);
-            scope.spawn(move || {
-                loop {
-                    let i = next.fetch_add(1, Ordering::SeqCst);
-                    if i >= todo.len() || stop.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    let (seed, u, pw) = &todo[i];
-                    let bar = multi.add(mode.bar(0, "{prefix:>20} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}"));
-                    let label = format!("cell {}/{total_cells} {u}/{pw} seed {seed}", done_before + i + 1);
-                    let progress = ProgressObserver::with_bar(bar.clone(), &label, opts.verbosity);
-                    let data = &data_by_seed[seed];
-                    let result =
-                        pool.install(|| run_cell(exp, budget, data, (*seed, u, pw), stop, progress, out, opts.resume));
-                    multi.remove(&bar);
-                    let failed = result.is_err();
-                    if sender.send((i, result.map(|r| (r, label)))).is_err() || failed {
-                        return;
-                    }
-                }
-            });
-        }
-        drop(sender);
-        for (i, result) in finished {
-            let (seed, u, pw) = &todo[i];
-            match result {
-                Ok((result, label)) => {
-                    if mode != ProgressMode::Off {
-                        let finished_here = done.len() + 1 - done_before;
-                        let elapsed = wall.elapsed().as_secs_f64();
-                        let eta = elapsed / finished_here as f64 * (total_cells - done.len() - 1) as f64;
-                        let line = format!(
-                            "{label}: done in {}: train error {:.4}, test error {:.4} (paper {:.3}); {} elapsed, ETA {}",
-                            human_duration(result.seconds),
-                            result.train_error,
-                            result.test_error,
-                            paper_error(exp.paper_test(), u, pw),
-                            human_duration(elapsed),
-                            human_duration(eta)
-                        );
-                        if mode == ProgressMode::Bar {
-                            multi.suspend(|| eprintln!("{line}"))
-                        } else {
-                            eprintln!("{line}")
-                        }
-                    }
-                    done.push(result);
-                    // Cells finish in any order; the outputs list them in the run's order.
-                    done.sort_by_key(|r| (r.seed, cells.iter().position(|c| c.0 == r.unary && c.1 == r.pairwise)));
-                    overall.inc(1);
-                    let written = write_outputs(exp, &out, &done, &seeds, &cells, &data_by_seed)
-                        .and_then(|()| info.write(&out, &done, seconds_before + wall.elapsed().as_secs_f64(), true));
-                    if let Err(e) = written {
-                        stop.store(true, Ordering::SeqCst);
-                        failure.get_or_insert(e);
-                    }
-                }
-                Err(e) if matches!(e.downcast_ref::<LearnError>(), Some(LearnError::Interrupted { .. })) => {
-                    interrupted = true;
-                }
-                Err(e) => {
-                    // The other cells stop after their current learning iteration (checkpointed).
-                    stop.store(true, Ordering::SeqCst);
-                    failure.get_or_insert(e.context(format!("cell {u}/{pw}, seed {seed}")));
-                }
-            }
-        }
-    });
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    interrupted |= stop.load(Ordering::SeqCst) && done.len() < total_cells;
-    overall.finish_and_clear();
+    let run = CellRun { exp, opts, out: &out, seeds: &seeds, cells: &cells, info: &info, seconds_before, wall };
+    let mut interrupted = run.train_cells(todo, &mut done, &data_by_seed, &stop)?;
+    interrupted |= stop.load(Ordering::SeqCst) && done.len() < seeds.len() * cells.len();
     let seconds = seconds_before + wall.elapsed().as_secs_f64();
     let first = seeds[0];
     if !data_by_seed.contains_key(&first) && !interrupted {
@@ -506,7 +395,7 @@ where
     write_outputs(exp, &out, &done, &seeds, &cells, &data_by_seed)?;
     if let Some(data) = data_by_seed.get(&first) {
         if let Some(names) = exp.class_names() {
-            write_per_class(&out, &done, first, data, &names, &budget.predict)?;
+            write_per_class(&out, &done, first, data, &names, &exp.budget().predict)?;
         }
         exp.figures(&out, &done, first, data)?;
     }
@@ -521,6 +410,166 @@ where
         );
     }
     Ok(())
+}
+
+/// The cells already finished (`--resume`: read back from `out`; `--merge`:
+/// taken from other folders) and those left to train, as (seed, unary,
+/// pairwise), in the run's order.
+#[allow(clippy::type_complexity)]
+fn pending_cells(
+    opts: &Options,
+    out: &Path,
+    preset: &serde_json::Value,
+    seeds: &[u64],
+    cells: &[(String, String)],
+) -> Result<(Vec<CellResult>, Vec<(u64, String, String)>)> {
+    if opts.resume {
+        check_same_preset(out, preset)?;
+    }
+    let mut done: Vec<CellResult> = if opts.resume { read_previous(out)? } else { Vec::new() };
+    done.retain(|r| seeds.contains(&r.seed) && cells.contains(&(r.unary.clone(), r.pairwise.clone())));
+    for dir in &opts.merge {
+        merge_cells(dir, out, preset, seeds, cells, &mut done)?;
+    }
+    let todo = seeds
+        .iter()
+        .flat_map(|&s| cells.iter().map(move |(u, pw)| (s, u.clone(), pw.clone())))
+        .filter(|(s, u, pw)| !done.iter().any(|r| r.seed == *s && &r.unary == u && &r.pairwise == pw))
+        .collect();
+    Ok((done, todo))
+}
+
+/// What every cell of one `reproduce` run shares.
+struct CellRun<'r, E> {
+    exp: &'r E,
+    opts: &'r Options,
+    out: &'r Path,
+    seeds: &'r [u64],
+    cells: &'r [(String, String)],
+    info: &'r RunInfo<'r>,
+    /// Seconds of earlier sessions of this folder (`--resume`).
+    seconds_before: f64,
+    /// When this session started.
+    wall: Instant,
+}
+
+impl<E: Experiment + Sync> CellRun<'_, E>
+where
+    E::Data: Sync,
+{
+    /// Trains the cells of `todo`, `jobs` at a time, each on its own pool of
+    /// threads, adding each finished one to `done` and rewriting the outputs;
+    /// returns whether a cell was interrupted (Ctrl-C). The results do not
+    /// depend on the number of threads, so neither do the outputs.
+    fn train_cells(
+        &self,
+        mut todo: Vec<(u64, String, String)>,
+        done: &mut Vec<CellResult>,
+        data_by_seed: &BTreeMap<u64, E::Data>,
+        stop: &Arc<AtomicBool>,
+    ) -> Result<bool> {
+        let (exp, opts, out, cells) = (self.exp, self.opts, self.out, self.cells);
+        let budget = exp.budget();
+        let mode = opts.verbosity.mode();
+        let multi = MultiProgress::new();
+        let total_cells = self.seeds.len() * cells.len();
+        let overall = multi.add(mode.bar(total_cells as u64, "cells [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}"));
+        overall.set_position(done.len() as u64);
+        let done_before = done.len();
+        let jobs = opts.jobs.unwrap_or(1).clamp(1, todo.len().max(1));
+        if jobs > 1 {
+            // Longest first, so that the last cells to finish, while other jobs
+            // have nothing left to start, are short ones.
+            todo.sort_by_key(|(seed, u, pw)| (std::cmp::Reverse(expected_cost(u, pw)), *seed));
+        }
+        let threads_per_job = (rayon::current_num_threads() / jobs).max(1);
+        let pools = (0..jobs)
+            .map(|_| rayon::ThreadPoolBuilder::new().num_threads(threads_per_job).build())
+            .collect::<Result<Vec<_>, _>>()?;
+        let next = AtomicUsize::new(0);
+        let mut interrupted = false;
+        let mut failure = None;
+        std::thread::scope(|scope| {
+            let (sender, finished) = std::sync::mpsc::channel();
+            for pool in &pools {
+                let sender = sender.clone();
+                let (next, multi, todo, budget) = (&next, &multi, &todo, &budget);
+                scope.spawn(move || {
+                    loop {
+                        let i = next.fetch_add(1, Ordering::SeqCst);
+                        if i >= todo.len() || stop.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        let (seed, u, pw) = &todo[i];
+                        let bar =
+                            multi.add(mode.bar(0, "{prefix:>20} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}"));
+                        let label = format!("cell {}/{total_cells} {u}/{pw} seed {seed}", done_before + i + 1);
+                        let progress = ProgressObserver::with_bar(bar.clone(), &label, opts.verbosity);
+                        let data = &data_by_seed[seed];
+                        let result = pool
+                            .install(|| run_cell(exp, budget, data, (*seed, u, pw), stop, progress, out, opts.resume));
+                        multi.remove(&bar);
+                        let failed = result.is_err();
+                        if sender.send((i, result.map(|r| (r, label)))).is_err() || failed {
+                            return;
+                        }
+                    }
+                });
+            }
+            drop(sender);
+            for (i, result) in finished {
+                let (seed, u, pw) = &todo[i];
+                match result {
+                    Ok((result, label)) => {
+                        if mode != ProgressMode::Off {
+                            let finished_here = done.len() + 1 - done_before;
+                            let elapsed = self.wall.elapsed().as_secs_f64();
+                            let eta = elapsed / finished_here as f64 * (total_cells - done.len() - 1) as f64;
+                            let line = format!(
+                                "{label}: done in {}: train error {:.4}, test error {:.4} (paper {:.3}); {} elapsed, \
+                                 ETA {}",
+                                human_duration(result.seconds),
+                                result.train_error,
+                                result.test_error,
+                                paper_error(exp.paper_test(), u, pw),
+                                human_duration(elapsed),
+                                human_duration(eta)
+                            );
+                            if mode == ProgressMode::Bar {
+                                multi.suspend(|| eprintln!("{line}"))
+                            } else {
+                                eprintln!("{line}")
+                            }
+                        }
+                        done.push(result);
+                        // Cells finish in any order; the outputs list them in the run's order.
+                        done.sort_by_key(|r| (r.seed, cells.iter().position(|c| c.0 == r.unary && c.1 == r.pairwise)));
+                        overall.inc(1);
+                        let seconds = self.seconds_before + self.wall.elapsed().as_secs_f64();
+                        let written = write_outputs(exp, out, done, self.seeds, cells, data_by_seed)
+                            .and_then(|()| self.info.write(out, done, seconds, true));
+                        if let Err(e) = written {
+                            stop.store(true, Ordering::SeqCst);
+                            failure.get_or_insert(e);
+                        }
+                    }
+                    Err(e) if matches!(e.downcast_ref::<LearnError>(), Some(LearnError::Interrupted { .. })) => {
+                        interrupted = true;
+                    }
+                    Err(e) => {
+                        // The other cells stop after their current learning iteration (checkpointed).
+                        stop.store(true, Ordering::SeqCst);
+                        failure.get_or_insert(e.context(format!("cell {u}/{pw}, seed {seed}")));
+                    }
+                }
+            }
+        });
+        overall.finish_and_clear();
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(interrupted),
+        }
+    }
 }
 
 /// A cell's cost relative to the others, for the order of `--jobs`: every
