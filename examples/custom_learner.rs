@@ -91,19 +91,11 @@ impl<'a> Solver<'a> for Independent<'a> {
     fn step(&mut self, iteration: usize, step: usize, _: &[Record]) -> Result<Record, LearnError> {
         let loss = self.fit(step, mix_seed(self.config.seed, iteration, step))?;
         Ok(Record {
-            iteration,
-            step,
-            phase: "fit".into(),
             factor_type: Some(self.train.factor_types()[step].name.clone()),
-            // The objective this learner lowers: the sum of the oracles' losses.
+            // What this learner lowers: each type's oracle loss.
             objective: loss,
             oracle_loss: Some(loss),
-            rejected: None,
-            max_violation: None,
-            train_error: None,
-            validation_error: None,
-            step_seconds: 0.0,
-            elapsed_seconds: 0.0,
+            ..Record::new(iteration, step, "fit")
         })
     }
     fn evaluate(&mut self, with_train: bool) -> Result<(Option<f64>, Option<f64>), LearnError> {

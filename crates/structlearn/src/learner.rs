@@ -186,6 +186,47 @@ pub trait Learner<'a> {
 /// An oracle for the factor type of this name.
 type NamedOracle = (String, Box<dyn Oracle>);
 
+/// Checks what every learner needs of a training set: at least one example,
+/// and every label known (an unknown label would enter the loss as its
+/// placeholder; train on the graph of the labelled variables instead).
+pub(crate) fn check_training_set(train: &Dataset) -> Result<(), LearnError> {
+    if train.is_empty() {
+        return Err(LearnError::EmptyDataset);
+    }
+    for k in 0..train.len() {
+        train.labels(k)?;
+        if let Some(i) = train.ignored(k).and_then(|m| m.iter().position(|&x| x)) {
+            return Err(LearnError::Config(format!(
+                "training example {k} (`{}`): the label of variable {i} is unknown (ignored); training needs every \
+                 label — build the example over its labelled variables only",
+                train.examples()[k].name()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `oracles` (named by factor type, in any order) in the data set's type
+/// order, each validated: one per factor type, none for an unknown type.
+pub(crate) fn oracles_by_type(train: &Dataset, oracles: Vec<NamedOracle>) -> Result<Vec<Box<dyn Oracle>>, LearnError> {
+    let mut by_type: Vec<Option<Box<dyn Oracle>>> = (0..train.factor_types().len()).map(|_| None).collect();
+    for (name, oracle) in oracles {
+        let t = train
+            .factor_type_index(&name)
+            .ok_or_else(|| LearnError::Config(format!("an oracle is given for unknown factor type `{name}`")))?;
+        if by_type[t].is_some() {
+            return Err(LearnError::Config(format!("two oracles are given for factor type `{name}`")));
+        }
+        oracle.validate().map_err(|e| crate::model::oracle_err(&train.factor_types()[t], e))?;
+        by_type[t] = Some(oracle);
+    }
+    by_type
+        .into_iter()
+        .zip(train.factor_types())
+        .map(|(o, ft)| o.ok_or_else(|| LearnError::Config(format!("factor type `{}` has no oracle", ft.name))))
+        .collect()
+}
+
 /// The oracle of `spec` as the Hazan–Urtasun learner uses it: classes with
 /// a gradient step ([`oracles::Oracle::gradient_step`]: linear,
 /// indexed-linear) take one step per round on the same objective (their

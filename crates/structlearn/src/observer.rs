@@ -46,6 +46,34 @@ pub struct Record {
     pub elapsed_seconds: f64,
 }
 
+impl Record {
+    /// The record of step `step` of learning iteration `iteration` in phase
+    /// `phase`, with nothing measured yet (objective 0, every optional figure
+    /// `None`, no time): a learner fills in what its step measured, the
+    /// executor the errors and times.
+    ///
+    /// ```
+    /// let r = structlearn::Record::new(3, 0, "fit");
+    /// assert_eq!((r.iteration, r.step, r.phase.as_str(), r.train_error), (3, 0, "fit", None));
+    /// ```
+    pub fn new(iteration: usize, step: usize, phase: &str) -> Self {
+        Self {
+            iteration,
+            step,
+            phase: phase.to_string(),
+            factor_type: None,
+            objective: 0.0,
+            oracle_loss: None,
+            rejected: None,
+            max_violation: None,
+            train_error: None,
+            validation_error: None,
+            step_seconds: 0.0,
+            elapsed_seconds: 0.0,
+        }
+    }
+}
+
 /// Events sent to observers.
 ///
 /// ```

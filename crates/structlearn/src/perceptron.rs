@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use crate::exact::{local_labeling, map_labeling};
 use crate::executor::{RunState, Solver};
 use crate::files::{unwrap_binary, write_binary_atomic};
+use crate::learner::{check_training_set, oracles_by_type};
 use crate::model::oracle_err;
 use crate::observer::Record;
 use crate::{Dataset, LearnError, LearnerKind, StructuredModel, TrainConfig};
@@ -137,38 +138,25 @@ impl<'a> Perceptron<'a> {
         mode: PerceptronMode,
         config: TrainConfig,
     ) -> Result<Self, LearnError> {
-        if train.is_empty() {
-            return Err(LearnError::EmptyDataset);
-        }
-        for k in 0..train.len() {
-            train.labels(k)?;
-        }
+        check_training_set(train)?;
         config.validate()?;
-        let mut types: Vec<Option<TypeModel>> = (0..train.factor_types().len()).map(|_| None).collect();
-        for (name, oracle) in oracles {
-            let t = train
-                .factor_type_index(&name)
-                .ok_or_else(|| LearnError::Config(format!("an oracle is given for unknown factor type `{name}`")))?;
-            let ft = &train.factor_types()[t];
-            oracle.validate().map_err(|e| oracle_err(ft, e))?;
-            let model = if oracle.is_linear() {
-                TypeModel::Learned(vec![0.0; ft.classes * ft.dim])
-            } else if let Some(fixed) = oracle.fixed_model(ft.dim, ft.classes) {
-                TypeModel::Fixed(fixed.map_err(|e| oracle_err(ft, e))?)
-            } else {
-                return Err(LearnError::Config(format!(
-                    "the perceptron learns linear functions: factor type `{name}` has oracle `{}` (use linear, zero or fixed)",
-                    oracle.kind()
-                )));
-            };
-            if types[t].replace(model).is_some() {
-                return Err(LearnError::Config(format!("two oracles are given for factor type `{name}`")));
-            }
-        }
-        let types = types
+        let types = oracles_by_type(train, oracles)?
             .into_iter()
             .zip(train.factor_types())
-            .map(|(m, ft)| m.ok_or_else(|| LearnError::Config(format!("factor type `{}` has no oracle", ft.name))))
+            .map(|(oracle, ft)| {
+                if oracle.is_linear() {
+                    Ok(TypeModel::Learned(vec![0.0; ft.classes * ft.dim]))
+                } else if let Some(fixed) = oracle.fixed_model(ft.dim, ft.classes) {
+                    Ok(TypeModel::Fixed(fixed.map_err(|e| oracle_err(ft, e))?))
+                } else {
+                    Err(LearnError::Config(format!(
+                        "the perceptron learns linear functions: factor type `{}` has oracle `{}` (use linear, zero \
+                         or fixed)",
+                        ft.name,
+                        oracle.kind()
+                    )))
+                }
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Self { train, validation: None, mode, config, types, converged: false })
     }
@@ -322,20 +310,7 @@ impl<'a> Solver<'a> for Perceptron<'a> {
     fn step(&mut self, iteration: usize, _: usize, _: &[Record]) -> Result<Record, LearnError> {
         let mistakes = self.epoch()?;
         self.converged = mistakes == 0;
-        Ok(Record {
-            iteration,
-            step: 0,
-            phase: "perceptron".into(),
-            factor_type: None,
-            objective: mistakes as f64,
-            oracle_loss: None,
-            rejected: None,
-            max_violation: None,
-            train_error: None,
-            validation_error: None,
-            step_seconds: 0.0,
-            elapsed_seconds: 0.0,
-        })
+        Ok(Record { objective: mistakes as f64, ..Record::new(iteration, 0, "perceptron") })
     }
 
     fn converged(&self) -> bool {

@@ -48,6 +48,7 @@ use pooled::{
 
 use crate::discrepancy::{Discrepancy, Hamming};
 use crate::executor::{Executor, RunState, Solver, StopReason};
+use crate::learner::{check_training_set, oracles_by_type};
 use crate::model::{example_plans, oracle_err, zero_messages};
 use crate::objective::{NeumaierSum, loss_from_workspace};
 use crate::observer::Record;
@@ -218,35 +219,8 @@ impl<'a> Algorithm1<'a> {
         oracles: Vec<(String, Box<dyn Oracle>)>,
         config: TrainConfig,
     ) -> Result<Self, LearnError> {
-        if train.is_empty() {
-            return Err(LearnError::EmptyDataset);
-        }
-        for k in 0..train.len() {
-            train.labels(k)?;
-            if let Some(i) = train.ignored(k).and_then(|m| m.iter().position(|&x| x)) {
-                return Err(LearnError::Config(format!(
-                    "training example {k} (`{}`): the label of variable {i} is unknown (ignored); training needs \
-                     every label — build the example over its labelled variables only",
-                    train.examples()[k].name()
-                )));
-            }
-        }
-        let mut by_type: Vec<Option<Box<dyn Oracle>>> = (0..train.factor_types().len()).map(|_| None).collect();
-        for (name, oracle) in oracles {
-            let t = train
-                .factor_type_index(&name)
-                .ok_or_else(|| LearnError::Config(format!("an oracle is given for unknown factor type `{name}`")))?;
-            if by_type[t].is_some() {
-                return Err(LearnError::Config(format!("two oracles are given for factor type `{name}`")));
-            }
-            oracle.validate().map_err(|e| oracle_err(&train.factor_types()[t], e))?;
-            by_type[t] = Some(oracle);
-        }
-        let oracles = by_type
-            .into_iter()
-            .zip(train.factor_types())
-            .map(|(o, ft)| o.ok_or_else(|| LearnError::Config(format!("factor type `{}` has no oracle", ft.name))))
-            .collect::<Result<Vec<_>, _>>()?;
+        check_training_set(train)?;
+        let oracles = oracles_by_type(train, oracles)?;
         config.validate()?;
         let steps = config.steps(train);
         if steps.is_empty() {
@@ -628,20 +602,7 @@ impl<'a> Algorithm1<'a> {
     /// (module docs). `last` is the previous step's record, whose objective a
     /// fit updates.
     fn run_step(&mut self, iteration: usize, s: usize, last: Option<&Record>) -> Result<Record, LearnError> {
-        let mut record = Record {
-            iteration,
-            step: s,
-            phase: String::new(),
-            factor_type: None,
-            objective: 0.0,
-            oracle_loss: None,
-            rejected: None,
-            max_violation: None,
-            train_error: None,
-            validation_error: None,
-            step_seconds: 0.0,
-            elapsed_seconds: 0.0,
-        };
+        let mut record = Record::new(iteration, s, "");
         match (&self.steps[s], self.step_types[s]) {
             (Step::Fit { factor_type }, Some(t)) => {
                 record.phase = "fit".into();
