@@ -13,6 +13,7 @@
 //! this one) and implements [`Oracle`] and [`Model`].
 
 pub mod boosting;
+pub mod builtin;
 pub mod constant;
 pub mod fixed;
 pub mod indexed;
@@ -31,16 +32,3 @@ pub use oracle_contract::{
     problem, row_loss,
 };
 pub use registry::ModelRegistry;
-
-/// Loaders of the built-in model kinds, for [`ModelRegistry::with_builtin`].
-pub(crate) fn builtin_loaders() -> Vec<(&'static str, ModelLoader)> {
-    vec![
-        (zero::KIND, zero::load),
-        (constant::KIND, constant::load),
-        (linear::KIND, linear::load),
-        (boosting::KIND, boosting::load),
-        (mlp::KIND, mlp::load),
-        (indexed::KIND, indexed::load),
-        (fixed::KIND, fixed::load),
-    ]
-}

@@ -34,8 +34,8 @@ impl ModelRegistry {
     /// indexed-linear, fixed.
     pub fn with_builtin() -> Self {
         let mut r = Self::new();
-        for (kind, loader) in crate::builtin_loaders() {
-            r.loaders.insert(kind.to_string(), loader);
+        for class in crate::builtin::classes() {
+            r.loaders.insert(class.kind.to_string(), class.loader);
         }
         r
     }

@@ -14,7 +14,6 @@
 //! * [`exact`]: exact and constrained decoding by enumeration (small graphs).
 //! * [`metrics`]: error rate, per-class accuracy, confusion matrix, mean IoU.
 
-mod builtin_oracles;
 pub mod data;
 pub mod discrepancy;
 pub mod early_stopping;

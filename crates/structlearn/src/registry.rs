@@ -28,10 +28,7 @@ use serde_json::{Map, Value};
 
 use crate::LearnError;
 
-/// What a setting of a registered oracle means, by its key (nested keys
-/// with dots, `lbfgs.max_iterations`; a key `*.leaf` applies to the leaf
-/// `leaf` of every nested block).
-pub type Meanings = &'static [(&'static str, &'static str)];
+pub use oracles::builtin::Meanings;
 
 /// A constructor: the settings of a specification without `"kind"` → the
 /// oracle and its settings spelled out (defaults filled in).
@@ -78,11 +75,15 @@ impl OracleRegistry {
     }
 
     /// The built-in classes (`zero`, `constant`, `linear`, `boosting`, `mlp`,
-    /// `indexed-linear`, `fixed`), each registered by one line of
-    /// `builtin_oracles.rs`.
+    /// `indexed-linear`, `fixed`), from their one list,
+    /// [`oracles::builtin::classes`], by the same code as a plug-in's.
     pub fn with_builtin() -> Self {
         let mut registry = Self::new();
-        crate::builtin_oracles::register(&mut registry).expect("the built-in kinds are distinct");
+        for class in oracles::builtin::classes() {
+            registry
+                .register_built(class.kind, class.summary, class.meanings, (class.defaults)(), class.build)
+                .expect("the built-in kinds are distinct");
+        }
         registry
     }
 
@@ -101,13 +102,22 @@ impl OracleRegistry {
     where
         O: Oracle + Default + Serialize + DeserializeOwned + 'static,
     {
-        let defaults = match serde_json::to_value(O::default()) {
-            Ok(Value::Object(map)) => Value::Object(map),
-            _ => Value::Object(Map::new()),
-        };
+        self.register_built(kind, summary, meanings, oracles::builtin::defaults::<O>(), oracles::builtin::build::<O>)
+    }
+
+    /// Registers a class given by its default settings and its builder (the
+    /// settings over the defaults, unknown keys refused).
+    fn register_built(
+        &mut self,
+        kind: &str,
+        summary: &'static str,
+        meanings: Meanings,
+        defaults: Value,
+        build: oracles::builtin::Build,
+    ) -> Result<(), LearnError> {
         let owned = kind.to_string();
         let template = defaults.clone();
-        let construct: OracleConstructor = Box::new(move |params| build::<O>(&owned, &template, params));
+        let construct: OracleConstructor = Box::new(move |params| merged(&owned, &template, params, build));
         self.register_constructor(kind, summary, meanings, defaults, construct)
     }
 
@@ -266,19 +276,19 @@ fn flatten(meanings: Meanings, prefix: &str, value: &Value, out: &mut Vec<HyperP
     }
 }
 
-/// The oracle `O` with `params` over `defaults`, and its settings as JSON
-/// (`{}` for a class without settings).
-fn build<O: Oracle + Default + Serialize + DeserializeOwned + 'static>(
+/// `build` applied to `params` over `defaults` (unknown keys refused), and
+/// the settings as the oracle reads them (`{}` for a class without settings).
+fn merged(
     kind: &str,
     defaults: &Value,
     params: Map<String, Value>,
+    build: oracles::builtin::Build,
 ) -> Result<(Box<dyn Oracle>, Value), LearnError> {
     let Value::Object(mut merged) = defaults.clone() else { unreachable!("defaults are an object") };
-    if merged.is_empty() {
-        if let Some(key) = params.keys().next() {
-            return Err(LearnError::Config(format!("oracle `{kind}` has no hyper-parameter `{key}`")));
-        }
-        return Ok((Box::new(O::default()), Value::Object(Map::new())));
+    if merged.is_empty()
+        && let Some(key) = params.keys().next()
+    {
+        return Err(LearnError::Config(format!("oracle `{kind}` has no hyper-parameter `{key}`")));
     }
     for (key, value) in params {
         match merged.get_mut(&key) {
@@ -291,11 +301,8 @@ fn build<O: Oracle + Default + Serialize + DeserializeOwned + 'static>(
             }
         }
     }
-    let oracle: O = serde_json::from_value(Value::Object(merged))
-        .map_err(|e| LearnError::Config(format!("oracle `{kind}`: invalid hyper-parameters: {e}")))?;
-    let resolved = serde_json::to_value(&oracle)
-        .map_err(|e| LearnError::Config(format!("oracle `{kind}`: hyper-parameters not representable: {e}")))?;
-    Ok((Box::new(oracle), resolved))
+    build(Value::Object(merged))
+        .map_err(|e| LearnError::Config(format!("oracle `{kind}`: invalid hyper-parameters: {e}")))
 }
 
 /// Overlays `value` on `slot`, recursing into nested objects (e.g. L-BFGS options).
