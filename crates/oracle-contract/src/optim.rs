@@ -53,6 +53,7 @@ pub const MAX_MEMORY: usize = 1000;
 /// assert!(opts.validate().is_ok());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct LbfgsOptions {
     /// Most iterations (accepted steps); at least 1.
     pub max_iterations: usize,

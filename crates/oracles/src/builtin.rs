@@ -162,3 +162,74 @@ pub fn classes() -> [BuiltinClass; 7] {
         ),
     ]
 }
+
+/// The settings of a built-in class, typed: the form a program writes them in
+/// (a specification `{"kind": "boosting", "rounds": 10}` reads as
+/// `BuiltinOracle::Boosting(BoostingOracle { rounds: 10, ..Default::default() })`:
+/// missing settings take their defaults, unknown ones are errors). The
+/// registry reads the same specifications into the same oracles; a test
+/// keeps the two in step.
+///
+/// ```
+/// use oracles::boosting::BoostingOracle;
+/// use oracles::builtin::BuiltinOracle;
+/// let typed = BuiltinOracle::Boosting(BoostingOracle { rounds: 10, ..Default::default() });
+/// let read: BuiltinOracle = serde_json::from_value(serde_json::json!({"kind": "boosting", "rounds": 10})).unwrap();
+/// assert_eq!(read, typed);
+/// assert!(serde_json::from_value::<BuiltinOracle>(serde_json::json!({"kind": "boosting", "round": 10})).is_err());
+/// let oracle = typed.into_oracle().unwrap(); // validated
+/// assert_eq!(oracle.kind(), "boosting");
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum BuiltinOracle {
+    /// [`zero::ZeroOracle`] (no settings).
+    Zero(NoSettings),
+    /// [`constant::ConstantOracle`].
+    Constant(constant::ConstantOracle),
+    /// [`linear::LinearOracle`].
+    Linear(linear::LinearOracle),
+    /// [`boosting::BoostingOracle`].
+    Boosting(boosting::BoostingOracle),
+    /// [`mlp::MlpOracle`].
+    Mlp(mlp::MlpOracle),
+    /// [`indexed::IndexedLinearOracle`].
+    IndexedLinear(indexed::IndexedLinearOracle),
+    /// [`fixed::FixedOracle`].
+    Fixed(fixed::FixedOracle),
+}
+
+/// The settings of a class that has none (any key is an error).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoSettings {}
+
+impl BuiltinOracle {
+    /// The class's kind name.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            BuiltinOracle::Zero(_) => zero::KIND,
+            BuiltinOracle::Constant(_) => constant::KIND,
+            BuiltinOracle::Linear(_) => linear::KIND,
+            BuiltinOracle::Boosting(_) => boosting::KIND,
+            BuiltinOracle::Mlp(_) => mlp::KIND,
+            BuiltinOracle::IndexedLinear(_) => indexed::KIND,
+            BuiltinOracle::Fixed(_) => fixed::KIND,
+        }
+    }
+
+    /// The oracle, its settings validated ([`Oracle::validate`]).
+    pub fn into_oracle(self) -> Result<Box<dyn Oracle>, crate::OracleError> {
+        let oracle: Box<dyn Oracle> = match self {
+            BuiltinOracle::Zero(_) => Box::new(zero::ZeroOracle),
+            BuiltinOracle::Constant(o) => Box::new(o),
+            BuiltinOracle::Linear(o) => Box::new(o),
+            BuiltinOracle::Boosting(o) => Box::new(o),
+            BuiltinOracle::Mlp(o) => Box::new(o),
+            BuiltinOracle::IndexedLinear(o) => Box::new(o),
+            BuiltinOracle::Fixed(o) => Box::new(o),
+        };
+        oracle.validate()?;
+        Ok(oracle)
+    }
+}

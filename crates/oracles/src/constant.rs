@@ -35,6 +35,7 @@ static ONE: [f64; 1] = [1.0];
 /// assert!((s[1] - s[0] - 3f64.ln()).abs() < 1e-4); // log odds 3 : 1
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct ConstantOracle {
     /// Settings of the L-BFGS minimiser (it sees `L / Σ_k w_k`).
     pub lbfgs: LbfgsOptions,

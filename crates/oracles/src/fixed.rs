@@ -36,6 +36,7 @@ pub const KIND: &str = "fixed";
 /// assert!(FixedOracle { table: vec![0.0, 1.0], forbidden: vec![0, 1] }.validate().is_err());
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct FixedOracle {
     /// `t_y` for every class (finite).
     pub table: Vec<f64>,

@@ -52,6 +52,7 @@ pub const KIND: &str = "indexed-linear";
 /// assert!(s[1] > s[0] && s[4] > s[5]);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct IndexedLinearOracle {
     /// Settings of the L-BFGS minimiser (it sees `J / Σ_k w_k`).
     pub lbfgs: LbfgsOptions,

@@ -62,6 +62,7 @@ pub const DEFAULT_WARM_MAX_ITERATIONS: usize = 10;
 /// assert_eq!(model.kind(), "linear");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct LinearOracle {
     /// Settings of the L-BFGS minimiser (a cold fit runs to these limits).
     pub lbfgs: LbfgsOptions,

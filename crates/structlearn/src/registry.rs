@@ -324,3 +324,43 @@ fn merge(slot: &mut Value, value: Value, kind: &str, path: &str) -> Result<(), L
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use oracles::builtin::BuiltinOracle;
+
+    use super::*;
+
+    /// The registry and the typed settings read every built-in specification
+    /// into the same settings, refuse the same unknown keys, and know the same
+    /// kinds.
+    #[test]
+    fn the_registry_and_the_typed_settings_agree_on_every_builtin_class() {
+        let registry = OracleRegistry::builtin();
+        let kinds: Vec<&str> = registry.kinds().collect();
+        assert_eq!(kinds, oracles::builtin::classes().map(|c| c.kind));
+        for kind in kinds {
+            let mut spec = serde_json::json!({ "kind": kind });
+            if kind == oracles::fixed::KIND {
+                spec = serde_json::json!({ "kind": kind, "table": [0.5, 0.0], "forbidden": [1] });
+            }
+            // One setting off its default where the class has one.
+            if let Some(h) = registry.hyper_parameters(kind).unwrap().iter().find(|h| h.default.is_u64()) {
+                let mut slot = &mut spec;
+                let parts: Vec<&str> = h.name.split('.').collect();
+                for part in &parts[..parts.len() - 1] {
+                    slot = slot.as_object_mut().unwrap().entry(part.to_string()).or_insert(serde_json::json!({}));
+                }
+                let default = h.default.as_u64().unwrap();
+                slot[parts[parts.len() - 1]] = serde_json::json!(if default > 2 { default - 1 } else { default + 1 });
+            }
+            let (_, resolved) = registry.resolve(&spec).unwrap();
+            let typed: BuiltinOracle = serde_json::from_value(spec.clone()).unwrap();
+            assert_eq!(typed.kind(), kind);
+            assert_eq!(serde_json::to_value(&typed).unwrap(), resolved, "{kind}");
+            assert!(typed.into_oracle().is_ok(), "{kind}");
+            spec["no_such_setting"] = serde_json::json!(1);
+            assert!(registry.build(&spec).is_err() && serde_json::from_value::<BuiltinOracle>(spec).is_err(), "{kind}");
+        }
+    }
+}

@@ -203,6 +203,7 @@ pub enum LeafValues {
 /// assert!(loss(second.as_ref()) < loss(first.as_ref()));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct BoostingOracle {
     /// Boosting rounds (trees added) per fit call; the ensemble keeps growing
     /// across warm-started calls. At least 1.

@@ -36,6 +36,7 @@ use crate::{
 /// # Ok::<(), oracles::OracleError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct MlpOracle {
     /// Hidden units `H` (papers: 100).
     pub hidden: usize,
