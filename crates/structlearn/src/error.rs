@@ -163,6 +163,18 @@ pub enum LearnError {
     /// A factor type has no oracle, or an oracle names no type.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// An oracle specification is refused by its registry
+    /// ([`crate::OracleRegistry`]): not an object, no or an unknown kind, an
+    /// unknown setting, or a value of the wrong type or out of its range.
+    #[error("invalid oracle specification: {reason}")]
+    OracleSpec {
+        /// The kind, when the specification names a registered one.
+        kind: Option<String>,
+        /// The setting at fault, when one is (dotted for nested ones).
+        setting: Option<String>,
+        /// What is wrong, with the allowed values where they are known.
+        reason: String,
+    },
     /// A setting is out of its allowed range ([`crate::TrainConfig::validate`]).
     #[error("invalid setting `{name}` = {value}: must be {allowed}")]
     InvalidSetting {

@@ -150,10 +150,11 @@ impl OracleRegistry {
 
     fn entry_or_err(&self, kind: &str) -> Result<&Entry, LearnError> {
         self.entry(kind).ok_or_else(|| {
-            LearnError::Config(format!(
-                "unknown oracle kind `{kind}` (registered: {})",
-                self.kinds().collect::<Vec<_>>().join(", ")
-            ))
+            spec_error(
+                None,
+                None,
+                format!("unknown oracle kind `{kind}` (registered: {})", self.kinds().collect::<Vec<_>>().join(", ")),
+            )
         })
     }
 
@@ -169,16 +170,22 @@ impl OracleRegistry {
     pub fn resolve(&self, spec: &Value) -> Result<(Box<dyn Oracle>, Value), LearnError> {
         let obj = spec
             .as_object()
-            .ok_or_else(|| LearnError::Config(format!("oracle specification {spec} is not an object")))?;
+            .ok_or_else(|| spec_error(None, None, format!("oracle specification {spec} is not an object")))?;
         let kind = obj
             .get("kind")
             .and_then(Value::as_str)
-            .ok_or_else(|| LearnError::Config(format!("oracle specification {spec} has no \"kind\"")))?;
+            .ok_or_else(|| spec_error(None, None, format!("oracle specification {spec} has no \"kind\"")))?;
         let entry = self.entry_or_err(kind)?;
         let mut params = obj.clone();
         params.remove("kind");
         let (oracle, mut resolved) = (entry.construct)(params)?;
-        oracle.validate().map_err(|e| LearnError::Config(format!("oracle `{kind}`: {e}")))?;
+        oracle.validate().map_err(|e| {
+            let setting = match &e {
+                oracles::OracleError::InvalidHyperParameter { name, .. } => Some(name.to_string()),
+                _ => None,
+            };
+            spec_error(Some(kind), setting, format!("oracle `{kind}`: {e}"))
+        })?;
         if let Value::Object(map) = &mut resolved {
             map.insert("kind".into(), kind.into());
         }
@@ -288,21 +295,32 @@ fn merged(
     if merged.is_empty()
         && let Some(key) = params.keys().next()
     {
-        return Err(LearnError::Config(format!("oracle `{kind}` has no hyper-parameter `{key}`")));
+        return Err(spec_error(
+            Some(kind),
+            Some(key.clone()),
+            format!("oracle `{kind}` has no hyper-parameter `{key}`"),
+        ));
     }
     for (key, value) in params {
         match merged.get_mut(&key) {
             Some(slot) => merge(slot, value, kind, &key)?,
             None => {
                 let known: Vec<&String> = merged.keys().collect();
-                return Err(LearnError::Config(format!(
-                    "oracle `{kind}` has no hyper-parameter `{key}` (known: {known:?})"
-                )));
+                return Err(spec_error(
+                    Some(kind),
+                    Some(key.clone()),
+                    format!("oracle `{kind}` has no hyper-parameter `{key}` (known: {known:?})"),
+                ));
             }
         }
     }
     build(Value::Object(merged))
-        .map_err(|e| LearnError::Config(format!("oracle `{kind}`: invalid hyper-parameters: {e}")))
+        .map_err(|e| spec_error(Some(kind), None, format!("oracle `{kind}`: invalid hyper-parameters: {e}")))
+}
+
+/// [`LearnError::OracleSpec`].
+fn spec_error(kind: Option<&str>, setting: Option<String>, reason: String) -> LearnError {
+    LearnError::OracleSpec { kind: kind.map(str::to_string), setting, reason }
 }
 
 /// Overlays `value` on `slot`, recursing into nested objects (e.g. L-BFGS options).
@@ -313,7 +331,10 @@ fn merge(slot: &mut Value, value: Value, kind: &str, path: &str) -> Result<(), L
                 let sub = format!("{path}.{k}");
                 match dst.get_mut(&k) {
                     Some(s) => merge(s, v, kind, &sub)?,
-                    None => return Err(LearnError::Config(format!("oracle `{kind}` has no hyper-parameter `{sub}`"))),
+                    None => {
+                        let reason = format!("oracle `{kind}` has no hyper-parameter `{sub}`");
+                        return Err(spec_error(Some(kind), Some(sub), reason));
+                    }
                 }
             }
             Ok(())
@@ -360,7 +381,27 @@ mod tests {
             assert_eq!(serde_json::to_value(&typed).unwrap(), resolved, "{kind}");
             assert!(typed.into_oracle().is_ok(), "{kind}");
             spec["no_such_setting"] = serde_json::json!(1);
-            assert!(registry.build(&spec).is_err() && serde_json::from_value::<BuiltinOracle>(spec).is_err(), "{kind}");
+            assert!(serde_json::from_value::<BuiltinOracle>(spec.clone()).is_err(), "{kind}");
+            let err = registry.build(&spec).unwrap_err();
+            assert!(
+                matches!(&err, LearnError::OracleSpec { kind: Some(k), setting: Some(s), .. } if k == kind && s == "no_such_setting"),
+                "{err:?}"
+            );
         }
+    }
+
+    /// Refusals name the kind and the setting: out of range, unknown kind.
+    #[test]
+    fn refused_specifications_name_the_kind_and_the_setting() {
+        let registry = OracleRegistry::builtin();
+        let err = registry.build(&serde_json::json!({"kind": "boosting", "rounds": 0})).unwrap_err();
+        assert!(
+            matches!(&err, LearnError::OracleSpec { kind: Some(k), setting: Some(s), .. } if k == "boosting" && s == "rounds"),
+            "{err:?}"
+        );
+        let err = registry.build(&serde_json::json!({"kind": "linear", "lbfgs": {"memry": 3}})).unwrap_err();
+        assert!(matches!(&err, LearnError::OracleSpec { setting: Some(s), .. } if s == "lbfgs.memry"), "{err:?}");
+        let err = registry.build(&serde_json::json!({"kind": "forest"})).unwrap_err();
+        assert!(matches!(&err, LearnError::OracleSpec { kind: None, .. }) && err.to_string().contains("forest"));
     }
 }
