@@ -14,11 +14,11 @@ use anyhow::Result;
 use datasets::denoising::{DenoisingConfig, DenoisingData, generate};
 use datasets::{LabelPalette, Raster};
 use oracles::{Features, ModelRegistry, Oracle};
-use structlearn::oracle_config::oracle_from_json;
 use structlearn::{Dataset, LearnError, PredictOptions, StructuredModel};
 
 use crate::runner::{
-    Budget, CLASSES, CellResult, Experiment, ExperimentData, NAMES, Options, PaperTable, Scale, model_path,
+    Budget, CLASSES, CellResult, Experiment, ExperimentData, NAMES, Options, PaperTable, Scale, budget_of,
+    class_budgets, class_oracle, model_path,
 };
 use reporting::plots::{self, PlotImage};
 
@@ -216,35 +216,17 @@ impl Experiment for Denoising {
     }
 }
 
-/// The experiment's settings of each class beyond the class's defaults, for
-/// the unary (`pairwise = false`) or pairwise factors: the papers' choices.
-fn class_settings(p: &Preset, pairwise: bool) -> [(&'static str, serde_json::Value); 2] {
-    [
-        // The paper re-fits leaves without a ridge; λ = 1 keeps pure leaves finite
-        // without slowing the one-feature problems (the oracle's default, 100, is
-        // tuned for 42-feature problems).
-        ("boosting", serde_json::json!({ "rounds": p.boosting_rounds, "leaf_l2": 1.0 })),
-        (
-            "mlp",
-            serde_json::json!({
-                "step_size": if pairwise { 0.05 } else { 0.25 },
-                "epochs": p.mlp_epochs,
-                "minibatch": p.mlp_minibatch,
-            }),
-        ),
-    ]
-}
-
 /// The oracle of class `kind` for the unary (`pairwise = false`) or pairwise
-/// factors: the class by name, with the experiment's settings of it.
+/// factors: the class by name, with the papers' budgets
+/// ([`crate::runner::class_budgets`]) and the boosting leaf ridge below.
 fn oracle(kind: &str, pairwise: bool, p: &Preset) -> Result<Box<dyn Oracle>, LearnError> {
-    let mut spec = serde_json::Map::from_iter([("kind".to_string(), serde_json::json!(kind))]);
-    if let Some((_, serde_json::Value::Object(settings))) =
-        class_settings(p, pairwise).into_iter().find(|(k, _)| *k == kind)
-    {
-        spec.extend(settings);
-    }
-    oracle_from_json(&serde_json::Value::Object(spec))
+    // The paper re-fits leaves without a ridge; λ = 1 keeps pure leaves finite
+    // without slowing the one-feature problems (the oracle's default, 100, is
+    // tuned for 42-feature problems).
+    let leaf_ridge = serde_json::json!({ "leaf_l2": 1.0 });
+    let budgets = class_budgets(p.boosting_rounds, p.mlp_epochs, p.mlp_minibatch, pairwise);
+    let ridge = (kind == oracles::boosting::KIND).then_some(&leaf_ridge);
+    class_oracle(kind, &[budget_of(&budgets, kind).map(|b| &b.settings), ridge])
 }
 
 /// Share of label-1 pixels in the test set of each seed's data.

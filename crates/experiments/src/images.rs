@@ -25,10 +25,12 @@ use datasets::photos::{
 use datasets::{LabelPalette, horses, stanford};
 use oracles::{ModelRegistry, Oracle};
 use structlearn::files::write_atomic;
-use structlearn::oracle_config::oracle_from_json;
 use structlearn::{Dataset, LearnError, PredictOptions, Step, StructuredModel};
 
-use crate::runner::{Budget, CellResult, Experiment, ExperimentData, Options, PaperTable, Scale, model_path};
+use crate::runner::{
+    Budget, CellResult, Experiment, ExperimentData, Options, PaperTable, Scale, budget_of, class_budgets, class_oracle,
+    model_path,
+};
 use reporting::plots::{self, PlotImage};
 
 /// NIPS 2013 Table 1 (right), Weizmann horses: test errors, rows unary, columns pairwise.
@@ -57,9 +59,6 @@ pub const PAPER_STANFORD_TRAIN: PaperTable = [
     [0.289, 0.259, 0.249, 0.239, 0.239],
     [0.262, 0.226, 0.216, 0.210, 0.209],
 ];
-
-/// The preset keys that set each class's budget (for error messages).
-const BUDGET_KEYS: [(&str, &str); 2] = [("boosting", "boosting_rounds, "), ("mlp", "mlp_epochs, mlp_minibatch, ")];
 
 /// Which data set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -340,7 +339,8 @@ impl Images {
         for kind in exp.p.oracles.keys().map(String::as_str).chain(crate::runner::CLASSES) {
             for pairwise in [false, true] {
                 exp.oracle(kind, pairwise).with_context(|| {
-                    let budget = BUDGET_KEYS.iter().find(|(k, _)| *k == kind).map_or("", |(_, keys)| keys);
+                    let budgets = class_budgets(exp.p.boosting_rounds, exp.p.mlp_epochs, exp.p.mlp_minibatch, pairwise);
+                    let budget = budget_of(&budgets, kind).map_or("", |b| b.preset_keys);
                     format!("the {kind} oracle's settings (--set {budget}oracles.{kind}.…)")
                 })?;
             }
@@ -531,25 +531,8 @@ impl Experiment for Images {
     /// pairwise factors: the class by name, with the preset's budgets of it
     /// and then its `oracles.KIND` settings.
     fn oracle(&self, kind: &str, pairwise: bool) -> Result<Box<dyn Oracle>, LearnError> {
-        let budgets = [
-            ("boosting", serde_json::json!({ "rounds": self.p.boosting_rounds })),
-            (
-                "mlp",
-                serde_json::json!({
-                    "step_size": if pairwise { 0.05 } else { 0.25 },
-                    "epochs": self.p.mlp_epochs,
-                    "minibatch": self.p.mlp_minibatch,
-                }),
-            ),
-        ];
-        let mut spec = serde_json::Map::from_iter([("kind".to_string(), serde_json::json!(kind))]);
-        let budget = budgets.into_iter().find(|(k, _)| *k == kind).map(|(_, b)| b);
-        for settings in [budget.as_ref(), self.p.oracles.get(kind)].into_iter().flatten() {
-            if let serde_json::Value::Object(settings) = settings {
-                spec.extend(settings.clone());
-            }
-        }
-        oracle_from_json(&serde_json::Value::Object(spec))
+        let budgets = class_budgets(self.p.boosting_rounds, self.p.mlp_epochs, self.p.mlp_minibatch, pairwise);
+        class_oracle(kind, &[budget_of(&budgets, kind).map(|b| &b.settings), self.p.oracles.get(kind)])
     }
 
     fn schedule(&self, message_passing: usize) -> Option<Vec<Step>> {

@@ -26,8 +26,8 @@ pub struct BuiltinClass {
     pub summary: &'static str,
     /// What its settings mean.
     pub meanings: Meanings,
-    /// Its default settings (an object; empty for a class without settings).
-    pub defaults: fn() -> serde_json::Value,
+    /// Its default settings (empty for a class without settings).
+    pub defaults: fn() -> serde_json::Map<String, serde_json::Value>,
     /// Its oracle from settings.
     pub build: Build,
     /// Its models' loader.
@@ -44,11 +44,11 @@ const fn class<O: Oracle + Default + Serialize + DeserializeOwned + 'static>(
     BuiltinClass { kind, summary, meanings, defaults: defaults::<O>, build: build::<O>, loader }
 }
 
-/// `O::default()`'s settings as a JSON object (empty if it has none).
-pub fn defaults<O: Default + Serialize>() -> serde_json::Value {
+/// `O::default()`'s settings (empty if it has none).
+pub fn defaults<O: Default + Serialize>() -> serde_json::Map<String, serde_json::Value> {
     match serde_json::to_value(O::default()) {
-        Ok(serde_json::Value::Object(map)) => serde_json::Value::Object(map),
-        _ => serde_json::Value::Object(serde_json::Map::new()),
+        Ok(serde_json::Value::Object(map)) => map,
+        _ => serde_json::Map::new(),
     }
 }
 
@@ -56,9 +56,7 @@ pub fn defaults<O: Default + Serialize>() -> serde_json::Value {
 pub fn build<O: Oracle + Default + Serialize + DeserializeOwned + 'static>(
     settings: serde_json::Value,
 ) -> Result<(Box<dyn Oracle>, serde_json::Value), serde_json::Error> {
-    if settings.as_object().is_some_and(serde_json::Map::is_empty)
-        && defaults::<O>().as_object().is_some_and(serde_json::Map::is_empty)
-    {
+    if settings.as_object().is_some_and(serde_json::Map::is_empty) && defaults::<O>().is_empty() {
         return Ok((Box::new(O::default()), serde_json::Value::Object(serde_json::Map::new())));
     }
     let oracle: O = serde_json::from_value(settings)?;

@@ -350,8 +350,7 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
                     record.validation_error = va;
                 }
                 record.elapsed_seconds = self.run.elapsed_seconds + start.elapsed().as_secs_f64();
-                self.run.history.push(record);
-                let record = self.run.history.last().expect("just pushed").clone();
+                self.run.history.push(record.clone());
                 self.emit(&TrainEvent::Step(&record))?;
             }
             self.run.completed = iteration;

@@ -209,8 +209,7 @@ mod tests {
             for h in hyper_parameters(kind).unwrap() {
                 assert!(!h.meaning.is_empty(), "{kind}.{} has no meaning in MEANINGS", h.name);
                 // Setting the default explicitly on the command line is accepted.
-                let value = if h.default.is_null() { "none".to_string() } else { h.default.to_string() };
-                let (_, spec) = parse_oracle_arg(&format!("t={kind}:{}={value}", h.name)).unwrap();
+                let (_, spec) = parse_oracle_arg(&format!("t={kind}:{}={}", h.name, h.default_text())).unwrap();
                 oracle_from_json(&spec).unwrap_or_else(|e| panic!("{kind}.{}: {e}", h.name));
             }
         }

@@ -112,13 +112,13 @@ impl OracleRegistry {
         kind: &str,
         summary: &'static str,
         meanings: Meanings,
-        defaults: Value,
+        defaults: Map<String, Value>,
         build: oracles::builtin::Build,
     ) -> Result<(), LearnError> {
         let owned = kind.to_string();
         let template = defaults.clone();
         let construct: OracleConstructor = Box::new(move |params| merged(&owned, &template, params, build));
-        self.register_constructor(kind, summary, meanings, defaults, construct)
+        self.register_constructor(kind, summary, meanings, Value::Object(defaults), construct)
     }
 
     /// Registers a constructor of its own under `kind` (for classes whose
@@ -222,8 +222,13 @@ impl OracleRegistry {
                 text += &format!("| `{}` | — | — | {} |\n", e.kind, e.summary);
             }
             for h in settings {
-                let default = if h.default.is_null() { "none".to_string() } else { h.default.to_string() };
-                text += &format!("| `{}` | `{}` | `{default}` | {} |\n", e.kind, h.name, h.meaning.replace('|', "\\|"));
+                text += &format!(
+                    "| `{}` | `{}` | `{}` | {} |\n",
+                    e.kind,
+                    h.name,
+                    h.default_text(),
+                    h.meaning.replace('|', "\\|")
+                );
             }
         }
         text
@@ -239,8 +244,7 @@ impl OracleRegistry {
         for e in &self.entries {
             text += &format!("\n  {}: {}\n", e.kind, e.summary);
             for h in self.hyper_parameters(&e.kind).unwrap_or_default() {
-                let default = if h.default.is_null() { "none".to_string() } else { h.default.to_string() };
-                text += &format!("      {} [{default}]  {}\n", h.name, h.meaning);
+                text += &format!("      {} [{}]  {}\n", h.name, h.default_text(), h.meaning);
             }
         }
         text
@@ -262,6 +266,13 @@ pub struct HyperParameter {
     pub default: Value,
     /// What it does.
     pub meaning: &'static str,
+}
+
+impl HyperParameter {
+    /// The default as the command line writes it (`none` for no value).
+    pub fn default_text(&self) -> String {
+        if self.default.is_null() { "none".to_string() } else { self.default.to_string() }
+    }
 }
 
 fn flatten(meanings: Meanings, prefix: &str, value: &Value, out: &mut Vec<HyperParameter>) {
@@ -287,11 +298,11 @@ fn flatten(meanings: Meanings, prefix: &str, value: &Value, out: &mut Vec<HyperP
 /// the settings as the oracle reads them (`{}` for a class without settings).
 fn merged(
     kind: &str,
-    defaults: &Value,
+    defaults: &Map<String, Value>,
     params: Map<String, Value>,
     build: oracles::builtin::Build,
 ) -> Result<(Box<dyn Oracle>, Value), LearnError> {
-    let Value::Object(mut merged) = defaults.clone() else { unreachable!("defaults are an object") };
+    let mut merged = defaults.clone();
     if merged.is_empty()
         && let Some(key) = params.keys().next()
     {

@@ -572,6 +572,61 @@ where
     }
 }
 
+/// The budget of a class that has one, as settings over the class's
+/// defaults, and the preset keys that set it (for error messages).
+pub struct ClassBudget {
+    /// The class.
+    pub kind: &'static str,
+    /// The preset keys that set it, as `--set` lists them.
+    pub preset_keys: &'static str,
+    /// Its settings.
+    pub settings: serde_json::Value,
+}
+
+/// The papers' budgets for the unary (`pairwise = false`) or pairwise
+/// factors: boosting's rounds; the MLP's epochs, minibatch and step size
+/// (0.25 unary, 0.05 pairwise, as in both papers).
+pub fn class_budgets(
+    boosting_rounds: usize,
+    mlp_epochs: usize,
+    mlp_minibatch: usize,
+    pairwise: bool,
+) -> [ClassBudget; 2] {
+    [
+        ClassBudget {
+            kind: "boosting",
+            preset_keys: "boosting_rounds, ",
+            settings: serde_json::json!({ "rounds": boosting_rounds }),
+        },
+        ClassBudget {
+            kind: "mlp",
+            preset_keys: "mlp_epochs, mlp_minibatch, ",
+            settings: serde_json::json!({
+                "step_size": if pairwise { 0.05 } else { 0.25 },
+                "epochs": mlp_epochs,
+                "minibatch": mlp_minibatch,
+            }),
+        },
+    ]
+}
+
+/// The budget of `kind` among `budgets`, if it has one.
+pub fn budget_of<'b>(budgets: &'b [ClassBudget], kind: &str) -> Option<&'b ClassBudget> {
+    budgets.iter().find(|b| b.kind == kind)
+}
+
+/// The oracle of class `kind`: the class by name from the registry, with each
+/// of `settings` (JSON objects) laid over its defaults in turn.
+pub fn class_oracle(kind: &str, settings: &[Option<&serde_json::Value>]) -> Result<Box<dyn Oracle>, LearnError> {
+    let mut spec = serde_json::Map::from_iter([("kind".to_string(), serde_json::json!(kind))]);
+    for layer in settings.iter().flatten() {
+        if let serde_json::Value::Object(layer) = layer {
+            spec.extend(layer.clone());
+        }
+    }
+    structlearn::oracle_config::oracle_from_json(&serde_json::Value::Object(spec))
+}
+
 /// A cell's cost relative to the others, for the order of `--jobs`: every
 /// pairwise term couples the images (message passing no longer stops early)
 /// and MLP fits are the slowest (the full denoising table's times, in
