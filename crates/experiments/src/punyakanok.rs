@@ -123,10 +123,13 @@ fn run_size(p: &Preset, data: &PunyakanokData, kappa: f64, trial: usize, n: usiz
         ("unary".to_string(), serde_json::json!({"kind": "linear"})),
         ("constraint".to_string(), data.constraint_oracle()),
     ];
-    let quiet = TrainConfig { evaluate: Evaluate::Never, epsilon: p.epsilon, ..TrainConfig::default() };
     let train_with = |kind: LearnerKind, iterations: usize| -> Result<(StructuredModel, f64)> {
         let t0 = Instant::now();
-        let config = TrainConfig { learning_iterations: iterations, ..quiet.clone() };
+        let mut config =
+            TrainConfig { evaluate: Evaluate::Never, learning_iterations: iterations, ..TrainConfig::default() };
+        if !kind.ignored_settings().iter().any(|(name, _)| *name == "epsilon") {
+            config.epsilon = p.epsilon;
+        }
         let model = build_learner(kind, &train, &specs, config)?.train()?.model;
         Ok((model, t0.elapsed().as_secs_f64()))
     };

@@ -28,7 +28,7 @@ fn write_data(dir: &Path) {
 
 fn train(dir: &Path, extra: &[&str]) -> Output {
     let mut args = vec!["train", "--data", "train.sld", "--model", "m.slm", "--oracle", "unary=linear"];
-    args.extend_from_slice(&["--oracle", "pairwise=linear", "--iterations", "3", "--quiet"]);
+    args.extend_from_slice(&["--oracle", "pairwise=linear", "--quiet"]);
     args.extend_from_slice(extra);
     Command::new(env!("CARGO_BIN_EXE_structlearn")).current_dir(dir).args(&args).output().unwrap()
 }
@@ -39,7 +39,13 @@ fn every_learner_trains_from_the_command_line() {
     write_data(dir.path());
     for learner in ["algorithm1", "hazan-urtasun", "piecewise", "perceptron-local"] {
         let _ = std::fs::remove_file(dir.path().join("m.slm"));
-        let out = train(dir.path(), &["--learner", learner, "--type-eps", "pairwise=0.05"]);
+        // Piecewise runs one learning iteration; the perceptrons read no ε.
+        let iterations = if learner == "piecewise" { "1" } else { "3" };
+        let mut args = vec!["--learner", learner, "--iterations", iterations];
+        if !learner.starts_with("perceptron") {
+            args.extend(["--type-eps", "pairwise=0.05"]);
+        }
+        let out = train(dir.path(), &args);
         assert!(out.status.success(), "{learner}: {}", String::from_utf8_lossy(&out.stderr));
         let header = StructuredModel::read_header(&dir.path().join("m.slm")).unwrap();
         let eps: Vec<f64> = header.factor_types.iter().map(|t| t.epsilon).collect();
@@ -67,4 +73,9 @@ fn bad_learner_choices_are_clear_errors() {
     assert!(e.contains("linear energies") && e.contains("boosting"), "{e}");
     let e = err(train(dir.path(), &["--type-eps", "pairwise"]));
     assert!(e.contains("TYPE=EPS"), "{e}");
+    // A setting the learner would ignore is refused, naming setting and learner.
+    let e = err(train(dir.path(), &["--learner", "perceptron-global", "--eps", "0.5"]));
+    assert!(e.contains("`epsilon` is not used by the perceptron-global learner"), "{e}");
+    let e = err(train(dir.path(), &["--learner", "piecewise", "--iterations", "3"]));
+    assert!(e.contains("`learning_iterations` is not used by the piecewise learner"), "{e}");
 }

@@ -185,6 +185,18 @@ pub enum LearnError {
         /// What is allowed.
         allowed: &'static str,
     },
+    /// A setting of [`crate::TrainConfig`] differs from its default but the
+    /// learner does not read it ([`crate::LearnerKind::ignored_settings`]),
+    /// e.g. `epsilon` for a perceptron: refused rather than silently ignored.
+    #[error("setting `{name}` is not used by the {learner} learner ({reason}); leave it at its default")]
+    UnusedSetting {
+        /// The learner.
+        learner: crate::LearnerKind,
+        /// The setting, as named in configuration files.
+        name: &'static str,
+        /// Why the learner does not read it.
+        reason: &'static str,
+    },
     /// The model and the data disagree (types, dimensions, classes).
     #[error("model does not match the data: {0}")]
     ModelMismatch(String),

@@ -111,6 +111,45 @@ impl LearnerKind {
             LearnerKind::PerceptronGlobal => "perceptron-global",
         }
     }
+
+    /// The [`TrainConfig`] settings this learner does not read, each with the
+    /// reason. [`TrainConfig::validate_for`] refuses them when they differ
+    /// from their defaults, so a setting is never silently ignored.
+    ///
+    /// | learner | does not read |
+    /// |---|---|
+    /// | `algorithm1` | — |
+    /// | `hazan-urtasun` | `schedule` |
+    /// | `piecewise` | `schedule`, `learning_iterations` |
+    /// | `perceptron-local`, `perceptron-global` | `epsilon`, `type_epsilon`, `schedule`, `message_passing_iterations`, `message_passing_tolerance`, `predict`, `warm_start_evaluation` |
+    ///
+    /// ```
+    /// use structlearn::LearnerKind;
+    /// assert!(LearnerKind::Algorithm1.ignored_settings().is_empty());
+    /// assert!(LearnerKind::PerceptronLocal.ignored_settings().iter().any(|(name, _)| *name == "epsilon"));
+    /// ```
+    pub fn ignored_settings(self) -> &'static [(&'static str, &'static str)] {
+        const PERCEPTRON: &[(&str, &str)] = &[
+            ("epsilon", "its inference is a maximisation, not smoothed"),
+            ("type_epsilon", "its inference is a maximisation, not smoothed"),
+            ("schedule", "a learning iteration is one epoch over the examples"),
+            ("message_passing_iterations", "it passes no messages"),
+            ("message_passing_tolerance", "it passes no messages"),
+            ("predict", "its evaluation decodes by maximisation, without message passing"),
+            ("warm_start_evaluation", "its evaluation passes no messages"),
+        ];
+        match self {
+            LearnerKind::Algorithm1 => &[],
+            LearnerKind::HazanUrtasun => {
+                &[("schedule", "it defines its own: message passing, then one gradient step per factor type")]
+            }
+            LearnerKind::Piecewise => &[
+                ("schedule", "it fits each factor type once, from zero messages"),
+                ("learning_iterations", "it runs exactly one; 1 is accepted"),
+            ],
+            LearnerKind::PerceptronLocal | LearnerKind::PerceptronGlobal => PERCEPTRON,
+        }
+    }
 }
 
 impl fmt::Display for LearnerKind {
@@ -319,9 +358,7 @@ pub fn build_learner_with<'a>(
     mut config: TrainConfig,
     registry: &OracleRegistry,
 ) -> Result<Box<dyn Learner<'a> + 'a>, LearnError> {
-    if config.schedule.is_some() && matches!(kind, LearnerKind::HazanUrtasun | LearnerKind::Piecewise) {
-        return Err(LearnError::Config(format!("the {kind} learner defines its own schedule; remove `schedule`")));
-    }
+    config.validate_for(kind)?;
     let fits = || train.factor_types().iter().map(|ft| Step::Fit { factor_type: ft.name.clone() });
     let oracles = |step: bool| -> Result<Vec<NamedOracle>, LearnError> {
         specs

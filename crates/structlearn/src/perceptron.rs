@@ -76,6 +76,21 @@ pub enum PerceptronMode {
     Global,
 }
 
+impl PerceptronMode {
+    /// The learner this mode is.
+    ///
+    /// ```
+    /// use structlearn::{LearnerKind, perceptron::PerceptronMode};
+    /// assert_eq!(PerceptronMode::Global.kind(), LearnerKind::PerceptronGlobal);
+    /// ```
+    pub fn kind(self) -> LearnerKind {
+        match self {
+            PerceptronMode::Local => LearnerKind::PerceptronLocal,
+            PerceptronMode::Global => LearnerKind::PerceptronGlobal,
+        }
+    }
+}
+
 /// A factor type's function: learned weights or a fixed model.
 enum TypeModel {
     Learned(Vec<f64>),
@@ -130,8 +145,9 @@ impl<'a> Perceptron<'a> {
     /// A perceptron on `train` with one oracle per factor type (by name, in
     /// any order): a linear class ([`Oracle::is_linear`]) is learned, a class
     /// with nothing to learn ([`Oracle::fixed_model`]: zero, fixed) is used as
-    /// it is; any other class is refused. The settings are validated
-    /// ([`TrainConfig::validate`]); `epsilon` scales nothing.
+    /// it is; any other class is refused. The settings are validated for
+    /// this learner ([`TrainConfig::validate_for`]): smoothing and
+    /// message-passing settings are refused, as it reads none of them.
     pub fn new(
         train: &'a Dataset,
         oracles: Vec<(String, Box<dyn Oracle>)>,
@@ -139,7 +155,7 @@ impl<'a> Perceptron<'a> {
         config: TrainConfig,
     ) -> Result<Self, LearnError> {
         check_training_set(train)?;
-        config.validate()?;
+        config.validate_for(mode.kind())?;
         let types = oracles_by_type(train, oracles)?
             .into_iter()
             .zip(train.factor_types())
@@ -163,10 +179,7 @@ impl<'a> Perceptron<'a> {
 
     /// Which of the two learners this is.
     pub fn kind(&self) -> LearnerKind {
-        match self.mode {
-            PerceptronMode::Local => LearnerKind::PerceptronLocal,
-            PerceptronMode::Global => LearnerKind::PerceptronGlobal,
-        }
+        self.mode.kind()
     }
 
     /// `θ` of example `k` of `data` under the current weights (flat per configuration).

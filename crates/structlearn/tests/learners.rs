@@ -13,8 +13,8 @@ use serde_json::json;
 use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace};
 use structlearn::exact::{feasible_decode, is_feasible, labelings, map_labeling, score};
 use structlearn::{
-    Dataset, Evaluate, Example, FactorTypeInfo, FeatureBlock, LearnerKind, PredictOptions, StructuredModel,
-    TrainConfig, build_learner,
+    CheckpointConfig, Dataset, EarlyStopping, Evaluate, Example, FactorTypeInfo, FeatureBlock, LearnError, LearnerKind,
+    PredictOptions, Step, StructuredModel, TrainConfig, build_learner,
 };
 
 /// Four 4×4 images whose second half repeats the first half's features with
@@ -166,7 +166,7 @@ fn type_epsilon_is_used_by_every_smoothed_learner() {
         let config = TrainConfig {
             epsilon: 0.5,
             type_epsilon: vec![("pairwise".into(), 0.05)],
-            learning_iterations: 2,
+            learning_iterations: if kind == LearnerKind::Piecewise { 1 } else { 2 },
             evaluate: Evaluate::Never,
             ..TrainConfig::default()
         };
@@ -191,6 +191,74 @@ fn learner_choice_is_validated() {
     let mut scheduled = config();
     scheduled.schedule = Some(vec![]);
     assert!(build_learner(LearnerKind::Piecewise, &data, &linear_specs(&data), scheduled).is_err());
+}
+
+/// A configuration that differs from the default in setting `name` alone.
+fn changed(name: &str) -> TrainConfig {
+    let d = TrainConfig::default();
+    match name {
+        "epsilon" => TrainConfig { epsilon: 0.5, ..d },
+        "type_epsilon" => TrainConfig { type_epsilon: vec![("unary".into(), 0.5)], ..d },
+        "learning_iterations" => TrainConfig { learning_iterations: 3, ..d },
+        "schedule" => TrainConfig { schedule: Some(vec![Step::MessagePassing { iterations: 2 }]), ..d },
+        "message_passing_iterations" => TrainConfig { message_passing_iterations: 7, ..d },
+        "message_passing_tolerance" => TrainConfig { message_passing_tolerance: None, ..d },
+        "seed" => TrainConfig { seed: 9, ..d },
+        "predict" => TrainConfig { predict: PredictOptions { iterations: 3, ..d.predict }, ..d },
+        "evaluate" => TrainConfig { evaluate: Evaluate::Never, ..d },
+        "evaluate_train" => TrainConfig { evaluate_train: false, ..d },
+        "evaluate_train_every" => TrainConfig { evaluate_train_every: 2, ..d },
+        "warm_start_evaluation" => TrainConfig { warm_start_evaluation: false, ..d },
+        "checkpoint" => {
+            TrainConfig { checkpoint: Some(CheckpointConfig { path: "unused.ckpt".into(), every: 1 }), ..d }
+        }
+        "early_stopping" => TrainConfig { early_stopping: Some(EarlyStopping { patience: 2, min_delta: 0.0 }), ..d },
+        other => panic!("no such setting {other}"),
+    }
+}
+
+/// Each learner refuses exactly the changed settings it does not read, by
+/// name, before any work; the settings it reads are accepted.
+#[test]
+fn a_setting_a_learner_ignores_is_refused() {
+    let data = common::denoising(1, 3, 3, 1);
+    let specs = linear_specs(&data);
+    let names = [
+        "epsilon",
+        "type_epsilon",
+        "learning_iterations",
+        "schedule",
+        "message_passing_iterations",
+        "message_passing_tolerance",
+        "seed",
+        "predict",
+        "evaluate",
+        "evaluate_train",
+        "evaluate_train_every",
+        "warm_start_evaluation",
+        "checkpoint",
+        "early_stopping",
+    ];
+    for name in names {
+        assert_eq!(changed(name).changed_settings(), [name]);
+    }
+    assert!(TrainConfig::default().changed_settings().is_empty());
+    for kind in LearnerKind::ALL {
+        for name in names {
+            let ignored = kind.ignored_settings().iter().any(|(n, _)| *n == name);
+            match build_learner(kind, &data, &specs, changed(name)) {
+                Err(LearnError::UnusedSetting { learner, name: refused, .. }) => {
+                    assert!(ignored, "{kind} refused `{name}`, which it reads");
+                    assert_eq!((learner, refused), (kind, name));
+                }
+                other => assert!(!ignored, "{kind} accepted `{name}`, which it ignores: {:?}", other.err()),
+            }
+        }
+    }
+    let one = TrainConfig { learning_iterations: 1, ..TrainConfig::default() };
+    assert!(build_learner(LearnerKind::Piecewise, &data, &specs, one).is_ok());
+    let e = build_learner(LearnerKind::PerceptronGlobal, &data, &specs, changed("epsilon")).err().unwrap().to_string();
+    assert!(e.contains("`epsilon`") && e.contains("perceptron-global"), "{e}");
 }
 
 /// A checkpointed Hazan–Urtasun run resumes exactly (it is Algorithm 1's trainer).
@@ -344,9 +412,10 @@ fn perceptrons_learn_and_predict_feasible_labelings() {
     }
     // The smoothed learners train on the same constrained data (the fixed type
     // keeps −∞ on forbidden labelings) and predict feasible labelings.
-    let smooth = TrainConfig { learning_iterations: 3, evaluate: Evaluate::Never, ..TrainConfig::default() };
-    for kind in [LearnerKind::Piecewise, LearnerKind::Algorithm1] {
-        let out = build_learner(kind, &data, &specs, smooth.clone()).unwrap().train().unwrap();
+    for (kind, iterations) in [(LearnerKind::Piecewise, 1), (LearnerKind::Algorithm1, 3)] {
+        let smooth =
+            TrainConfig { learning_iterations: iterations, evaluate: Evaluate::Never, ..TrainConfig::default() };
+        let out = build_learner(kind, &data, &specs, smooth).unwrap().train().unwrap();
         assert!(out.history.iter().all(|r| r.objective.is_finite()), "{kind}");
         for k in 0..data.len() {
             let p = out.model.predict_example(&data, k, &PredictOptions::default()).unwrap();

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::early_stopping::EarlyStopping;
-use crate::{Dataset, LearnError, PredictOptions};
+use crate::{Dataset, LearnError, LearnerKind, PredictOptions};
 
 /// One step of a learning iteration.
 ///
@@ -193,6 +193,80 @@ impl TrainConfig {
     pub fn evaluates_train_at(&self, iteration: usize) -> bool {
         self.evaluate_train
             && (iteration.is_multiple_of(self.evaluate_train_every.max(1)) || iteration >= self.learning_iterations)
+    }
+
+    /// The settings that differ from [`TrainConfig::default`], by their names
+    /// in configuration files, in declaration order.
+    ///
+    /// ```
+    /// use structlearn::TrainConfig;
+    /// let config = TrainConfig { epsilon: 1.0, seed: 3, ..TrainConfig::default() };
+    /// assert_eq!(config.changed_settings(), ["epsilon", "seed"]);
+    /// ```
+    pub fn changed_settings(&self) -> Vec<&'static str> {
+        // Destructured so that a new field cannot be forgotten here.
+        let Self {
+            epsilon,
+            type_epsilon,
+            learning_iterations,
+            schedule,
+            message_passing_iterations,
+            message_passing_tolerance,
+            seed,
+            predict,
+            evaluate,
+            evaluate_train,
+            evaluate_train_every,
+            warm_start_evaluation,
+            checkpoint,
+            early_stopping,
+        } = self;
+        let d = Self::default();
+        [
+            ("epsilon", *epsilon != d.epsilon),
+            ("type_epsilon", *type_epsilon != d.type_epsilon),
+            ("learning_iterations", *learning_iterations != d.learning_iterations),
+            ("schedule", *schedule != d.schedule),
+            ("message_passing_iterations", *message_passing_iterations != d.message_passing_iterations),
+            ("message_passing_tolerance", *message_passing_tolerance != d.message_passing_tolerance),
+            ("seed", *seed != d.seed),
+            ("predict", *predict != d.predict),
+            ("evaluate", *evaluate != d.evaluate),
+            ("evaluate_train", *evaluate_train != d.evaluate_train),
+            ("evaluate_train_every", *evaluate_train_every != d.evaluate_train_every),
+            ("warm_start_evaluation", *warm_start_evaluation != d.warm_start_evaluation),
+            ("checkpoint", *checkpoint != d.checkpoint),
+            ("early_stopping", *early_stopping != d.early_stopping),
+        ]
+        .into_iter()
+        .filter_map(|(name, changed)| changed.then_some(name))
+        .collect()
+    }
+
+    /// [`TrainConfig::validate`], then refuses every setting changed from its
+    /// default that learner `kind` does not read
+    /// ([`LearnerKind::ignored_settings`]), as [`LearnError::UnusedSetting`].
+    /// [`crate::build_learner`] calls it before any work.
+    ///
+    /// ```
+    /// use structlearn::{LearnError, LearnerKind, TrainConfig};
+    /// let config = TrainConfig { epsilon: 1.0, ..TrainConfig::default() };
+    /// assert!(config.validate_for(LearnerKind::Algorithm1).is_ok());
+    /// let err = config.validate_for(LearnerKind::PerceptronGlobal).unwrap_err();
+    /// assert!(matches!(err, LearnError::UnusedSetting { name: "epsilon", .. }));
+    /// ```
+    pub fn validate_for(&self, kind: LearnerKind) -> Result<(), LearnError> {
+        self.validate()?;
+        let ignored = kind.ignored_settings();
+        for name in self.changed_settings() {
+            let one_piecewise_iteration = name == "learning_iterations" && self.learning_iterations == 1;
+            if let Some(&(name, reason)) = ignored.iter().find(|(n, _)| *n == name)
+                && !(kind == LearnerKind::Piecewise && one_piecewise_iteration)
+            {
+                return Err(LearnError::UnusedSetting { learner: kind, name, reason });
+            }
+        }
+        Ok(())
     }
 
     /// Checks every setting that needs no data, before any work; each error
