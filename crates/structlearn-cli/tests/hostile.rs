@@ -85,7 +85,7 @@ fn configuration_files_get_the_command_lines_checks() {
         refused(&o, &["epsilon", "between 1e-6 and 1e6"]);
     }
     let o = train_with(r#"{"train": {"type_epsilon": [["unary", 1e300]]}}"#);
-    refused(&o, &["epsilon of factor type `unary`", "between 1e-6 and 1e6"]);
+    refused(&o, &["`type_epsilon` = 1e300 for factor type `unary`", "between 1e-6 and 1e6"]);
     let o = train_with(r#"{"oracles": [1, 2]}"#);
     refused(&o, &["config.json", "`oracles` must be an object"]);
     assert!(!model.exists());

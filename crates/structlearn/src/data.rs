@@ -405,6 +405,12 @@ impl Dataset {
         self.factor_types.iter().position(|f| f.name == name)
     }
 
+    /// The error for a factor type name that `setting` gives and this data set lacks.
+    pub(crate) fn unknown_factor_type(&self, setting: &'static str, name: &str) -> LearnError {
+        let known = self.factor_types.iter().map(|f| f.name.clone()).collect();
+        LearnError::UnknownTypeName { setting, name: name.to_string(), known }
+    }
+
     /// The factor types, with `classes` filled in.
     pub fn factor_types(&self) -> &[FactorTypeInfo] {
         &self.factor_types

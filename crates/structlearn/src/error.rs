@@ -185,6 +185,47 @@ pub enum LearnError {
         /// What is allowed.
         allowed: &'static str,
     },
+    /// A setting or an oracle names a factor type the data set does not have.
+    #[error("`{setting}` names unknown factor type `{name}` (the data set has: {})", known.join(", "))]
+    UnknownTypeName {
+        /// Where the name was given: `type_epsilon`, `schedule`, `oracles`.
+        setting: &'static str,
+        /// The name given.
+        name: String,
+        /// The data set's factor types.
+        known: Vec<String>,
+    },
+    /// A factor type of the data set has no oracle.
+    #[error("factor type `{factor_type}` has no oracle")]
+    MissingOracle {
+        /// The factor type.
+        factor_type: String,
+    },
+    /// Two oracles are given for one factor type.
+    #[error("two oracles are given for factor type `{factor_type}`")]
+    DuplicateOracle {
+        /// The factor type.
+        factor_type: String,
+    },
+    /// No learner has this name ([`crate::LearnerKind::ALL`]).
+    #[error("unknown learner `{name}` (known: {})", crate::LearnerKind::ALL.map(|k| k.name()).join(", "))]
+    UnknownLearner {
+        /// The name given.
+        name: String,
+    },
+    /// The learner cannot learn with this oracle class (the perceptrons and
+    /// Hazan–Urtasun learn linear energies only).
+    #[error("the {learner} learner cannot use oracle `{kind}` for factor type `{factor_type}` (use {allowed})")]
+    UnsupportedOracle {
+        /// The learner.
+        learner: crate::LearnerKind,
+        /// The factor type.
+        factor_type: String,
+        /// The oracle's kind.
+        kind: String,
+        /// The kinds it can use.
+        allowed: &'static str,
+    },
     /// A setting of [`crate::TrainConfig`] differs from its default but the
     /// learner does not read it ([`crate::LearnerKind::ignored_settings`]),
     /// e.g. `epsilon` for a perceptron: refused rather than silently ignored.

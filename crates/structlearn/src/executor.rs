@@ -269,9 +269,11 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
         let config = self.solver.config();
         if config.early_stopping.is_some() && (self.solver.validation().is_none() || config.evaluate == Evaluate::Never)
         {
-            return Err(LearnError::Config(
-                "early stopping needs a validation set and evaluation (evaluate is not `never`)".into(),
-            ));
+            return Err(LearnError::InvalidSetting {
+                name: "early_stopping",
+                value: "set".into(),
+                allowed: "only with a validation set and evaluation (evaluate is not `never`)",
+            });
         }
         let Some(v) = self.solver.validation() else { return Ok(()) };
         let model = self.solver.model()?;

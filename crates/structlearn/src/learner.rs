@@ -161,10 +161,7 @@ impl fmt::Display for LearnerKind {
 impl FromStr for LearnerKind {
     type Err = LearnError;
     fn from_str(s: &str) -> Result<Self, LearnError> {
-        Self::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| {
-            let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
-            LearnError::Config(format!("unknown learner `{s}` (known: {})", names.join(", ")))
-        })
+        Self::ALL.into_iter().find(|k| k.name() == s).ok_or_else(|| LearnError::UnknownLearner { name: s.to_string() })
     }
 }
 
@@ -250,11 +247,11 @@ pub(crate) fn check_training_set(train: &Dataset) -> Result<(), LearnError> {
 pub(crate) fn oracles_by_type(train: &Dataset, oracles: Vec<NamedOracle>) -> Result<Vec<Box<dyn Oracle>>, LearnError> {
     let mut by_type: Vec<Option<Box<dyn Oracle>>> = (0..train.factor_types().len()).map(|_| None).collect();
     for (name, oracle) in oracles {
-        let t = train
-            .factor_type_index(&name)
-            .ok_or_else(|| LearnError::Config(format!("an oracle is given for unknown factor type `{name}`")))?;
+        let Some(t) = train.factor_type_index(&name) else {
+            return Err(train.unknown_factor_type("oracles", &name));
+        };
         if by_type[t].is_some() {
-            return Err(LearnError::Config(format!("two oracles are given for factor type `{name}`")));
+            return Err(LearnError::DuplicateOracle { factor_type: name });
         }
         oracle.validate().map_err(|e| crate::model::oracle_err(&train.factor_types()[t], e))?;
         by_type[t] = Some(oracle);
@@ -262,7 +259,7 @@ pub(crate) fn oracles_by_type(train: &Dataset, oracles: Vec<NamedOracle>) -> Res
     by_type
         .into_iter()
         .zip(train.factor_types())
-        .map(|(o, ft)| o.ok_or_else(|| LearnError::Config(format!("factor type `{}` has no oracle", ft.name))))
+        .map(|(o, ft)| o.ok_or_else(|| LearnError::MissingOracle { factor_type: ft.name.clone() }))
         .collect()
 }
 
@@ -275,12 +272,11 @@ fn step_oracle(name: &str, oracle: Box<dyn Oracle>) -> Result<Box<dyn Oracle>, L
     if oracle.fixed_model(1, 1).is_some() {
         return Ok(oracle);
     }
-    oracle.gradient_step().ok_or_else(|| {
-        LearnError::Config(format!(
-            "the hazan-urtasun learner learns linear energies: factor type `{name}` has oracle `{}`, which has no \
-             gradient step (use linear, indexed-linear, zero or fixed)",
-            oracle.kind()
-        ))
+    oracle.gradient_step().ok_or_else(|| LearnError::UnsupportedOracle {
+        learner: LearnerKind::HazanUrtasun,
+        factor_type: name.to_string(),
+        kind: oracle.kind().to_string(),
+        allowed: "an oracle of linear energies with a gradient step: linear, indexed-linear; or zero, fixed",
     })
 }
 

@@ -165,12 +165,12 @@ impl<'a> Perceptron<'a> {
                 } else if let Some(fixed) = oracle.fixed_model(ft.dim, ft.classes) {
                     Ok(TypeModel::Fixed(fixed.map_err(|e| oracle_err(ft, e))?))
                 } else {
-                    Err(LearnError::Config(format!(
-                        "the perceptron learns linear functions: factor type `{}` has oracle `{}` (use linear, zero \
-                         or fixed)",
-                        ft.name,
-                        oracle.kind()
-                    )))
+                    Err(LearnError::UnsupportedOracle {
+                        learner: mode.kind(),
+                        factor_type: ft.name.clone(),
+                        kind: oracle.kind().to_string(),
+                        allowed: "a linear oracle (linear energies are learned), or zero, fixed",
+                    })
                 }
             })
             .collect::<Result<Vec<_>, _>>()?;

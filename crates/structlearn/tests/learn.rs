@@ -447,11 +447,17 @@ fn bad_input_gives_typed_errors_naming_example_and_region() {
 
     // Missing oracle, unknown oracle type, unknown kind.
     let one = vec![("unary".to_string(), builtin_oracle("linear").unwrap())];
-    assert!(matches!(Trainer::new(&good, one, quick(1)), Err(LearnError::Config(_))));
+    let err = Trainer::new(&good, one, quick(1)).err().unwrap();
+    assert!(matches!(err, LearnError::MissingOracle { ref factor_type } if factor_type == "pairwise"), "{err}");
     assert!(builtin_oracle("forest").is_err());
     let mut os = oracles("linear", "linear");
     os.push(("pixels".into(), builtin_oracle("zero").unwrap()));
-    assert!(matches!(Trainer::new(&good, os, quick(1)), Err(LearnError::Config(_))));
+    let err = Trainer::new(&good, os, quick(1)).err().unwrap();
+    assert!(
+        matches!(err, LearnError::UnknownTypeName { setting: "oracles", ref name, .. } if name == "pixels"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("the data set has: unary, pairwise"), "{err}");
 
     // A model trained on one type set refuses data of another.
     let model = Trainer::new(&good, oracles("linear", "linear"), quick(1)).unwrap().train().unwrap().model;

@@ -200,7 +200,7 @@ fn changed(name: &str) -> TrainConfig {
         "epsilon" => TrainConfig { epsilon: 0.5, ..d },
         "type_epsilon" => TrainConfig { type_epsilon: vec![("unary".into(), 0.5)], ..d },
         "learning_iterations" => TrainConfig { learning_iterations: 3, ..d },
-        "schedule" => TrainConfig { schedule: Some(vec![Step::MessagePassing { iterations: 2 }]), ..d },
+        "schedule" => TrainConfig { schedule: Some(vec![Step::Fit { factor_type: "unary".into() }]), ..d },
         "message_passing_iterations" => TrainConfig { message_passing_iterations: 7, ..d },
         "message_passing_tolerance" => TrainConfig { message_passing_tolerance: None, ..d },
         "seed" => TrainConfig { seed: 9, ..d },

@@ -257,8 +257,8 @@ fn a_schedule_without_a_fit_step_is_refused_not_trained_to_a_zero_model() {
         ..TrainConfig::default()
     };
     let err = Trainer::new(&data, oracles(), only_messages).err().expect("refused");
-    assert!(matches!(err, LearnError::Config(_)), "{err}");
-    assert!(err.to_string().contains("no `fit` step"), "{err}");
+    assert!(matches!(err, LearnError::InvalidSetting { name: "schedule", .. }), "{err}");
+    assert!(err.to_string().contains("without a `fit` step"), "{err}");
     // One fit step is enough.
     let one_fit = TrainConfig {
         schedule: Some(vec![Step::MessagePassing { iterations: 3 }, Step::Fit { factor_type: "unary".into() }]),

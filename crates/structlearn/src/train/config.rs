@@ -90,6 +90,9 @@ pub struct CheckpointConfig {
 /// ```
 pub const EPSILON_RANGE: (f64, f64) = (1e-6, 1e6);
 
+/// [`EPSILON_RANGE`] in words, for [`LearnError::InvalidSetting`].
+const EPSILON_ALLOWED: &str = "between 1e-6 and 1e6 (train::EPSILON_RANGE)";
+
 /// Default [`TrainConfig::message_passing_tolerance`]: a violation of `1e-6`
 /// changes the learning objective by far less than one fit does, and on the
 /// denoising and Stanford-shaped benchmarks most examples reach it within a
@@ -243,9 +246,9 @@ impl TrainConfig {
         .collect()
     }
 
-    /// [`TrainConfig::validate`], then refuses every setting changed from its
-    /// default that learner `kind` does not read
-    /// ([`LearnerKind::ignored_settings`]), as [`LearnError::UnusedSetting`].
+    /// Refuses every setting changed from its default that learner `kind`
+    /// does not read ([`LearnerKind::ignored_settings`]), as
+    /// [`LearnError::UnusedSetting`], then [`TrainConfig::validate`].
     /// [`crate::build_learner`] calls it before any work.
     ///
     /// ```
@@ -256,7 +259,6 @@ impl TrainConfig {
     /// assert!(matches!(err, LearnError::UnusedSetting { name: "epsilon", .. }));
     /// ```
     pub fn validate_for(&self, kind: LearnerKind) -> Result<(), LearnError> {
-        self.validate()?;
         let ignored = kind.ignored_settings();
         for name in self.changed_settings() {
             let one_piecewise_iteration = name == "learning_iterations" && self.learning_iterations == 1;
@@ -266,7 +268,7 @@ impl TrainConfig {
                 return Err(LearnError::UnusedSetting { learner: kind, name, reason });
             }
         }
-        Ok(())
+        self.validate()
     }
 
     /// Checks every setting that needs no data, before any work; each error
@@ -286,6 +288,23 @@ impl TrainConfig {
         };
         if self.learning_iterations == 0 {
             return invalid("learning_iterations", "0".into(), "at least 1");
+        }
+        let (lo, hi) = EPSILON_RANGE;
+        if !(lo..=hi).contains(&self.epsilon) {
+            return invalid("epsilon", format!("{:e}", self.epsilon), EPSILON_ALLOWED);
+        }
+        if let Some((name, e)) = self.type_epsilon.iter().find(|(_, e)| !(lo..=hi).contains(e)) {
+            return invalid("type_epsilon", format!("{e:e} for factor type `{name}`"), EPSILON_ALLOWED);
+        }
+        if let Some(steps) = &self.schedule
+            && !steps.iter().any(|s| matches!(s, Step::Fit { .. }))
+        {
+            return invalid(
+                "schedule",
+                format!("{} steps without a `fit` step", steps.len()),
+                "with a `fit` step (else training saves the all-zero model): {\"fit\": {\"factor_type\": …}} for \
+                 each type to learn",
+            );
         }
         if self.evaluate_train_every == 0 {
             return invalid("evaluate_train_every", "0".into(), "at least 1");
@@ -333,23 +352,16 @@ impl TrainConfig {
 
     /// `ε_t` for each factor type of `data`.
     pub fn epsilons(&self, data: &Dataset) -> Result<Vec<f64>, LearnError> {
+        self.validate()?;
         for (name, _) in &self.type_epsilon {
             if data.factor_type_index(name).is_none() {
-                return Err(LearnError::Config(format!("type_epsilon names unknown factor type `{name}`")));
+                return Err(data.unknown_factor_type("type_epsilon", name));
             }
         }
-        let eps: Vec<f64> = data
+        Ok(data
             .factor_types()
             .iter()
             .map(|ft| self.type_epsilon.iter().rev().find(|(n, _)| *n == ft.name).map_or(self.epsilon, |(_, e)| *e))
-            .collect();
-        let (lo, hi) = EPSILON_RANGE;
-        if let Some((t, e)) = eps.iter().enumerate().find(|(_, e)| !(lo..=hi).contains(*e)) {
-            return Err(LearnError::Config(format!(
-                "epsilon of factor type `{}` is {e:e}; it must be between {lo:e} and {hi:e}",
-                data.factor_types()[t].name
-            )));
-        }
-        Ok(eps)
+            .collect())
     }
 }

@@ -223,25 +223,16 @@ impl<'a> Algorithm1<'a> {
         let oracles = oracles_by_type(train, oracles)?;
         config.validate()?;
         let steps = config.steps(train);
-        if steps.is_empty() {
-            return Err(LearnError::Config("the schedule has no steps".into()));
-        }
         let step_types = steps
             .iter()
             .map(|s| match s {
-                Step::Fit { factor_type } => train.factor_type_index(factor_type).map(Some).ok_or_else(|| {
-                    LearnError::Config(format!("the schedule fits unknown factor type `{factor_type}`"))
-                }),
+                Step::Fit { factor_type } => train
+                    .factor_type_index(factor_type)
+                    .map(Some)
+                    .ok_or_else(|| train.unknown_factor_type("schedule", factor_type)),
                 Step::MessagePassing { .. } => Ok(None),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        if step_types.iter().all(Option::is_none) {
-            return Err(LearnError::Config(
-                "the schedule has no `fit` step, so training would save the all-zero model; add a step \
-                 {\"fit\": {\"factor_type\": …}} for each type to learn"
-                    .into(),
-            ));
-        }
         let epsilon = config.epsilons(train)?;
         let pooled = (0..train.factor_types().len()).map(|t| pool(train, t)).collect::<Result<Vec<_>, _>>()?;
         let models = (0..train.factor_types().len()).map(|_| None).collect();
@@ -626,7 +617,7 @@ impl<'a> Algorithm1<'a> {
                 record.objective = objective;
             }
             (Step::Fit { factor_type }, None) => {
-                return Err(LearnError::Config(format!("unknown factor type `{factor_type}`")));
+                return Err(self.train.unknown_factor_type("schedule", factor_type));
             }
         }
         Ok(record)
