@@ -31,6 +31,9 @@ pub struct Options {
     pub warm_iterations: Option<usize>,
     /// Print the live and peak heap after every step.
     pub trace_heap: bool,
+    /// Write the data set (`train.sld`, and `test.sld` when the scene has
+    /// test images) into this folder instead of training.
+    pub save_data: Option<std::path::PathBuf>,
 }
 
 /// Times per step of one learning iteration.
@@ -57,6 +60,16 @@ pub fn run(opts: &Options) -> Result<()> {
     // the C allocator keeps after a free.
     structlearn_fuzz::arm(usize::MAX);
     let t0 = Instant::now();
+    if let Some(dir) = &opts.save_data {
+        let data = generate(s)?;
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        data.train.save(&dir.join("train.sld"))?;
+        if s.test > 0 {
+            data.test.save(&dir.join("test.sld"))?;
+        }
+        println!("wrote {} + {} images to {}", s.train, s.test, dir.display());
+        return Ok(());
+    }
     let data = generate(&SceneConfig { test: 0, ..s.clone() })?;
     println!(
         "bench-scale: {} images {}×{}, {} labels, unary dim {}, pair dim {}, cell {}, {} threads, \

@@ -144,6 +144,14 @@ enum Command {
         /// Also print the live and peak heap bytes after every step.
         #[arg(long)]
         trace_heap: bool,
+        /// Write the data set instead of training: DIR/train.sld and, with
+        /// `--test-images`, DIR/test.sld, for timing `structlearn train` as a
+        /// user runs it.
+        #[arg(long, value_name = "DIR")]
+        save_data: Option<PathBuf>,
+        /// Test images written by `--save-data`.
+        #[arg(long, default_value_t = 143, requires = "save_data")]
+        test_images: usize,
     },
     /// Cold fits of one built-in oracle on a problem stored as raw arrays
     /// (for comparisons with other libraries: `scripts/compare_peers.py`).
@@ -249,8 +257,11 @@ fn run() -> Result<()> {
             warm_iterations,
             seed,
             trace_heap,
+            save_data,
+            test_images,
         } => bench_scale::run(&bench_scale::Options {
             scene: datasets::scene::SceneConfig {
+                test: test_images,
                 train: images,
                 height,
                 width,
@@ -265,6 +276,7 @@ fn run() -> Result<()> {
             mp_tolerance: optional("mp-tolerance", &mp_tolerance)?,
             warm_iterations: optional("warm-iterations", &warm_iterations)?,
             trace_heap,
+            save_data,
         }),
         Command::OracleFit { dir, oracle, repeat, seed, threads } => {
             let opts = oracle_fit::Options { dir, oracle, repeat, seed };

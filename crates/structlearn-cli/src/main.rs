@@ -606,6 +606,12 @@ struct TrainArgs {
     /// Draw the learning curve (objective; train and validation error) as a PNG.
     #[arg(long, value_name = "FILE")]
     curve_png: Option<PathBuf>,
+    /// The training error after every K learning iterations and after the
+    /// last (default 5: it costs a prediction of every training example; the
+    /// validation error comes after every iteration). Overrides the
+    /// configuration.
+    #[arg(long, value_name = "K")]
+    train_error_every: Option<usize>,
     /// Early stopping: stop once the validation error has not improved for
     /// this many learning iterations, and save the best iteration's model
     /// (needs --validation).
@@ -667,6 +673,9 @@ fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
     }
     if let Some(i) = a.iterations {
         config.learning_iterations = i;
+    }
+    if let Some(k) = a.train_error_every {
+        config.evaluate_train_every = k;
     }
     if let Some(e) = a.eps {
         config.epsilon = e;

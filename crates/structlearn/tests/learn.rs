@@ -298,6 +298,7 @@ fn resume_after_interruption_equals_uninterrupted_run() {
     // evaluation messages, so equal curves show that checkpoints carry them.
     let evaluated = |path: &str| TrainConfig {
         evaluate: Evaluate::EveryIteration,
+        evaluate_train_every: 1,
         predict: PredictOptions { iterations: 1, tolerance: None },
         ..config(path)
     };
@@ -527,6 +528,7 @@ fn warm_started_prediction_converges_to_the_cold_prediction() {
             evaluate: Evaluate::EveryIteration,
             predict: converged,
             warm_start_evaluation: warm,
+            evaluate_train_every: 1,
             ..quick(3)
         };
         let outcome =

@@ -40,7 +40,10 @@ use rayon::prelude::*;
 use smoothed_inference::{InferenceProblem, Messages, RunOptions, with_thread_workspace};
 
 pub use checkpoint::CHECKPOINT_MAGIC;
-pub use config::{CheckpointConfig, DEFAULT_MESSAGE_PASSING_TOLERANCE, EPSILON_RANGE, Evaluate, Step, TrainConfig};
+pub use config::{
+    CheckpointConfig, DEFAULT_EVALUATION, DEFAULT_MESSAGE_PASSING_TOLERANCE, DEFAULT_TRAIN_ERROR_EVERY, EPSILON_RANGE,
+    Evaluate, Step, TrainConfig,
+};
 use pooled::{
     DENSE_BIAS_ENTRIES, MessageBias, Pooled, Potentials, SCORE_GROUP_ROWS, ThetaSource, example_loss, pool,
     theta_entry, with_region_deltas, with_theta,
