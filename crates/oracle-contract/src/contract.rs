@@ -234,6 +234,18 @@ pub trait Oracle: Send + Sync + Debug {
         false
     }
 
+    /// Whether scoring rows with this class's models costs little next to
+    /// message passing over them (a linear model: one dot product per
+    /// class), so that a learner may score an example's regions whenever it
+    /// needs their potentials instead of storing `θ` for every region and
+    /// configuration — at Stanford Background's shape the largest array of
+    /// training (64 configurations per pair). A hint for memory; the scores
+    /// are the same either way ([`Model::score`] scores each row on its own).
+    /// The default is `false`.
+    fn cheap_to_score(&self) -> bool {
+        false
+    }
+
     /// The same function class as an oracle that takes **one** gradient step
     /// per call with the exact line minimiser instead of a full fit
     /// (Hazan & Urtasun's learner, `oracles::step`; docs/MATH.md §6.4), for

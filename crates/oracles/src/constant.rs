@@ -114,6 +114,16 @@ impl Oracle for ConstantOracle {
         KIND
     }
 
+    /// Scoring is one score per class: potentials are recomputed, not stored.
+    fn cheap_to_score(&self) -> bool {
+        true
+    }
+
+    /// Full-batch fits read every row's bias in every evaluation.
+    fn reads_every_bias(&self) -> bool {
+        true
+    }
+
     fn validate(&self) -> Result<(), OracleError> {
         self.lbfgs.validate()
     }

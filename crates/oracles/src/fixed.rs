@@ -142,6 +142,11 @@ impl Oracle for FixedOracle {
         KIND
     }
 
+    /// Scoring is a table lookup: potentials are recomputed, not stored.
+    fn cheap_to_score(&self) -> bool {
+        true
+    }
+
     fn fixed_model(&self, dim: usize, classes: usize) -> Option<Result<Box<dyn Model>, OracleError>> {
         Some(self.model(dim, classes).map(|m| Box::new(m) as Box<dyn Model>))
     }

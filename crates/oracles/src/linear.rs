@@ -227,6 +227,16 @@ impl Oracle for LinearOracle {
         KIND
     }
 
+    /// Scoring is one dot product per class: potentials are recomputed, not stored.
+    fn cheap_to_score(&self) -> bool {
+        true
+    }
+
+    /// Full-batch fits read every row's bias in every evaluation.
+    fn reads_every_bias(&self) -> bool {
+        true
+    }
+
     fn gradient_step(&self) -> Option<Box<dyn Oracle>> {
         Some(Box::new(crate::step::GradientStepOracle::linear(self)))
     }

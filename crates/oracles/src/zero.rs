@@ -42,6 +42,11 @@ impl Oracle for ZeroOracle {
         KIND
     }
 
+    /// Scoring is zeros: potentials are recomputed, not stored.
+    fn cheap_to_score(&self) -> bool {
+        true
+    }
+
     fn fixed_model(&self, dim: usize, classes: usize) -> Option<Result<Box<dyn Model>, OracleError>> {
         Some(Ok(Box::new(ZeroModel { dim, classes })))
     }

@@ -49,8 +49,9 @@ unsafe impl GlobalAlloc for Counting {
 static ALLOC: Counting = Counting;
 
 /// Bytes allocated at the peak of one learning iteration beyond the trainer's
-/// state, and the size of the pairwise `θ`, with `oracle` for both types.
-fn extra_bytes(oracle: &serde_json::Value) -> (isize, isize) {
+/// state, the trainer's state, and the size of the pairwise `θ`, with
+/// `oracle` for both types.
+fn extra_bytes(oracle: &serde_json::Value) -> (isize, isize, isize) {
     let (images, h, w, labels) = (96, 10, 10, 8);
     let graph = Arc::new(factor_graph::grid(h, w, labels).unwrap());
     let pairs = h * (w - 1) + (h - 1) * w;
@@ -75,6 +76,7 @@ fn extra_bytes(oracle: &serde_json::Value) -> (isize, isize) {
         ("pairwise".into(), oracle_from_json(oracle).unwrap()),
     ];
     let config = TrainConfig { learning_iterations: 2, evaluate: Evaluate::Never, ..TrainConfig::default() };
+    let empty = LIVE.load(Relaxed);
     let mut trainer = Trainer::new(&data, oracles, config).unwrap();
     let pair_theta_bytes = (images * pairs * labels * labels * 8) as isize;
     let before = LIVE.load(Relaxed);
@@ -82,21 +84,29 @@ fn extra_bytes(oracle: &serde_json::Value) -> (isize, isize) {
     let outcome = trainer.train().unwrap();
     let extra = PEAK.load(Relaxed) - before;
     assert!(outcome.history.last().unwrap().objective.is_finite());
-    (extra, pair_theta_bytes)
+    (extra, before - empty, pair_theta_bytes)
 }
 
 // One test, so that nothing else allocates while it counts.
 #[test]
 fn a_learning_iteration_holds_the_pairwise_potentials_once() {
-    // Before the change a pairwise fit held the biases and the refresh the scores
-    // beside θ: ≥ 2 × pair_theta_bytes more. What is left: pooled features and
-    // buffers of one example per thread (inference workspace, gathered θ,
-    // message offsets), small beside 96 examples' θ.
-    let (extra, theta) = extra_bytes(&serde_json::json!({"kind": "linear"}));
+    // A linear class is cheap to score, so θ is not stored: a fit reads the
+    // biases from an array of their own while that holds at most 2^23 entries
+    // (64 MiB; this test's pairwise type: 1.1M), row by row above. Beside it:
+    // pooled features and buffers of one example per thread (inference
+    // workspace, gathered θ, message offsets), small beside 96 examples' θ.
+    let (extra, state, theta) = extra_bytes(&serde_json::json!({"kind": "linear"}));
     assert!(
-        extra < theta / 2,
+        extra < theta + theta / 2,
         "linear: training allocated {extra} bytes beyond the trainer's state at its peak; the pairwise θ is \
          {theta} bytes"
+    );
+    // A linear class is cheap to score, so θ is not stored at all: the
+    // trainer's state is the messages (a quarter of θ's size at 8 labels:
+    // 2 × 8 of 64 entries per pair) and the pooled labels and regions.
+    assert!(
+        state < theta / 2,
+        "linear: the trainer's state is {state} bytes, the pairwise θ {theta}: θ should not be stored"
     );
     // Boosting keeps the scores instead of θ between fits (θ is computed as it
     // is gathered); a fit computes the biases row by row from the messages,
@@ -106,10 +116,12 @@ fn a_learning_iteration_holds_the_pairwise_potentials_once() {
     // (3|Y|² + …) values and a node's histogram bins × dim × (|Y|² + 2), at
     // this small scale not negligible beside θ.)
     let spec = serde_json::json!({"kind": "boosting", "rounds": 2, "subsample": 500, "bins": 16});
-    let (extra, theta) = extra_bytes(&spec);
+    let (extra, state, theta) = extra_bytes(&spec);
     assert!(
         extra < theta / 2,
         "boosting: training allocated {extra} bytes beyond the trainer's state at its peak; the pairwise θ is \
          {theta} bytes"
     );
+    // Boosting's scores are the one array of θ's size it keeps.
+    assert!(state >= theta, "boosting: the trainer's state is {state} bytes, the pairwise θ {theta}");
 }

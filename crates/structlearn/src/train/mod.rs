@@ -286,9 +286,14 @@ impl<'a> Algorithm1<'a> {
     /// its current model (`g = 0` if not fitted yet) — or, for an oracle that
     /// maintains scores, `g`'s scores ([`Potentials`]).
     fn refresh_type(&mut self, t: usize) -> Result<(), LearnError> {
-        let potentials = std::mem::replace(&mut self.pooled[t].potentials, Potentials::Theta(Vec::new()));
-        let (Potentials::Theta(mut buffer) | Potentials::Scores(mut buffer)) = potentials;
-        let (result, potentials) = if self.oracles[t].maintains_scores() {
+        let potentials = std::mem::replace(&mut self.pooled[t].potentials, Potentials::Recomputed);
+        let mut buffer = match potentials {
+            Potentials::Theta(buffer) | Potentials::Scores(buffer) => buffer,
+            Potentials::Recomputed => Vec::new(),
+        };
+        let (result, potentials) = if self.oracles[t].cheap_to_score() {
+            (Ok(()), Potentials::Recomputed)
+        } else if self.oracles[t].maintains_scores() {
             (self.score_into(t, &mut buffer), Potentials::Scores(buffer))
         } else {
             (self.refresh_into(t, &mut buffer), Potentials::Theta(buffer))
@@ -304,6 +309,7 @@ impl<'a> Algorithm1<'a> {
             pooled: &self.pooled,
             discrepancy: self.discrepancy.as_ref(),
             epsilon: &self.epsilon,
+            models: &self.models,
         }
     }
 
@@ -428,12 +434,17 @@ impl<'a> Algorithm1<'a> {
     /// rejected, and the change of the oracle's objective `L_t + Ω_t` on the
     /// same problem (if there was a previous model).
     fn fit_step(&mut self, t: usize, seed: u64) -> Result<(f64, bool, Option<f64>), LearnError> {
-        let potentials = std::mem::replace(&mut self.pooled[t].potentials, Potentials::Theta(Vec::new()));
+        let potentials = std::mem::replace(&mut self.pooled[t].potentials, Potentials::Recomputed);
         let (fit, potentials) = match potentials {
+            // Nothing to refresh: θ is scored from the model kept whenever it is gathered.
+            Potentials::Recomputed => {
+                let fit = self.fit_into(t, seed, None, false);
+                (self.keep(t, fit), Potentials::Recomputed)
+            }
             // The biases go into type t's θ buffer, which the refresh below
             // overwrites again — also after a failed fit, from the model kept.
             Potentials::Theta(mut buffer) => {
-                let fit = self.fit_into(t, seed, &mut buffer, false);
+                let fit = self.fit_into(t, seed, Some(&mut buffer), false);
                 let fit = self.keep(t, fit);
                 let refreshed = self.refresh_into(t, &mut buffer);
                 (fit.and_then(|f| refreshed.map(|()| f)), Potentials::Theta(buffer))
@@ -443,7 +454,7 @@ impl<'a> Algorithm1<'a> {
             // scored again from the model kept. The biases are computed row by
             // row, never stored (they would double the largest array).
             Potentials::Scores(mut g) => {
-                let fit = self.fit_into(t, seed, &mut g, true);
+                let fit = self.fit_into(t, seed, Some(&mut g), true);
                 let fit = self.keep(t, fit);
                 // (The fit's error is the one to report, as on the θ path;
                 // scoring the kept model fails only where the fit did.)
@@ -485,7 +496,8 @@ impl<'a> Algorithm1<'a> {
     /// `b^k_α(y) = (Δ_α(y) + message offsets) / ε_t` (Eq. 14), warm-started.
     /// Without `holds_scores` the biases are written into `buffer`; with it
     /// `buffer` holds the warm start's scores, the fit continues from them and
-    /// leaves the kept model's there ([`oracles::fit_monotone_scored`]), and the
+    /// leaves the kept model's there ([`oracles::fit_monotone_scored`]). Without
+    /// a buffer ([`Potentials::Recomputed`]), and with `holds_scores`, the
     /// biases are computed row by row ([`MessageBias`]: the same bits), or all
     /// at once into an array of their own when the oracle reads every row and
     /// they fit in [`DENSE_BIAS_ENTRIES`].
@@ -493,7 +505,7 @@ impl<'a> Algorithm1<'a> {
         &self,
         t: usize,
         seed: u64,
-        buffer: &mut [f64],
+        buffer: Option<&mut [f64]>,
         holds_scores: bool,
     ) -> Result<oracles::MonotoneFit, LearnError> {
         let ft = &self.train.factor_types()[t];
@@ -507,27 +519,36 @@ impl<'a> Algorithm1<'a> {
             discrepancy: self.discrepancy.as_ref(),
             epsilon: self.epsilon[t],
         };
-        if !holds_scores {
-            source.fill(c, buffer);
-        }
+        // `buffer` holds either the biases (written here) or the scores.
+        let (bias_in_buffer, scores) = match buffer {
+            Some(b) if !holds_scores => {
+                source.fill(c, b);
+                (Some(&*b), None)
+            }
+            other => (None, other),
+        };
         let mut values = Vec::with_capacity(n * ft.dim);
         self.pool_features(t, 0..self.train.len(), &mut values);
         let features = Features::new(&values, n, ft.dim).map_err(|e| oracle_err(ft, e))?;
         let (oracle, warm, ctx) = (self.oracles[t].as_ref(), self.models[t].as_deref(), FitContext { seed });
-        if holds_scores && oracle.reads_every_bias() && n * c <= DENSE_BIAS_ENTRIES {
-            // Small enough to hold beside the scores: the biases once, in parallel and in
-            // order, instead of row by row at random (the same numbers).
+        // Biases of their own (not in `buffer`): all at once when small enough
+        // and every row is read (in parallel and in order instead of row by
+        // row at random), else row by row — the same numbers either way.
+        let dense_bias = || {
             let mut bias = vec![0.0; n * c];
             source.fill(c, &mut bias);
-            let problem = Problem::new(features, &pooled.labels, &bias, c, None).map_err(|e| oracle_err(ft, e))?;
-            fit_monotone_scored(oracle, &problem, warm, ctx, buffer)
-        } else if holds_scores {
-            let problem =
-                Problem::with_bias_rows(features, &pooled.labels, &source, c, None).map_err(|e| oracle_err(ft, e))?;
-            fit_monotone_scored(oracle, &problem, warm, ctx, buffer)
-        } else {
-            let problem = Problem::new(features, &pooled.labels, buffer, c, None).map_err(|e| oracle_err(ft, e))?;
-            fit_monotone(oracle, &problem, warm, ctx)
+            bias
+        };
+        let own_bias = bias_in_buffer.is_none() && oracle.reads_every_bias() && n * c <= DENSE_BIAS_ENTRIES;
+        let own_bias = own_bias.then(dense_bias);
+        let problem = match own_bias.as_deref().or(bias_in_buffer) {
+            Some(bias) => Problem::new(features, &pooled.labels, bias, c, None),
+            None => Problem::with_bias_rows(features, &pooled.labels, &source, c, None),
+        }
+        .map_err(|e| oracle_err(ft, e))?;
+        match scores {
+            Some(scores) => fit_monotone_scored(oracle, &problem, warm, ctx, scores),
+            None => fit_monotone(oracle, &problem, warm, ctx),
         }
         .map_err(|e| oracle_err(ft, e))
     }
@@ -545,6 +566,7 @@ impl<'a> Algorithm1<'a> {
             pooled: &self.pooled,
             discrepancy: self.discrepancy.as_ref(),
             epsilon: &self.epsilon,
+            models: &self.models,
         };
         let results: Vec<(f64, f64)> = self
             .messages

@@ -2,7 +2,7 @@
 //! potentials `θ = ε_t g_t + Δ` (or `g_t`'s scores), the message biases of
 //! Eq. 14 and the per-thread buffers an example's `θ` is gathered into.
 
-use oracles::BiasRows;
+use oracles::{BiasRows, Features, Model};
 use rayon::prelude::*;
 use smoothed_inference::{InferenceProblem, Messages, region_message_offsets, with_thread_workspace};
 
@@ -41,6 +41,12 @@ pub(super) enum Potentials {
     /// scoring the whole model, and `θ = ε_t g_t + Δ` is computed as an
     /// example's `θ` is gathered (the same expression, so the same bits).
     Scores(Vec<f64>),
+    /// Nothing: `θ = ε_t g_t + Δ` is computed from the model each time an
+    /// example's `θ` is gathered, for classes that are cheap to score
+    /// ([`oracles::Oracle::cheap_to_score`]); fits read the biases row by
+    /// row ([`MessageBias`]). A model scores each row on its own, so these
+    /// are the bits the other two ways hold.
+    Recomputed,
 }
 
 impl Pooled {
@@ -63,9 +69,10 @@ pub(super) const SCORE_GROUP_ROWS: usize = 1 << 16;
 
 /// Example `k`'s `θ` over its whole graph, gathered from the pooled types
 /// (regions of no type keep 0); `θ = ε_t g + Δ` computed here for types that
-/// hold scores ([`Potentials::Scores`]).
-fn gather_theta(theta: ThetaSource<'_>, k: usize, out: &mut Vec<f64>) {
-    let ThetaSource { data, pooled, discrepancy, epsilon } = theta;
+/// hold scores ([`Potentials::Scores`]) or nothing ([`Potentials::Recomputed`]:
+/// scored here, into a per-thread buffer).
+fn gather_theta(theta: ThetaSource<'_>, k: usize, out: &mut Vec<f64>) -> Result<(), LearnError> {
+    let ThetaSource { data, pooled, discrepancy, epsilon, models } = theta;
     let graph = &data.examples()[k].graph();
     out.clear();
     out.resize(graph.total_configs(), 0.0);
@@ -87,8 +94,42 @@ fn gather_theta(theta: ThetaSource<'_>, k: usize, out: &mut Vec<f64>) {
                     }
                 });
             }
+            Potentials::Recomputed => with_buffer(&SCORES, |g| {
+                score_example(data, models[t].as_deref(), t, k, p.rows[k + 1] - first, g)?;
+                let eps = epsilon[t];
+                with_region_deltas(data, discrepancy, p, k, c, |i, r, delta| {
+                    for ((o, &g), &d) in out[graph.config_range(r)].iter_mut().zip(&g[i * c..(i + 1) * c]).zip(delta) {
+                        *o = theta_entry(eps, g, d);
+                    }
+                });
+                Ok::<(), LearnError>(())
+            })?,
         }
     }
+    Ok(())
+}
+
+/// `g_t`'s scores on the `rows` regions of type `t` of example `k` into
+/// `out` (replacing its contents; zeros before the first fit, `model` `None`).
+fn score_example(
+    data: &Dataset,
+    model: Option<&dyn Model>,
+    t: usize,
+    k: usize,
+    rows: usize,
+    out: &mut Vec<f64>,
+) -> Result<(), LearnError> {
+    let ft = &data.factor_types()[t];
+    let block = &data.examples()[k].features()[t];
+    out.clear();
+    out.resize(rows * ft.classes, 0.0);
+    if let Some(m) = model
+        && rows > 0
+    {
+        let features = Features::new(&block.values, rows, ft.dim).map_err(|e| crate::model::oracle_err(ft, e))?;
+        m.score(features, out).map_err(|e| crate::model::oracle_err(ft, e))?;
+    }
+    Ok(())
 }
 
 /// `θ_α(y) = ε_t g_t(y) + Δ_α(y)`: the one expression both ways of holding
@@ -180,6 +221,9 @@ pub(super) struct ThetaSource<'t> {
     pub(super) pooled: &'t [Pooled],
     pub(super) discrepancy: &'t dyn Discrepancy,
     pub(super) epsilon: &'t [f64],
+    /// The current model of each type (`None` before its first fit), for
+    /// [`Potentials::Recomputed`] types.
+    pub(super) models: &'t [Option<Box<dyn Model>>],
 }
 
 type Buffer = std::cell::RefCell<Vec<f64>>;
@@ -189,6 +233,8 @@ thread_local! {
     static THETA: Buffer = const { Buffer::new(Vec::new()) };
     /// Per-example scratch of the graph's size (message offsets, `θ̃`).
     static SCRATCH: Buffer = const { Buffer::new(Vec::new()) };
+    /// An example's scores of one type ([`Potentials::Recomputed`]).
+    static SCORES: Buffer = const { Buffer::new(Vec::new()) };
 }
 
 /// Calls `f` with one of this thread's buffers: examples of one size then
@@ -203,9 +249,13 @@ fn with_buffer<R>(key: &'static std::thread::LocalKey<Buffer>, f: impl FnOnce(&m
 }
 
 /// Calls `f` with example `k`'s gathered `θ` (in a per-thread buffer).
-pub(super) fn with_theta<R>(theta: ThetaSource<'_>, k: usize, f: impl FnOnce(&[f64]) -> R) -> R {
+pub(super) fn with_theta<R>(
+    theta: ThetaSource<'_>,
+    k: usize,
+    f: impl FnOnce(&[f64]) -> Result<R, LearnError>,
+) -> Result<R, LearnError> {
     with_buffer(&THETA, |buffer| {
-        gather_theta(theta, k, buffer);
+        gather_theta(theta, k, buffer)?;
         f(buffer)
     })
 }
