@@ -89,6 +89,19 @@ pub enum InferenceError {
         /// Length given.
         got: usize,
     },
+    /// Constrained decoding ([`crate::decoding::decode_feasible`]) found no
+    /// labelling that every region allows: none exists, or the search ran
+    /// out of its backtracking budget first.
+    #[error("no labelling that every region allows was found (the search undid {backtracks} assignments): {}",
+        if *exhausted { "the hard constraints rule out every labelling (the search tried them all)" }
+        else { "the backtracking budget ran out; raise it" })]
+    NoFeasibleLabeling {
+        /// Assignments undone before giving up.
+        backtracks: usize,
+        /// Whether the search ran through every labelling (a proof that none
+        /// is allowed) rather than out of its budget.
+        exhausted: bool,
+    },
     /// Decoding needs the singleton region of every variable.
     #[error("variable {variable} has no singleton region to decode from")]
     MissingSingleton {

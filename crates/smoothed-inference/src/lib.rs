@@ -125,6 +125,7 @@
 #![warn(missing_docs)]
 
 mod batch;
+pub mod decoding;
 mod error;
 mod messages;
 mod problem;

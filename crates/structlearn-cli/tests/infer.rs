@@ -115,6 +115,10 @@ fn feasible_models_with_hard_zeros_infer_as_usual() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["labels"], serde_json::json!([0, 0, 0, 0]));
     assert!(v["dual_value"].as_f64().unwrap().is_finite());
+    // The labelling's own score, below the ε = 0 bound the messages certify.
+    let (score, bound) = (v["score"].as_f64().unwrap(), v["bound"].as_f64().unwrap());
+    assert!(score.is_finite() && bound >= score - 1e-9 * score.abs().max(1.0), "{v}");
+    assert_eq!(v["gap"].as_f64().unwrap(), bound - score);
     assert!(stderr(&o).is_empty(), "{}", stderr(&o));
     // Not converged: the usual warning, exit code 0.
     let slow = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/slow_cycle4.uai")).unwrap();
@@ -129,11 +133,12 @@ fn feasible_models_with_hard_zeros_infer_as_usual() {
 
 /// A frustrated cycle of "differ" constraints over three binary variables
 /// has no labelling of positive probability, but its LP relaxation is
-/// feasible (each pair half (0,1), half (1,0)), so no finite computation on
-/// the relaxation can prove it: the relaxation's result is printed, with a
-/// warning that the decoded labelling is one the model forbids.
+/// feasible (each pair half (0,1), half (1,0)), so message passing cannot
+/// prove it: the relaxation's result is printed, and the constrained
+/// decoding, trying every labelling, reports that none is allowed — never a
+/// forbidden labelling.
 #[test]
-fn a_decoded_labelling_the_model_forbids_is_warned_about() {
+fn no_labelling_is_reported_where_the_model_forbids_all() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(
         dir.path(),
@@ -143,7 +148,10 @@ fn a_decoded_labelling_the_model_forbids_is_warned_about() {
     let o = infer(&path, &["--tolerance", "1e-9"]);
     let e = stderr(&o);
     assert!(o.status.success(), "{e}");
-    assert!(e.contains("warning: the decoded labelling has probability 0 under the model (factor"), "{e}");
+    assert!(e.contains("the hard constraints rule out every labelling"), "{e}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["labels"].is_null() && v["score"].is_null() && v["gap"].is_null(), "{v}");
+    assert!(v["bound"].as_f64().is_some() && v["decoding"]["error"].is_string(), "{v}");
 }
 
 /// Every UAI parse error names the file; a too-large table gives its size and the limit.

@@ -1,0 +1,278 @@
+//! Labellings from beliefs that respect hard constraints, a local search that
+//! only raises their score, and the certificates of their quality
+//! (docs/MATH.md §3).
+//!
+//! [`crate::decode`] takes each variable's most believed label on its own. Where
+//! the relaxation is not tight, that combination can have `θ_α(y_α) = −∞` in
+//! some region — probability 0. [`decode_feasible`] instead assigns the
+//! variables one at a time, most confident first, each its most believed label
+//! that no region rules out given the labels already assigned (*forward
+//! checking*: a region with unassigned variables must keep a configuration of
+//! finite `θ` that agrees with the assigned ones). At a dead end it backtracks,
+//! within a budget; beyond it, it reports that no feasible labelling was found
+//! rather than answering with a forbidden one. [`improve`] then changes one
+//! variable at a time to its best label given the others (ICM), which never
+//! lowers the score `θ(y) = Σ_α θ_α(y_α)` ([`score`]).
+//!
+//! [`map_bound`] is the ε = 0 dual value `Σ_α max_{y_α} θ̃_α(y_α)` at the given
+//! messages: since the messages cancel in `Σ_α θ̃_α(y_α) = Σ_α θ_α(y_α)`, it is
+//! an upper bound on every labelling's score, so `map_bound − score` bounds how
+//! far the labelling is from the best one.
+//!
+//! ```
+//! use factor_graph::{Scope, factors_with_singletons};
+//! use smoothed_inference::decoding::{DecodeOptions, decode_feasible, score};
+//! // Two binary variables that may not both be 1, each believing 1 more likely.
+//! let g = factors_with_singletons(vec![2, 2], &[Scope { variables: vec![0, 1], factor_type: "c".into() }]).unwrap();
+//! let mut theta = vec![0.0; g.total_configs()];
+//! theta[g.config_range(2).start + 3] = f64::NEG_INFINITY; // (1, 1) is forbidden
+//! let mut beliefs = vec![0.0; g.total_configs()];
+//! beliefs[g.config_range(0)].copy_from_slice(&[0.4, 0.6]);
+//! beliefs[g.config_range(1)].copy_from_slice(&[0.1, 0.9]);
+//! beliefs[g.config_range(2)].copy_from_slice(&[0.0, 0.5, 0.5, 0.0]);
+//! let d = decode_feasible(&g, &theta, &beliefs, &DecodeOptions::default()).unwrap();
+//! assert_eq!(d.labels, vec![0, 1]); // variable 1 is the more confident one
+//! assert_eq!(score(&g, &theta, &d.labels), 0.0);
+//! ```
+
+use factor_graph::RegionGraph;
+
+use crate::{InferenceError, InferenceProblem, Messages};
+
+/// Settings of [`decode_feasible`].
+///
+/// ```
+/// let opts = smoothed_inference::decoding::DecodeOptions::default();
+/// assert!(opts.max_backtracks > 0 && opts.local_search_sweeps > 0);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeOptions {
+    /// The most times the search may undo an assignment before it reports
+    /// that it found no feasible labelling.
+    pub max_backtracks: usize,
+    /// Largest number of configurations of a region that forward checking
+    /// enumerates; larger regions are checked once all their variables are
+    /// assigned.
+    pub max_check_configs: usize,
+    /// Sweeps of the local search ([`improve`]) after decoding; 0 skips it.
+    pub local_search_sweeps: usize,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        Self { max_backtracks: 100_000, max_check_configs: 1 << 12, local_search_sweeps: 50 }
+    }
+}
+
+/// What [`decode_feasible`] returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded {
+    /// One label per variable; no region gives it `θ = −∞`.
+    pub labels: Vec<usize>,
+    /// `θ(y) = Σ_α θ_α(y_α)` ([`score`]), finite.
+    pub score: f64,
+    /// Assignments the search undid.
+    pub backtracks: usize,
+    /// Variables the local search changed (each change raised the score).
+    pub improved: usize,
+}
+
+/// The score `θ(y) = Σ_α θ_α(y_α)` of a labelling; `−∞` when a region forbids it.
+///
+/// ```
+/// let g = factor_graph::grid(1, 2, 2).unwrap();
+/// let mut theta = vec![0.0; g.total_configs()];
+/// theta[g.config_range(1).start + 1] = 2.0;
+/// assert_eq!(smoothed_inference::decoding::score(&g, &theta, &[0, 1]), 2.0);
+/// ```
+pub fn score(graph: &RegionGraph, theta: &[f64], labels: &[usize]) -> f64 {
+    (0..graph.num_regions()).map(|r| theta[graph.config_range(r).start + graph.config_of(r, labels)]).sum()
+}
+
+/// The ε = 0 dual value `Σ_α max_{y_α} θ̃_α(y_α)` at `messages`: an upper bound
+/// on the score of every labelling (module docs); `−∞` proves that every
+/// labelling is forbidden.
+///
+/// ```
+/// use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace};
+/// use smoothed_inference::decoding::map_bound;
+/// let g = factor_graph::grid(2, 2, 2).unwrap();
+/// let theta: Vec<f64> = (0..g.total_configs()).map(|i| ((i * 7) % 5) as f64 - 2.0).collect();
+/// let problem = InferenceProblem::new(&g, &theta, &[0.1, 0.1]).unwrap();
+/// let mut messages = Messages::zeros(&g);
+/// problem.run(&mut messages, &RunOptions { iterations: 100, tolerance: None, order: None }, &mut Workspace::new(&g)).unwrap();
+/// let best = (0..16).map(|y| {
+///     let labels: Vec<usize> = (0..4).map(|i| (y >> i) & 1).collect();
+///     smoothed_inference::decoding::score(&g, &theta, &labels)
+/// }).fold(f64::NEG_INFINITY, f64::max);
+/// assert!(map_bound(&problem, &messages) >= best - 1e-9);
+/// ```
+pub fn map_bound(problem: &InferenceProblem<'_>, messages: &Messages) -> f64 {
+    let g = problem.graph();
+    let mut reparameterized = vec![0.0; g.total_configs()];
+    problem.reparameterized(messages, &mut reparameterized);
+    (0..g.num_regions())
+        .map(|r| reparameterized[g.config_range(r)].iter().copied().fold(f64::NEG_INFINITY, f64::max))
+        .sum()
+}
+
+/// The regions containing each variable.
+fn regions_of_variables(graph: &RegionGraph) -> Vec<Vec<usize>> {
+    let mut of = vec![Vec::new(); graph.num_variables()];
+    for r in 0..graph.num_regions() {
+        for &v in graph.region_variables(r) {
+            of[v].push(r);
+        }
+    }
+    of
+}
+
+/// Marks an unassigned variable in a partial labelling.
+const UNASSIGNED: usize = usize::MAX;
+
+/// Whether region `r` keeps a configuration of finite `θ` that agrees with the
+/// assigned variables of `labels`; regions above `max_configs` are checked
+/// only once fully assigned.
+fn region_allows(graph: &RegionGraph, theta: &[f64], labels: &[usize], r: usize, max_configs: usize) -> bool {
+    let vars = graph.region_variables(r);
+    let theta = &theta[graph.config_range(r)];
+    if vars.iter().all(|&v| labels[v] != UNASSIGNED) {
+        return theta[graph.config_of(r, labels)] > f64::NEG_INFINITY;
+    }
+    if theta.len() > max_configs {
+        return true;
+    }
+    let mut config = vec![0; vars.len()];
+    theta.iter().enumerate().any(|(c, &t)| {
+        t > f64::NEG_INFINITY && {
+            graph.decode_config(r, c, &mut config);
+            vars.iter().zip(&config).all(|(&v, &y)| labels[v] == UNASSIGNED || labels[v] == y)
+        }
+    })
+}
+
+/// A labelling that no region forbids, decoded from the beliefs (module docs):
+/// variables in order of their largest singleton belief (most confident
+/// first), each given its most believed label that forward checking allows,
+/// with backtracking within [`DecodeOptions::max_backtracks`]; then
+/// [`improve`] for [`DecodeOptions::local_search_sweeps`] sweeps.
+///
+/// Errors: [`InferenceError::BeliefShape`] / [`InferenceError::ThetaShape`] for
+/// arrays of the wrong length, [`InferenceError::MissingSingleton`] for a
+/// variable without a singleton region, [`InferenceError::NoFeasibleLabeling`]
+/// when the search ends (every labelling is forbidden, or the budget ran out).
+pub fn decode_feasible(
+    graph: &RegionGraph,
+    theta: &[f64],
+    beliefs: &[f64],
+    opts: &DecodeOptions,
+) -> Result<Decoded, InferenceError> {
+    let total = graph.total_configs();
+    if theta.len() != total {
+        return Err(InferenceError::ThetaShape { expected: total, got: theta.len() });
+    }
+    if beliefs.len() != total {
+        return Err(InferenceError::BeliefShape { expected: total, got: beliefs.len() });
+    }
+    let n = graph.num_variables();
+    // Each variable's labels, most believed first, and its confidence.
+    let mut candidates = Vec::with_capacity(n);
+    let mut confidence = Vec::with_capacity(n);
+    for variable in 0..n {
+        let r = graph.singleton(variable).ok_or(InferenceError::MissingSingleton { variable })?;
+        let mu = &beliefs[graph.config_range(r)];
+        let mut order: Vec<usize> = (0..mu.len()).collect();
+        // Stable: ties keep the smaller label first, as `decode` does. NaN sorts last.
+        order.sort_by(|&a, &b| mu[b].partial_cmp(&mu[a]).unwrap_or(std::cmp::Ordering::Less));
+        confidence.push(mu[order[0]]);
+        candidates.push(order);
+    }
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| confidence[b].partial_cmp(&confidence[a]).unwrap_or(std::cmp::Ordering::Less));
+    let regions = regions_of_variables(graph);
+    let mut labels = vec![UNASSIGNED; n];
+    // next[d]: the next candidate index to try for the variable at depth d.
+    let mut next = vec![0usize; n];
+    let (mut depth, mut backtracks) = (0usize, 0usize);
+    while depth < n {
+        let v = order[depth];
+        let mut placed = false;
+        while next[depth] < candidates[v].len() {
+            let y = candidates[v][next[depth]];
+            next[depth] += 1;
+            labels[v] = y;
+            if regions[v].iter().all(|&r| region_allows(graph, theta, &labels, r, opts.max_check_configs)) {
+                placed = true;
+                break;
+            }
+        }
+        if placed {
+            depth += 1;
+            continue;
+        }
+        labels[v] = UNASSIGNED;
+        next[depth] = 0;
+        if depth == 0 || backtracks >= opts.max_backtracks {
+            return Err(InferenceError::NoFeasibleLabeling { backtracks, exhausted: depth == 0 });
+        }
+        backtracks += 1;
+        depth -= 1;
+        labels[order[depth]] = UNASSIGNED;
+    }
+    let improved = improve(graph, theta, &mut labels, opts.local_search_sweeps);
+    let score = score(graph, theta, &labels);
+    Ok(Decoded { labels, score, backtracks, improved })
+}
+
+/// Iterated conditional modes: sweeps over the variables, setting each to the
+/// label that maximises the score of the regions containing it given the
+/// others, when that is strictly higher than its current one; stops after a
+/// sweep without a change or after `sweeps`. The score `θ(y)` never falls, so
+/// a feasible labelling stays feasible. Returns the number of changes.
+///
+/// ```
+/// use smoothed_inference::decoding::{improve, score};
+/// let g = factor_graph::grid(1, 3, 2).unwrap();
+/// let mut theta = vec![0.0; g.total_configs()];
+/// // Every pair rewards agreement; variable 0 prefers label 1.
+/// for r in 3..g.num_regions() {
+///     theta[g.config_range(r).start] = 1.0;
+///     theta[g.config_range(r).start + 3] = 1.0;
+/// }
+/// theta[g.config_range(0).start + 1] = 0.5;
+/// let mut labels = vec![1, 1, 0];
+/// let before = score(&g, &theta, &labels);
+/// improve(&g, &theta, &mut labels, 10);
+/// assert!(score(&g, &theta, &labels) > before);
+/// assert_eq!(labels, vec![1, 1, 1]);
+/// ```
+pub fn improve(graph: &RegionGraph, theta: &[f64], labels: &mut [usize], sweeps: usize) -> usize {
+    let regions = regions_of_variables(graph);
+    let local = |labels: &[usize], v: usize| -> f64 {
+        regions[v].iter().map(|&r| theta[graph.config_range(r).start + graph.config_of(r, labels)]).sum()
+    };
+    let mut changes = 0;
+    for _ in 0..sweeps {
+        let mut changed = false;
+        for v in 0..labels.len() {
+            let current = labels[v];
+            let (mut best, mut best_score) = (current, local(labels, v));
+            for y in 0..graph.cardinality(v) {
+                labels[v] = y;
+                let s = local(labels, v);
+                if s > best_score {
+                    (best, best_score) = (y, s);
+                }
+            }
+            labels[v] = best;
+            if best != current {
+                changed = true;
+                changes += 1;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    changes
+}
