@@ -325,7 +325,10 @@ pub(crate) fn write_outputs<E: Experiment>(
         let _ = writeln!(table, "{note}");
     }
     if !merge_note.is_empty() {
-        let _ = writeln!(table, "\n{merge_note}");
+        if !note.is_empty() {
+            table.push('\n');
+        }
+        let _ = writeln!(table, "{merge_note}");
     }
     write_atomic(&out.join("table.md"), table.trim_end().as_bytes())?;
     plot_curves(out, done, seeds[0])?;

@@ -517,6 +517,31 @@ fn a_results_only_merge_gives_the_outputs_of_one_run() {
     reproduce(&crate::denoising::Denoising::new(&o), &o).unwrap();
     let table = std::fs::read_to_string(merged.path().join("more/table.md")).unwrap();
     assert!(table.contains("Not in any merged folder: linear/linear (seed 2), zero/zero (seed 2)."), "{table}");
+
+    // A run that trains a cell and merges the model-less ones: their results
+    // are kept, the figures drawn from models leave them out, and --resume
+    // without --merge keeps them instead of training them.
+    let trained = merged.path().join("trained");
+    let o = Options {
+        out: Some(trained.clone()),
+        cells: ["linear/linear", "zero/zero", "constant/constant"].map(String::from).to_vec(),
+        iterations: Some(2),
+        resume: false,
+        merge: vec![part0.path().to_path_buf()],
+        ..opts()
+    };
+    reproduce(&crate::denoising::Denoising::new(&o), &o).unwrap();
+    let by_seed = fields_of(&trained, "results_by_seed.csv", 5);
+    assert_eq!(by_seed[1..3], fields_of(one.path(), "results_by_seed.csv", 5)[1..3]);
+    assert!(by_seed[3].starts_with("0,constant,constant,"), "{by_seed:?}");
+    assert!(model_path(&trained, 0, "constant", "constant").is_file());
+    assert!(!model_path(&trained, 0, "linear", "linear").exists());
+    let table = std::fs::read_to_string(trained.join("table.md")).unwrap();
+    assert!(table.contains("linear/linear (seed 0), zero/zero (seed 0) from"), "{table}");
+    let o = Options { merge: Vec::new(), resume: true, ..o };
+    reproduce(&crate::denoising::Denoising::new(&o), &o).unwrap();
+    assert_eq!(fields_of(&trained, "results_by_seed.csv", 5), by_seed);
+    assert!(!model_path(&trained, 0, "linear", "linear").exists(), "trained again");
 }
 
 /// A folder written with another preset (for the cell's kinds), another
