@@ -107,11 +107,12 @@ pub(crate) fn merge_cells(
             (preset_for_cell(into.preset, &r.unary, &r.pairwise), preset_for_cell(&theirs, &r.unary, &r.pairwise));
         if !same_settings(&mine, &other) {
             bail!(
-                "--merge {}: cell {}/{} was trained with preset {other}, this run's is {mine}; merge only cells of \
-                 the same settings",
+                "--merge {}: cell {}/{} was trained with other settings ({}); its preset is {other}, this run's is \
+                 {mine}; merge only cells of the same settings",
                 dir.display(),
                 r.unary,
-                r.pairwise
+                r.pairwise,
+                setting_differences(&other, &mine, "").join(", ")
             );
         }
         let target = model_path(into.out, r.seed, &r.unary, &r.pairwise);
@@ -289,6 +290,31 @@ pub(crate) fn same_settings(a: &serde_json::Value, b: &serde_json::Value) -> boo
             x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_settings(v, w)))
         }
         _ => a == b,
+    }
+}
+
+/// The settings in which presets `theirs` and `mine` differ, as
+/// `key: theirs → mine` (`(none)` for a missing key), nested keys joined by `.`.
+pub(crate) fn setting_differences(theirs: &serde_json::Value, mine: &serde_json::Value, prefix: &str) -> Vec<String> {
+    use serde_json::Value;
+    match (theirs, mine) {
+        (Value::Object(a), Value::Object(b)) => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            keys.into_iter()
+                .flat_map(|k| {
+                    let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                    match (a.get(k), b.get(k)) {
+                        (Some(x), Some(y)) => setting_differences(x, y, &path),
+                        (x, y) => {
+                            let show = |v: Option<&Value>| v.map_or("(none)".to_string(), Value::to_string);
+                            vec![format!("{path}: {} → {}", show(x), show(y))]
+                        }
+                    }
+                })
+                .collect()
+        }
+        _ if same_settings(theirs, mine) => Vec::new(),
+        _ => vec![format!("{}: {theirs} → {mine}", if prefix.is_empty() { "preset" } else { prefix })],
     }
 }
 

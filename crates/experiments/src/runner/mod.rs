@@ -438,7 +438,15 @@ where
     let seconds = seconds_before + wall.elapsed().as_secs_f64();
     let first = seeds[0];
     if !data_by_seed.contains_key(&first) && !interrupted {
-        data_by_seed.insert(first, exp.data(first)?);
+        // No cell of the first seed was trained: its data is loaded only for
+        // the outputs drawn from it (per-class scores, figures, table note).
+        let data = exp.data(first).with_context(|| {
+            format!(
+                "loading the data of seed {first} for per_class.csv, the figures and the table's note (its cells were \
+                 all merged or resumed; --results-only merges without the data)"
+            )
+        })?;
+        data_by_seed.insert(first, data);
     }
     write_outputs(exp, &out, &done, &seeds, &cells, &data_by_seed, &merge_note)?;
     if let Some(data) = data_by_seed.get(&first) {
@@ -583,7 +591,6 @@ fn merge_results_only<E: Experiment>(
             );
         }
     }
-    create_folder(out)?;
     let class_names = exp.class_names();
     let into = MergeInto { out, preset, seeds, cells, class_names: class_names.as_deref(), models: false };
     let mut done = Vec::new();
@@ -594,6 +601,8 @@ fn merge_results_only<E: Experiment>(
     if done.is_empty() {
         bail!("--results-only: the --merge folders hold none of the selected cells and seeds");
     }
+    // Only now: a refused merge leaves no folder behind.
+    create_folder(out)?;
     // The order of a run of all the cells: by seed, then in the order of the cells.
     done.sort_by_key(|r| (r.seed, cells.iter().position(|c| c.0 == r.unary && c.1 == r.pairwise)));
     let missing: Vec<String> = seeds

@@ -566,6 +566,7 @@ fn merge_refuses_another_preset_or_results_version() {
     let longer = serde_json::json!({ "name": "quick", "learning_iterations": 6 });
     let err = merge(&longer).unwrap_err();
     assert!(err.contains(&dir.path().display().to_string()) && err.contains("cell linear/linear"), "{err}");
+    assert!(err.contains("(learning_iterations: 5 → 6)"), "{err}");
     let run_json = dir.path().join("run.json");
     let mut info: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&run_json).unwrap()).unwrap();
     for (version, says) in [
