@@ -224,22 +224,12 @@ pub(crate) fn read_per_class(dir: &Path, names: &[String]) -> Result<BTreeMap<(S
         }
         let metric = line.fields[2];
         let cell = (line.fields[0].to_string(), line.fields[1].to_string());
-        let expected = if rows.get(&cell).map_or(0, Vec::len) == 0 { "accuracy" } else { "iou" };
-        if metric != expected || rows.get(&cell).is_some_and(|l| l.len() >= 2) {
-            return Err(line.error(
-                "metric",
-                format_args!(
-                    "`{}` where cell {}/{} needs {}",
-                    shown(metric),
-                    cell.0,
-                    cell.1,
-                    if rows.get(&cell).is_some_and(|l| l.len() >= 2) {
-                        "no more lines".into()
-                    } else {
-                        format!("`{expected}`")
-                    }
-                ),
-            ));
+        // Each cell has an accuracy line, then an iou line.
+        let have = rows.get(&cell).map_or(0, Vec::len);
+        if have >= 2 || metric != ["accuracy", "iou"][have] {
+            let needs = ["`accuracy`", "`iou`"].get(have).copied().unwrap_or("no more lines");
+            return Err(line
+                .error("metric", format_args!("`{}` where cell {}/{} needs {needs}", shown(metric), cell.0, cell.1)));
         }
         for (i, name) in names.iter().map(String::as_str).chain(["mean"]).enumerate() {
             if !line.fields[3 + i].eq_ignore_ascii_case("nan") {

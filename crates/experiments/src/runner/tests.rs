@@ -657,6 +657,10 @@ fn a_results_only_cell_keeps_its_per_class_rows() {
         ),
         ("linear,svm,accuracy,0.9,0.5,0.9,0.6", "line 2, field `pairwise`: `svm` is not a class"),
         ("linear,linear,accuracy,0.9", "line 2: malformed line"),
+        (
+            "linear,linear,accuracy,0.9,0.5,0.9,0.6\nlinear,linear,iou,0.9,0.5,0.9,0.6\nlinear,linear,iou,0.9,0.5,0.9,0.6",
+            "line 4, field `metric`: `iou` where cell linear/linear needs no more lines",
+        ),
     ] {
         std::fs::write(
             dir.path().join("per_class.csv"),
