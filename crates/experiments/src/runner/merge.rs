@@ -206,7 +206,8 @@ pub(crate) fn read_per_class(dir: &Path, names: &[String]) -> Result<BTreeMap<(S
         );
     }
     let fields = 3 + names.len() + 2;
-    for (line, raw) in CsvLine::all(&path, &text, header)?.into_iter().zip(text.lines().skip(1)) {
+    for (mut line, raw) in CsvLine::all(&path, &text, header)?.into_iter().zip(text.lines().skip(1)) {
+        line.fix = "fix or delete the line (a cell without its lines is left out of the merged per_class.csv)";
         if line.fields.len() != fields {
             bail!(
                 "{}: line {}: malformed line `{}` ({} fields, expected {fields}: {header})",

@@ -53,7 +53,12 @@ pub(crate) struct CsvLine<'a> {
     pub(crate) file: &'a Path,
     pub(crate) number: usize,
     pub(crate) fields: Vec<&'a str>,
+    /// What to do about a bad field, ending its errors.
+    pub(crate) fix: &'static str,
 }
+
+/// [`CsvLine::fix`] of the results files that `--resume` reads back.
+pub(crate) const FIX_RESULTS_LINE: &str = "fix or delete the line (a deleted cell is trained again)";
 
 impl<'a> CsvLine<'a> {
     /// The data lines of `text` (read from `file`), after a header that must
@@ -69,16 +74,15 @@ impl<'a> CsvLine<'a> {
                 shown(first.unwrap_or_default())
             ),
         }
-        Ok(lines.enumerate().map(|(i, l)| CsvLine { file, number: i + 2, fields: l.split(',').collect() }).collect())
+        Ok(lines
+            .enumerate()
+            .map(|(i, l)| CsvLine { file, number: i + 2, fields: l.split(',').collect(), fix: FIX_RESULTS_LINE })
+            .collect())
     }
 
     /// An error about field `name` of this line.
     pub(crate) fn error(&self, name: &str, why: impl std::fmt::Display) -> anyhow::Error {
-        anyhow::anyhow!(
-            "{}: line {}, field `{name}`: {why}; fix or delete the line (a deleted cell is trained again)",
-            self.file.display(),
-            self.number
-        )
+        anyhow::anyhow!("{}: line {}, field `{name}`: {why}; {}", self.file.display(), self.number, self.fix)
     }
 
     /// Field `index`, called `name`, parsed.

@@ -669,6 +669,7 @@ fn a_results_only_cell_keeps_its_per_class_rows() {
         .unwrap();
         let err = format!("{:#}", read_per_class(dir.path(), &names).unwrap_err());
         assert!(err.contains("per_class.csv") && err.contains(says), "{line}: {err}");
+        assert!(!err.contains("trained again"), "{line}: {err}");
     }
     let err = format!("{:#}", read_per_class(dir.path(), &["sky".to_string()]).unwrap_err());
     assert!(err.contains("expected the header `unary,pairwise,metric,sky,mean,pixel_error`"), "{err}");
