@@ -93,11 +93,18 @@ enum Command {
         #[arg(long)]
         no_cache: bool,
         /// Take the finished cells of another output folder of the same preset
-        /// (repeatable; e.g. cells run in parallel) instead of training them.
-        /// Presets may differ in the extra settings (`oracles.KIND`) of oracle
-        /// kinds a merged cell does not use.
+        /// and results version (repeatable; e.g. cells run in parallel) instead
+        /// of training them. Presets may differ in the extra settings
+        /// (`oracles.KIND`) of oracle kinds a merged cell does not use. A cell
+        /// whose model the folder lacks (committed results) is merged results-only:
+        /// its errors, curve and per-class rows, left out of figures drawn from models.
         #[arg(long, value_name = "DIR")]
         merge: Vec<PathBuf>,
+        /// With --merge: build the table, results.csv, curves and per_class.csv from the folders'
+        /// results alone, without their models and without training or loading data; cells in no
+        /// folder are left out and named. Writes into a fresh --out.
+        #[arg(long, requires = "merge", conflicts_with = "resume")]
+        results_only: bool,
         /// Override a setting of the horses/stanford preset (repeatable), e.g.
         /// `--set max_side=64`, `--set features.hog_cell=8`, `--set standardize=false`,
         /// `--set 'drop_unary=["hog"]'`, `--set oracles.linear.warm_max_iterations=null`;
@@ -311,6 +318,7 @@ fn run() -> Result<()> {
             cache_dir,
             no_cache,
             merge,
+            results_only,
             set,
         } => {
             if let Some(n) = threads {
@@ -340,6 +348,7 @@ fn run() -> Result<()> {
                 no_cache,
                 verbosity: reporting::Verbosity::from_flags(quiet, verbose),
                 merge: merge.clone(),
+                results_only,
                 jobs: jobs.map(|j| j as usize),
             };
             let experiment = experiment.unwrap_or(Experiment::Denoising);
@@ -347,6 +356,11 @@ fn run() -> Result<()> {
             anyhow::ensure!(
                 set.is_empty() || matches!(experiment, Experiment::Horses | Experiment::Stanford),
                 "--set applies to the horses and stanford experiments"
+            );
+            anyhow::ensure!(
+                !results_only
+                    || matches!(experiment, Experiment::Denoising | Experiment::Horses | Experiment::Stanford),
+                "--results-only applies to the denoising, horses and stanford experiments"
             );
             match experiment {
                 Experiment::Denoising => {

@@ -13,7 +13,14 @@
 //! * `per_class.csv` (experiments with named classes): per-class accuracy and
 //!   IoU, and mean IoU, of every cell on the test set;
 //! * `models/` (one model per cell) and `run.json` (command, commit, preset,
-//!   wall-clock, threads, peak RSS, whether it finished).
+//!   [`RESULTS_VERSION`], wall-clock, threads, peak RSS, whether it finished,
+//!   cells merged without their models).
+//!
+//! `--merge` takes finished cells from other folders of the same preset and
+//! results version, with their models or, where a folder has none (committed
+//! results), results-only: errors, curve and per-class rows, left out of the
+//! figures drawn from models; `--results-only` merges without training,
+//! models or data (`docs/guide/reproducing.md`, "Merging folders").
 //!
 //! An experiment supplies its data, its oracles, its paper table and any
 //! figures of its own through [`Experiment`].
@@ -49,6 +56,28 @@ pub const NAMES: [&str; 5] = ["Zero", "Const.", "Linear", "Boost.", "MLP"];
 
 /// A 5 × 5 table of the paper: rows unary class, columns pairwise class.
 pub type PaperTable = [[f64; 5]; 5];
+
+/// The version of the results: `run.json` records it (`results_version`),
+/// and `--merge` and `--resume` refuse a folder whose version differs, so that
+/// one table never mixes cells whose numbers the code would no longer
+/// reproduce.
+///
+/// **The rule**: bump it in the commit that changes any bit of any result of
+/// any experiment (an error, a curve point, an objective, a model), whatever
+/// the reason: a fix, a new default, another order of floating-point
+/// operations. Changes that keep every result bit for bit (speed, memory,
+/// outputs that only report, new options off by default) keep it. When in
+/// doubt, run a `--quick` denoising cell before and after and compare
+/// `curves.csv` and the model bytes.
+///
+/// Version 1: every commit from the first committed results (`docs/results/`)
+/// up to the one that introduced this constant kept the results bit for bit.
+pub const RESULTS_VERSION: u64 = 1;
+
+/// The results version of a folder whose `run.json` has no
+/// `results_version` (written before the field existed): 1, the version of
+/// every commit before it. It stays 1 when [`RESULTS_VERSION`] is bumped.
+pub const UNRECORDED_RESULTS_VERSION: u64 = 1;
 
 /// How big a run is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,6 +135,10 @@ pub struct Options {
     /// Output folders of other runs of the same preset (e.g. disjoint cells run
     /// in parallel): their finished cells are copied in instead of trained.
     pub merge: Vec<PathBuf>,
+    /// Build the outputs from the `--merge` folders' results alone: no cell
+    /// is trained, no model copied, no data loaded; outputs that need models
+    /// or data are not written (and the run says so).
+    pub results_only: bool,
     /// Cells trained at the same time, each with `threads / jobs` threads (at
     /// least 1); the results are the same for any split. `None`: the
     /// experiment's [`Experiment::default_jobs`].
@@ -345,11 +378,16 @@ where
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("target/reproduce/{}{}", exp.name(), opts.scale.suffix())));
-    create_folder(&out.join("models"))?;
     let cells = selected_cells(&opts.cells)?;
     let seeds = seed_list(opts.first_seed, opts.seeds)?;
     let preset = exp.preset();
-    let (mut done, todo) = pending_cells(opts, &out, &preset, &seeds, &cells)?;
+    if opts.results_only {
+        return merge_results_only(exp, opts, &out, &preset, &seeds, &cells);
+    }
+    create_folder(&out.join("models"))?;
+    let class_names = exp.class_names();
+    let (mut done, todo, carried) = pending_cells(opts, &out, &preset, &seeds, &cells, class_names.as_deref())?;
+    let merge_note = carried.note(class_names.is_some());
 
     let stop = Arc::new(AtomicBool::new(false));
     if let Err(e) = structlearn_cli::stop_on_ctrl_c(stop.clone()) {
@@ -373,7 +411,7 @@ where
     // A resumed run adds its time to the earlier sessions' (a finished folder
     // resumed with nothing left to do keeps its time).
     let seconds_before = if opts.resume { previous_seconds(&out) } else { 0.0 };
-    let info = RunInfo { preset: &preset, opts, commit: commit.as_deref() };
+    let info = RunInfo { preset: &preset, opts, commit: commit.as_deref(), results_only: &carried.results_only };
     info.write(&out, &done, seconds_before, true)?;
     let wall = Instant::now();
     let mut data_by_seed: BTreeMap<u64, E::Data> = BTreeMap::new();
@@ -384,20 +422,52 @@ where
         }
         data_by_seed.insert(seed, data);
     }
-    let run = CellRun { exp, opts, out: &out, seeds: &seeds, cells: &cells, info: &info, seconds_before, wall };
+    let run = CellRun {
+        exp,
+        opts,
+        out: &out,
+        seeds: &seeds,
+        cells: &cells,
+        info: &info,
+        merge_note: &merge_note,
+        seconds_before,
+        wall,
+    };
     let mut interrupted = run.train_cells(todo, &mut done, &data_by_seed, &stop)?;
     interrupted |= stop.load(Ordering::SeqCst) && done.len() < seeds.len() * cells.len();
     let seconds = seconds_before + wall.elapsed().as_secs_f64();
     let first = seeds[0];
     if !data_by_seed.contains_key(&first) && !interrupted {
-        data_by_seed.insert(first, exp.data(first)?);
+        // No cell of the first seed was trained: its data is loaded only for
+        // the outputs drawn from it (per-class scores, figures, table note).
+        let data = exp.data(first).with_context(|| {
+            format!(
+                "loading the data of seed {first} for per_class.csv, the figures and the table's note (its cells were \
+                 all merged or resumed; --results-only merges without the data)"
+            )
+        })?;
+        data_by_seed.insert(first, data);
     }
-    write_outputs(exp, &out, &done, &seeds, &cells, &data_by_seed)?;
+    write_outputs(exp, &out, &done, &seeds, &cells, &data_by_seed, &merge_note)?;
     if let Some(data) = data_by_seed.get(&first) {
-        if let Some(names) = exp.class_names() {
-            write_per_class(&out, &done, first, data, &names, &exp.budget().predict)?;
+        if let Some(names) = &class_names {
+            let left_out = write_per_class(&out, &done, first, Some(data), names, &exp.budget().predict, &carried)?;
+            if !left_out.is_empty() {
+                eprintln!(
+                    "note: per_class.csv leaves out {} (merged without their models from folders without their \
+                     per-class rows)",
+                    left_out.join(", ")
+                );
+            }
         }
         exp.figures(&out, &done, first, data)?;
+        if !carried.results_only.is_empty() {
+            eprintln!(
+                "note: figures drawn from models leave out the {} cell(s) merged without their models (table.md \
+                 lists them)",
+                carried.results_only.len()
+            );
+        }
     }
     info.write(&out, &done, seconds, interrupted)?;
     println!("{}", std::fs::read_to_string(out.join("table.md")).unwrap_or_default());
@@ -414,7 +484,7 @@ where
 
 /// The cells already finished (`--resume`: read back from `out`; `--merge`:
 /// taken from other folders) and those left to train, as (seed, unary,
-/// pairwise), in the run's order.
+/// pairwise), in the run's order, and what results-only cells carry.
 #[allow(clippy::type_complexity)]
 fn pending_cells(
     opts: &Options,
@@ -422,21 +492,152 @@ fn pending_cells(
     preset: &serde_json::Value,
     seeds: &[u64],
     cells: &[(String, String)],
-) -> Result<(Vec<CellResult>, Vec<(u64, String, String)>)> {
+    class_names: Option<&[String]>,
+) -> Result<(Vec<CellResult>, Vec<(u64, String, String)>, Carried)> {
+    let mut carried = Carried::default();
+    let mut done: Vec<CellResult> = Vec::new();
     if opts.resume {
         check_same_preset(out, preset)?;
+        done = resumed_cells(out, seeds[0], class_names, &mut carried)?;
     }
-    let mut done: Vec<CellResult> = if opts.resume { read_previous(out)? } else { Vec::new() };
     done.retain(|r| seeds.contains(&r.seed) && cells.contains(&(r.unary.clone(), r.pairwise.clone())));
+    carried.results_only.retain(|((s, u, p), _)| seeds.contains(s) && cells.contains(&(u.clone(), p.clone())));
+    let into = MergeInto { out, preset, seeds, cells, class_names, models: true };
     for dir in &opts.merge {
-        merge_cells(dir, out, preset, seeds, cells, &mut done)?;
+        merge_cells(dir, &into, &mut done, &mut carried)?;
     }
     let todo = seeds
         .iter()
         .flat_map(|&s| cells.iter().map(move |(u, pw)| (s, u.clone(), pw.clone())))
         .filter(|(s, u, pw)| !done.iter().any(|r| r.seed == *s && &r.unary == u && &r.pairwise == pw))
         .collect();
-    Ok((done, todo))
+    Ok((done, todo, carried))
+}
+
+/// The finished cells of `out` for `--resume`: those with a model, and those
+/// its `run.json` lists as merged without their models (`results_only_cells`),
+/// with their `per_class.csv` lines when `out` reported `first_seed`.
+fn resumed_cells(
+    out: &Path,
+    first_seed: u64,
+    class_names: Option<&[String]>,
+    carried: &mut Carried,
+) -> Result<Vec<CellResult>> {
+    let info = read_run_json(out)?.unwrap_or_default();
+    let listed: Vec<(CellKey, PathBuf)> = info
+        .get("results_only_cells")
+        .and_then(serde_json::Value::as_array)
+        .map(|cells| {
+            cells
+                .iter()
+                .filter_map(|c| {
+                    let key = (
+                        c.get("seed")?.as_u64()?,
+                        c.get("unary")?.as_str()?.into(),
+                        c.get("pairwise")?.as_str()?.into(),
+                    );
+                    Some((key, PathBuf::from(c.get("from")?.as_str()?)))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let same_first = info.get("first_seed").and_then(serde_json::Value::as_u64) == Some(first_seed);
+    let per_class = match class_names {
+        Some(names) if same_first && !listed.is_empty() => read_per_class(out, names)?,
+        _ => BTreeMap::new(),
+    };
+    let mut done = Vec::new();
+    for (r, has_model) in read_results(out)? {
+        let key = (r.seed, r.unary.clone(), r.pairwise.clone());
+        if !has_model {
+            let Some((_, from)) = listed.iter().find(|(k, _)| *k == key) else { continue };
+            if let Some(lines) = per_class.get(&(r.unary.clone(), r.pairwise.clone()))
+                && r.seed == first_seed
+            {
+                carried.per_class.insert((r.unary.clone(), r.pairwise.clone()), lines.clone());
+            }
+            carried.results_only.push((key, from.clone()));
+        }
+        done.push(r);
+    }
+    Ok(done)
+}
+
+/// `--results-only`: the outputs of the cells of the `--merge` folders
+/// (results, curves, table, error curves, `per_class.csv` rows the folders
+/// have), without training, models or data; cells in no folder are left out
+/// and named. Writes into a fresh folder only: figures of an earlier run
+/// there would contradict the merged table.
+fn merge_results_only<E: Experiment>(
+    exp: &E,
+    opts: &Options,
+    out: &Path,
+    preset: &serde_json::Value,
+    seeds: &[u64],
+    cells: &[(String, String)],
+) -> Result<()> {
+    if opts.merge.is_empty() {
+        bail!("--results-only merges the results of --merge folders: give at least one --merge DIR");
+    }
+    if opts.resume {
+        bail!("--results-only writes a fresh folder: merge again from the source folders instead of --resume");
+    }
+    for earlier in ["run.json", "results_by_seed.csv", "models"] {
+        if out.join(earlier).exists() {
+            bail!(
+                "--results-only: {} already holds a run ({earlier}); merging writes a fresh folder (figures and \
+                 models of an earlier run would contradict the merged table): use another --out",
+                out.display()
+            );
+        }
+    }
+    let class_names = exp.class_names();
+    let into = MergeInto { out, preset, seeds, cells, class_names: class_names.as_deref(), models: false };
+    let mut done = Vec::new();
+    let mut carried = Carried::default();
+    for dir in &opts.merge {
+        merge_cells(dir, &into, &mut done, &mut carried)?;
+    }
+    if done.is_empty() {
+        bail!("--results-only: the --merge folders hold none of the selected cells and seeds");
+    }
+    // Only now: a refused merge leaves no folder behind.
+    create_folder(out)?;
+    // The order of a run of all the cells: by seed, then in the order of the cells.
+    done.sort_by_key(|r| (r.seed, cells.iter().position(|c| c.0 == r.unary && c.1 == r.pairwise)));
+    let missing: Vec<String> = seeds
+        .iter()
+        .flat_map(|&s| cells.iter().map(move |(u, p)| (s, u, p)))
+        .filter(|(s, u, p)| !done.iter().any(|r| r.seed == *s && &r.unary == *u && &r.pairwise == *p))
+        .map(|(s, u, p)| format!("{u}/{p} (seed {s})"))
+        .collect();
+    let mut note = carried.note(class_names.is_some());
+    note.push_str(
+        " No data was loaded (--results-only): notes computed from the data are in the source folders' table.md.",
+    );
+    if !missing.is_empty() {
+        note.push_str(&format!(" Not in any merged folder: {}.", missing.join(", ")));
+        eprintln!("note: {} cell(s) are in no --merge folder and left out: {}", missing.len(), missing.join(", "));
+    }
+    write_outputs(exp, out, &done, seeds, cells, &BTreeMap::new(), &note)?;
+    if let Some(names) = &class_names {
+        let left_out = write_per_class::<E::Data>(out, &done, seeds[0], None, names, &exp.budget().predict, &carried)?;
+        if !left_out.is_empty() {
+            eprintln!("note: per_class.csv leaves out {} (their folders have no per-class rows)", left_out.join(", "));
+        }
+    }
+    eprintln!(
+        "note: --results-only writes no models and none of the figures drawn from models or data \
+         (fig1_learned_functions.png, fig3_predictions.png, legend.md, split files); fig2_error_curves.png is drawn \
+         from curves.csv"
+    );
+    // The merged cells' own times are in results_by_seed.csv; the merge's is not a training time.
+    let commit = current_commit();
+    let info = RunInfo { preset, opts, commit: commit.as_deref(), results_only: &carried.results_only };
+    info.write(out, &done, 0.0, false)?;
+    println!("{}", std::fs::read_to_string(out.join("table.md")).unwrap_or_default());
+    println!("outputs in {}", out.display());
+    Ok(())
 }
 
 /// What every cell of one `reproduce` run shares.
@@ -447,6 +648,8 @@ struct CellRun<'r, E> {
     seeds: &'r [u64],
     cells: &'r [(String, String)],
     info: &'r RunInfo<'r>,
+    /// The table's note on cells merged without their models.
+    merge_note: &'r str,
     /// Seconds of earlier sessions of this folder (`--resume`).
     seconds_before: f64,
     /// When this session started.
@@ -546,7 +749,7 @@ where
                         done.sort_by_key(|r| (r.seed, cells.iter().position(|c| c.0 == r.unary && c.1 == r.pairwise)));
                         overall.inc(1);
                         let seconds = self.seconds_before + self.wall.elapsed().as_secs_f64();
-                        let written = write_outputs(exp, out, done, self.seeds, cells, data_by_seed)
+                        let written = write_outputs(exp, out, done, self.seeds, cells, data_by_seed, self.merge_note)
                             .and_then(|()| self.info.write(out, done, seconds, true));
                         if let Err(e) = written {
                             stop.store(true, Ordering::SeqCst);

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
@@ -53,7 +53,12 @@ pub(crate) struct CsvLine<'a> {
     pub(crate) file: &'a Path,
     pub(crate) number: usize,
     pub(crate) fields: Vec<&'a str>,
+    /// What to do about a bad field, ending its errors.
+    pub(crate) fix: &'static str,
 }
+
+/// [`CsvLine::fix`] of the results files that `--resume` reads back.
+pub(crate) const FIX_RESULTS_LINE: &str = "fix or delete the line (a deleted cell is trained again)";
 
 impl<'a> CsvLine<'a> {
     /// The data lines of `text` (read from `file`), after a header that must
@@ -69,16 +74,15 @@ impl<'a> CsvLine<'a> {
                 shown(first.unwrap_or_default())
             ),
         }
-        Ok(lines.enumerate().map(|(i, l)| CsvLine { file, number: i + 2, fields: l.split(',').collect() }).collect())
+        Ok(lines
+            .enumerate()
+            .map(|(i, l)| CsvLine { file, number: i + 2, fields: l.split(',').collect(), fix: FIX_RESULTS_LINE })
+            .collect())
     }
 
     /// An error about field `name` of this line.
     pub(crate) fn error(&self, name: &str, why: impl std::fmt::Display) -> anyhow::Error {
-        anyhow::anyhow!(
-            "{}: line {}, field `{name}`: {why}; fix or delete the line (a deleted cell is trained again)",
-            self.file.display(),
-            self.number
-        )
+        anyhow::anyhow!("{}: line {}, field `{name}`: {why}; {}", self.file.display(), self.number, self.fix)
     }
 
     /// Field `index`, called `name`, parsed.
@@ -130,13 +134,20 @@ pub fn create_folder(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating the folder {}", dir.display()))
 }
 
+#[cfg(test)]
 pub(crate) fn read_previous(out: &Path) -> Result<Vec<CellResult>> {
+    Ok(read_results(out)?.into_iter().filter_map(|(r, model)| model.then_some(r)).collect())
+}
+
+/// Every cell of `out/results_by_seed.csv` with its curve (checked as
+/// [`read_previous`] checks them), and whether its model is in `models/`.
+pub(crate) fn read_results(out: &Path) -> Result<Vec<(CellResult, bool)>> {
     let results_path = out.join("results_by_seed.csv");
     let Some(text) = read_optional(&results_path)? else {
         return Ok(Vec::new());
     };
     let mut curves = read_curves(out)?;
-    let mut results: Vec<CellResult> = Vec::new();
+    let mut results: Vec<(CellResult, bool)> = Vec::new();
     let mut lines_of: BTreeMap<(u64, String, String), usize> = BTreeMap::new();
     for line in CsvLine::all(&results_path, &text, RESULTS_HEADER)? {
         if line.fields.len() != 6 && line.fields.len() != 7 {
@@ -165,11 +176,10 @@ pub(crate) fn read_previous(out: &Path) -> Result<Vec<CellResult>> {
         let seconds = line.number(5, "seconds", 0.0, f64::MAX)?;
         let peak_rss_mib = if line.fields.len() == 7 { line.number(6, "peak_rss_mib", 0.0, f64::MAX)? } else { 0.0 };
         let (seed, unary, pairwise) = key;
-        if !model_path(out, seed, &unary, &pairwise).exists() {
-            continue;
-        }
+        let model = model_path(out, seed, &unary, &pairwise).exists();
         let curve = curves.remove(&(seed, unary.clone(), pairwise.clone())).unwrap_or_default();
-        results.push(CellResult { seed, unary, pairwise, train_error, test_error, seconds, peak_rss_mib, curve });
+        results
+            .push((CellResult { seed, unary, pairwise, train_error, test_error, seconds, peak_rss_mib, curve }, model));
     }
     Ok(results)
 }
@@ -234,6 +244,7 @@ pub(crate) fn write_outputs<E: Experiment>(
     seeds: &[u64],
     cells: &[(String, String)],
     data: &BTreeMap<u64, E::Data>,
+    merge_note: &str,
 ) -> Result<()> {
     let mut by_seed = String::from("seed,unary,pairwise,train_error,test_error,seconds,peak_rss_mib\n");
     let mut curves = String::from(CURVES_HEADER);
@@ -317,6 +328,12 @@ pub(crate) fn write_outputs<E: Experiment>(
     if !note.is_empty() {
         let _ = writeln!(table, "{note}");
     }
+    if !merge_note.is_empty() {
+        if !note.is_empty() {
+            table.push('\n');
+        }
+        let _ = writeln!(table, "{merge_note}");
+    }
     write_atomic(&out.join("table.md"), table.trim_end().as_bytes())?;
     plot_curves(out, done, seeds[0])?;
     Ok(())
@@ -344,26 +361,51 @@ pub(crate) fn plot_curves(out: &Path, done: &[CellResult], seed: u64) -> Result<
     plots::plot_error_curves(&out.join("fig2_error_curves.png"), &names, &names, &cells)
 }
 
+/// The header line of `per_class.csv` for the class names `names`.
+pub(crate) fn per_class_header(names: &[String]) -> String {
+    let mut header = String::from("unary,pairwise,metric");
+    for n in names {
+        let _ = write!(header, ",{n}");
+    }
+    header.push_str(",mean,pixel_error\n");
+    header
+}
+
 /// `per_class.csv`: per cell of `seed`, the test set's per-class accuracy and
 /// IoU, mean class accuracy, mean IoU and pixel error, from a fresh prediction
-/// (zero messages, `predict` budget ×10 to let strongly coupled models settle).
+/// (zero messages, `predict` budget ×10 to let strongly coupled models settle)
+/// of the cell's model in `out/models` with `data`; for cells merged without
+/// their model, the lines `carried` from their folder. Returns the cells left
+/// out: results-only cells whose folder had no lines for them, and, without
+/// `data` (`--results-only`), any other.
 pub(crate) fn write_per_class<D: ExperimentData>(
     out: &Path,
     done: &[CellResult],
     seed: u64,
-    data: &D,
+    data: Option<&D>,
     names: &[String],
     predict: &PredictOptions,
-) -> Result<()> {
+    carried: &Carried,
+) -> Result<Vec<String>> {
     let registry = oracles::ModelRegistry::with_builtin();
     let predict = PredictOptions { iterations: predict.iterations * 10, ..*predict };
-    let mut csv = String::from("unary,pairwise,metric");
-    for n in names {
-        let _ = write!(csv, ",{n}");
-    }
-    csv.push_str(",mean,pixel_error\n");
+    let mut csv = per_class_header(names);
     let cell = |v: Option<f64>| v.map_or("nan".to_string(), |x| format!("{x:.4}"));
+    let mut left_out = Vec::new();
     for r in done.iter().filter(|r| r.seed == seed) {
+        if carried.is_results_only(seed, &r.unary, &r.pairwise) {
+            match carried.per_class.get(&(r.unary.clone(), r.pairwise.clone())) {
+                Some(lines) => lines.iter().for_each(|l| {
+                    let _ = writeln!(csv, "{l}");
+                }),
+                None => left_out.push(format!("{}/{}", r.unary, r.pairwise)),
+            }
+            continue;
+        }
+        let Some(data) = data else {
+            left_out.push(format!("{}/{}", r.unary, r.pairwise));
+            continue;
+        };
         let path = model_path(out, seed, &r.unary, &r.pairwise);
         let model = StructuredModel::load(&path, &registry)?;
         let predictions = model.predict(data.test(), &predict)?;
@@ -380,7 +422,7 @@ pub(crate) fn write_per_class<D: ExperimentData>(
         }
     }
     write_atomic(&out.join("per_class.csv"), csv.as_bytes())?;
-    Ok(())
+    Ok(left_out)
 }
 
 /// With `--resume`, refuses to mix cells trained under another preset (data,
@@ -403,6 +445,9 @@ pub fn check_same_preset(out: &Path, preset: &serde_json::Value) -> Result<()> {
         }
         return Ok(());
     };
+    if let Some(info) = read_run_json(out)? {
+        check_results_version(out, &info).context("--resume")?;
+    }
     if !same_settings(&recorded, preset) {
         bail!(
             "--resume: {} was written with preset {}, this run's is {}; resume with the same options or use another --out",
@@ -418,13 +463,7 @@ pub fn check_same_preset(out: &Path, preset: &serde_json::Value) -> Result<()> {
 /// `None` when there is no `run.json`; a `run.json` that cannot be read is an
 /// error naming it.
 pub(crate) fn recorded_preset(dir: &Path) -> Result<Option<serde_json::Value>> {
-    let path = dir.join("run.json");
-    let Some(text) = read_optional(&path)? else {
-        return Ok(None);
-    };
-    let info: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
-    Ok(Some(info.get("preset").cloned().unwrap_or(serde_json::Value::Null)))
+    Ok(read_run_json(dir)?.map(|info| info.get("preset").cloned().unwrap_or(serde_json::Value::Null)))
 }
 
 /// The paper's value of a cell (NaN for an unknown class name).
@@ -476,6 +515,8 @@ pub struct RunInfo<'a> {
     pub opts: &'a Options,
     /// The commit the run started from.
     pub commit: Option<&'a str>,
+    /// Cells merged without their models, with the folders they came from.
+    pub results_only: &'a [((u64, String, String), PathBuf)],
 }
 
 impl RunInfo<'_> {
@@ -492,9 +533,20 @@ impl RunInfo<'_> {
                 })
             })
             .collect();
+        let results_only: Vec<serde_json::Value> = self
+            .results_only
+            .iter()
+            .map(|((seed, u, p), dir)| {
+                serde_json::json!({ "seed": seed, "unary": u, "pairwise": p, "from": dir.display().to_string() })
+            })
+            .collect();
         let info = serde_json::json!({
             "command": typed_command(std::env::args()),
             "commit": self.commit,
+            // RESULTS_VERSION: --merge and --resume refuse folders of another.
+            "results_version": RESULTS_VERSION,
+            // Cells merged without their models (--merge), none in models/.
+            "results_only_cells": results_only,
             "preset": self.preset,
             "seeds": self.opts.seeds,
             "first_seed": self.opts.first_seed,

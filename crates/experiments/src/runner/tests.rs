@@ -34,6 +34,19 @@ fn write_model(dir: &Path, seed: u64, unary: &str, pairwise: &str) {
     model.save(&model_path(dir, seed, unary, pairwise)).unwrap();
 }
 
+/// `merge_cells` as a run with models merges: copying models, no per-class rows.
+fn merge_models(
+    dir: &Path,
+    out: &Path,
+    preset: &serde_json::Value,
+    seeds: &[u64],
+    cells: &[(String, String)],
+    done: &mut Vec<CellResult>,
+) -> Result<()> {
+    let into = MergeInto { out, preset, seeds, cells, class_names: None, models: true };
+    merge_cells(dir, &into, done, &mut Carried::default())
+}
+
 pub(crate) fn opts() -> Options {
     Options {
         scale: Scale::Quick,
@@ -51,6 +64,7 @@ pub(crate) fn opts() -> Options {
         no_cache: false,
         verbosity: Verbosity::Quiet,
         merge: Vec::new(),
+        results_only: false,
         jobs: Some(1),
     }
 }
@@ -98,7 +112,9 @@ fn resuming_a_finished_folder_keeps_its_time() {
     let dir = tempfile::tempdir().unwrap();
     let quick = serde_json::json!({ "name": "quick" });
     let o = opts();
-    RunInfo { preset: &quick, opts: &o, commit: Some("abc") }.write(dir.path(), &[], 42.5, false).unwrap();
+    RunInfo { preset: &quick, opts: &o, commit: Some("abc"), results_only: &[] }
+        .write(dir.path(), &[], 42.5, false)
+        .unwrap();
     assert_eq!(previous_seconds(dir.path()), 42.5);
     assert_eq!(previous_seconds(&dir.path().join("missing")), 0.0);
 }
@@ -110,7 +126,9 @@ fn resume_refuses_another_preset_and_accepts_the_same() {
     // No run.json yet: nothing to compare with.
     check_same_preset(dir.path(), &quick).unwrap();
     let o = opts();
-    RunInfo { preset: &quick, opts: &o, commit: Some("abc") }.write(dir.path(), &[], 0.0, true).unwrap();
+    RunInfo { preset: &quick, opts: &o, commit: Some("abc"), results_only: &[] }
+        .write(dir.path(), &[], 0.0, true)
+        .unwrap();
     check_same_preset(dir.path(), &quick).unwrap();
     // The same number written as an integer or a float is the same setting.
     check_same_preset(dir.path(), &serde_json::json!({ "name": "quick", "learning_iterations": 5.0 })).unwrap();
@@ -206,7 +224,9 @@ fn merged_cells_need_the_same_settings_for_the_kinds_they_use() {
         serde_json::json!({ "name": "full", "oracles": { "boosting": { "leaf_l2": 1.0 } } }),
     );
     let o = opts();
-    RunInfo { preset: &old, opts: &o, commit: Some("abc") }.write(dir.path(), &[], 0.0, true).unwrap();
+    RunInfo { preset: &old, opts: &o, commit: Some("abc"), results_only: &[] }
+        .write(dir.path(), &[], 0.0, true)
+        .unwrap();
     std::fs::write(
         dir.path().join("results_by_seed.csv"),
         "seed,unary,pairwise,train_error,test_error,seconds\n0,linear,linear,0.2,0.3,10\n0,boosting,boosting,0.3,0.3,10\n",
@@ -220,15 +240,15 @@ fn merged_cells_need_the_same_settings_for_the_kinds_they_use() {
     let cell = |u: &str, p: &str| vec![(u.to_string(), p.to_string())];
     // linear/linear does not use the boosting setting that differs: merged.
     let mut done = Vec::new();
-    merge_cells(dir.path(), out.path(), &new, &[0], &cell("linear", "linear"), &mut done).unwrap();
+    merge_models(dir.path(), out.path(), &new, &[0], &cell("linear", "linear"), &mut done).unwrap();
     assert_eq!(done.len(), 1);
     assert!(model_path(out.path(), 0, "linear", "linear").is_file());
     // boosting/boosting does: refused, naming the cell.
     let mut done = Vec::new();
-    let err = merge_cells(dir.path(), out.path(), &new, &[0], &cell("boosting", "boosting"), &mut done).unwrap_err();
+    let err = merge_models(dir.path(), out.path(), &new, &[0], &cell("boosting", "boosting"), &mut done).unwrap_err();
     assert!(err.to_string().contains("boosting/boosting") && done.is_empty(), "{err}");
     // The same settings: merged.
-    merge_cells(dir.path(), out.path(), &old, &[0], &cell("boosting", "boosting"), &mut done).unwrap();
+    merge_models(dir.path(), out.path(), &old, &[0], &cell("boosting", "boosting"), &mut done).unwrap();
     assert_eq!(done.len(), 1);
 }
 
@@ -390,7 +410,9 @@ fn merge_checks_models_before_copying_them() {
     let dir = tempfile::tempdir().unwrap();
     let quick = serde_json::json!({ "name": "quick" });
     let o = opts();
-    RunInfo { preset: &quick, opts: &o, commit: Some("abc") }.write(dir.path(), &[], 0.0, true).unwrap();
+    RunInfo { preset: &quick, opts: &o, commit: Some("abc"), results_only: &[] }
+        .write(dir.path(), &[], 0.0, true)
+        .unwrap();
     std::fs::write(
         dir.path().join("results_by_seed.csv"),
         "seed,unary,pairwise,train_error,test_error,seconds\n0,zero,zero,0.3,0.3,1\n0,linear,linear,0.2,0.2,1\n",
@@ -408,7 +430,7 @@ fn merge_checks_models_before_copying_them() {
     std::fs::create_dir_all(out.path().join("models")).unwrap();
     let cell = |u: &str, p: &str| vec![(u.to_string(), p.to_string())];
     let merge = |cells: &[(String, String)]| {
-        merge_cells(dir.path(), out.path(), &quick, &[0], cells, &mut Vec::new()).map_err(|e| format!("{e:#}"))
+        merge_models(dir.path(), out.path(), &quick, &[0], cells, &mut Vec::new()).map_err(|e| format!("{e:#}"))
     };
     let err = merge(&cell("zero", "zero")).unwrap_err();
     assert!(err.contains(&source.display().to_string()) && err.contains("--merge"), "{err}");
@@ -419,4 +441,236 @@ fn merge_checks_models_before_copying_them() {
     write_model(dir.path(), 0, "zero", "zero");
     merge(&cell("zero", "zero")).unwrap();
     assert_eq!(std::fs::read(model_path(out.path(), 0, "zero", "zero")).unwrap(), std::fs::read(&source).unwrap());
+}
+
+/// The lines of `dir/file` with each line's first `keep` fields (every field
+/// but the times when `keep` stops before them).
+fn fields_of(dir: &Path, file: &str, keep: usize) -> Vec<String> {
+    let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{}: {e}", dir.join(file).display()));
+    text.lines().map(|l| l.split(',').take(keep).collect::<Vec<_>>().join(",")).collect()
+}
+
+/// `table.md` up to the note computed from the data (which a results-only
+/// merge does not load).
+fn table_grid(dir: &Path) -> String {
+    let table = std::fs::read_to_string(dir.join("table.md")).unwrap();
+    table.split("Errors are those").next().unwrap().to_string()
+}
+
+/// Seeds 0 and 1 of two cells run in one folder, and seed 0 and seed 1 run
+/// in two folders merged results-only (without their models, which are
+/// deleted, and without loading data), give the same results, curves, table
+/// (mean ± std over the two seeds) and error curves, but for the times.
+#[test]
+fn a_results_only_merge_gives_the_outputs_of_one_run() {
+    let run = |dir: &Path, first_seed: u64, seeds: usize| {
+        let o = Options {
+            out: Some(dir.to_path_buf()),
+            cells: ["linear/linear", "zero/zero"].map(String::from).to_vec(),
+            iterations: Some(2),
+            resume: false,
+            first_seed,
+            seeds,
+            ..opts()
+        };
+        reproduce(&crate::denoising::Denoising::new(&o), &o).unwrap();
+    };
+    let (one, part0, part1) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    run(one.path(), 0, 2);
+    run(part0.path(), 0, 1);
+    run(part1.path(), 1, 1);
+    for part in [&part0, &part1] {
+        std::fs::remove_dir_all(part.path().join("models")).unwrap();
+    }
+    let merged = tempfile::tempdir().unwrap();
+    let out = merged.path().join("merged");
+    let o = Options {
+        out: Some(out.clone()),
+        cells: ["linear/linear", "zero/zero"].map(String::from).to_vec(),
+        iterations: Some(2),
+        resume: false,
+        seeds: 2,
+        merge: vec![part1.path().to_path_buf(), part0.path().to_path_buf()],
+        results_only: true,
+        ..opts()
+    };
+    reproduce(&crate::denoising::Denoising::new(&o), &o).unwrap();
+    assert_eq!(fields_of(one.path(), "results.csv", 4), fields_of(&out, "results.csv", 4));
+    assert_eq!(fields_of(one.path(), "results_by_seed.csv", 5), fields_of(&out, "results_by_seed.csv", 5));
+    assert_eq!(fields_of(one.path(), "curves.csv", 7), fields_of(&out, "curves.csv", 7));
+    let grid = table_grid(&out);
+    assert_eq!(table_grid(one.path()), grid);
+    assert!(grid.contains(" ± ") && grid.contains("2 seed(s)"), "{grid}");
+    assert!(out.join("fig2_error_curves.png").is_file());
+    assert!(!out.join("models").exists() && !out.join("fig3_predictions.png").exists());
+    let table = std::fs::read_to_string(out.join("table.md")).unwrap();
+    assert!(table.contains("Merged without their models") && table.contains("No data was loaded"), "{table}");
+    let info: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    assert_eq!(info["results_version"], RESULTS_VERSION);
+    assert_eq!(info["results_only_cells"].as_array().unwrap().len(), 4);
+    // A fresh folder only; a cell in no folder is named.
+    let err = reproduce(&crate::denoising::Denoising::new(&o), &o).unwrap_err().to_string();
+    assert!(err.contains("already holds a run"), "{err}");
+    let o = Options { out: Some(merged.path().join("more")), seeds: 3, ..o };
+    reproduce(&crate::denoising::Denoising::new(&o), &o).unwrap();
+    let table = std::fs::read_to_string(merged.path().join("more/table.md")).unwrap();
+    assert!(table.contains("Not in any merged folder: linear/linear (seed 2), zero/zero (seed 2)."), "{table}");
+
+    // A run that trains a cell and merges the model-less ones: their results
+    // are kept, the figures drawn from models leave them out, and --resume
+    // without --merge keeps them instead of training them.
+    let trained = merged.path().join("trained");
+    let o = Options {
+        out: Some(trained.clone()),
+        cells: ["linear/linear", "zero/zero", "constant/constant"].map(String::from).to_vec(),
+        iterations: Some(2),
+        resume: false,
+        merge: vec![part0.path().to_path_buf()],
+        ..opts()
+    };
+    reproduce(&crate::denoising::Denoising::new(&o), &o).unwrap();
+    let by_seed = fields_of(&trained, "results_by_seed.csv", 5);
+    assert_eq!(by_seed[1..3], fields_of(one.path(), "results_by_seed.csv", 5)[1..3]);
+    assert!(by_seed[3].starts_with("0,constant,constant,"), "{by_seed:?}");
+    assert!(model_path(&trained, 0, "constant", "constant").is_file());
+    assert!(!model_path(&trained, 0, "linear", "linear").exists());
+    let table = std::fs::read_to_string(trained.join("table.md")).unwrap();
+    assert!(table.contains("linear/linear (seed 0), zero/zero (seed 0) from"), "{table}");
+    let o = Options { merge: Vec::new(), resume: true, ..o };
+    reproduce(&crate::denoising::Denoising::new(&o), &o).unwrap();
+    assert_eq!(fields_of(&trained, "results_by_seed.csv", 5), by_seed);
+    assert!(!model_path(&trained, 0, "linear", "linear").exists(), "trained again");
+}
+
+/// A folder written with another preset (for the cell's kinds), another
+/// results version, or a version that is not a number, is refused naming
+/// the folder, the cell or the versions; a folder without the field counts
+/// as version 1.
+#[test]
+fn merge_refuses_another_preset_or_results_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let quick = serde_json::json!({ "name": "quick", "learning_iterations": 5 });
+    let o = opts();
+    RunInfo { preset: &quick, opts: &o, commit: None, results_only: &[] }.write(dir.path(), &[], 0.0, false).unwrap();
+    std::fs::write(dir.path().join("results_by_seed.csv"), GOOD_RESULTS).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let cells = vec![("linear".to_string(), "linear".to_string())];
+    let merge = |preset: &serde_json::Value| {
+        let into = MergeInto { out: out.path(), preset, seeds: &[0], cells: &cells, class_names: None, models: false };
+        let mut done = Vec::new();
+        merge_cells(dir.path(), &into, &mut done, &mut Carried::default()).map(|()| done).map_err(|e| format!("{e:#}"))
+    };
+    assert_eq!(merge(&quick).unwrap().len(), 1);
+    let longer = serde_json::json!({ "name": "quick", "learning_iterations": 6 });
+    let err = merge(&longer).unwrap_err();
+    assert!(err.contains(&dir.path().display().to_string()) && err.contains("cell linear/linear"), "{err}");
+    assert!(err.contains("(learning_iterations: 5 → 6)"), "{err}");
+    let run_json = dir.path().join("run.json");
+    let mut info: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&run_json).unwrap()).unwrap();
+    for (version, says) in [
+        (serde_json::json!(RESULTS_VERSION + 1), format!("results version {}", RESULTS_VERSION + 1)),
+        (serde_json::json!("1"), "not a whole number".to_string()),
+    ] {
+        info["results_version"] = version;
+        std::fs::write(&run_json, info.to_string()).unwrap();
+        let err = merge(&quick).unwrap_err();
+        assert!(err.contains(&dir.path().display().to_string()) && err.contains(&says), "{err}");
+        // --resume checks it too.
+        let err = check_same_preset(dir.path(), &quick).unwrap_err().to_string();
+        assert!(err.contains("--resume"), "{err}");
+    }
+    // Written before the field existed: version 1.
+    info.as_object_mut().unwrap().remove("results_version");
+    std::fs::write(&run_json, info.to_string()).unwrap();
+    assert_eq!(UNRECORDED_RESULTS_VERSION, 1);
+    assert_eq!(merge(&quick).is_ok(), RESULTS_VERSION == UNRECORDED_RESULTS_VERSION);
+}
+
+/// A cell merged without its model keeps its per-class rows (those of its
+/// folder's `per_class.csv`, for the run's first seed), whether the run
+/// trains other cells or merges results only, and `--resume` keeps it;
+/// malformed per-class lines are errors naming the file, line and field.
+#[test]
+fn a_results_only_cell_keeps_its_per_class_rows() {
+    let names = vec!["sky".to_string(), "tree".to_string()];
+    let dir = tempfile::tempdir().unwrap();
+    let quick = serde_json::json!({ "name": "quick" });
+    let o = opts();
+    RunInfo { preset: &quick, opts: &o, commit: None, results_only: &[] }.write(dir.path(), &[], 0.0, false).unwrap();
+    std::fs::write(dir.path().join("results_by_seed.csv"), format!("{GOOD_RESULTS}0,zero,zero,0.8,0.9,4,1\n")).unwrap();
+    let per_class = "unary,pairwise,metric,sky,tree,mean,pixel_error\n\
+                     linear,linear,accuracy,0.9000,nan,0.9000,0.6000\nlinear,linear,iou,0.5000,0.1000,0.3000,0.6000\n";
+    std::fs::write(dir.path().join("per_class.csv"), per_class).unwrap();
+    let cells = vec![("linear".to_string(), "linear".to_string()), ("zero".to_string(), "zero".to_string())];
+    let out = tempfile::tempdir().unwrap();
+    for models in [false, true] {
+        let into = MergeInto {
+            out: out.path(),
+            preset: &quick,
+            seeds: &[0],
+            cells: &cells,
+            class_names: Some(&names),
+            models,
+        };
+        let (mut done, mut carried) = (Vec::new(), Carried::default());
+        merge_cells(dir.path(), &into, &mut done, &mut carried).unwrap();
+        assert_eq!(done.len(), 2);
+        assert!(carried.is_results_only(0, "linear", "linear") && carried.is_results_only(0, "zero", "zero"));
+        let predict = PredictOptions::default();
+        let left_out = write_per_class::<datasets::denoising::DenoisingData>(
+            out.path(),
+            &done,
+            0,
+            None,
+            &names,
+            &predict,
+            &carried,
+        )
+        .unwrap();
+        assert_eq!(left_out, ["zero/zero"]);
+        assert_eq!(std::fs::read_to_string(out.path().join("per_class.csv")).unwrap(), per_class);
+        assert!(carried.note(true).contains("linear/linear (seed 0), zero/zero (seed 0) from"));
+        // --resume of the merged folder keeps both cells and the rows.
+        let merged = tempfile::tempdir().unwrap();
+        std::fs::copy(out.path().join("per_class.csv"), merged.path().join("per_class.csv")).unwrap();
+        std::fs::copy(dir.path().join("results_by_seed.csv"), merged.path().join("results_by_seed.csv")).unwrap();
+        RunInfo { preset: &quick, opts: &o, commit: None, results_only: &carried.results_only }
+            .write(merged.path(), &done, 0.0, false)
+            .unwrap();
+        let mut again = Carried::default();
+        let resumed = resumed_cells(merged.path(), 0, Some(&names), &mut again).unwrap();
+        assert_eq!(resumed, done);
+        assert_eq!(again.per_class, carried.per_class);
+        // Without the run.json list, a cell without its model is trained again.
+        RunInfo { preset: &quick, opts: &o, commit: None, results_only: &[] }
+            .write(merged.path(), &[], 0.0, false)
+            .unwrap();
+        assert!(resumed_cells(merged.path(), 0, Some(&names), &mut Carried::default()).unwrap().is_empty());
+    }
+    for (line, says) in [
+        ("linear,linear,accuracy,0.9,1.5,0.9,0.6", "line 2, field `tree`: 1.5 is not in [0, 1]"),
+        (
+            "linear,linear,iou,0.9,0.5,0.9,0.6",
+            "line 2, field `metric`: `iou` where cell linear/linear needs `accuracy`",
+        ),
+        ("linear,svm,accuracy,0.9,0.5,0.9,0.6", "line 2, field `pairwise`: `svm` is not a class"),
+        ("linear,linear,accuracy,0.9", "line 2: malformed line"),
+        (
+            "linear,linear,accuracy,0.9,0.5,0.9,0.6\nlinear,linear,iou,0.9,0.5,0.9,0.6\nlinear,linear,iou,0.9,0.5,0.9,0.6",
+            "line 4, field `metric`: `iou` where cell linear/linear needs no more lines",
+        ),
+    ] {
+        std::fs::write(
+            dir.path().join("per_class.csv"),
+            format!("unary,pairwise,metric,sky,tree,mean,pixel_error\n{line}\n"),
+        )
+        .unwrap();
+        let err = format!("{:#}", read_per_class(dir.path(), &names).unwrap_err());
+        assert!(err.contains("per_class.csv") && err.contains(says), "{line}: {err}");
+        assert!(!err.contains("trained again"), "{line}: {err}");
+    }
+    let err = format!("{:#}", read_per_class(dir.path(), &["sky".to_string()]).unwrap_err());
+    assert!(err.contains("expected the header `unary,pairwise,metric,sky,mean,pixel_error`"), "{err}");
 }
