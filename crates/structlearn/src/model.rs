@@ -21,8 +21,9 @@ use factor_graph::RegionGraph;
 use oracles::{Features, Model, ModelRegistry};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use smoothed_inference::decoding::{DecodeOptions, decode_feasible, score};
 use smoothed_inference::{
-    InferenceProblem, Messages, ProblemPlan, RunOptions, RunReport, decode, with_thread_workspace,
+    InferenceError, InferenceProblem, Messages, ProblemPlan, RunOptions, RunReport, decode, with_thread_workspace,
 };
 
 use crate::files::{unwrap_binary, wrap_binary, write_atomic};
@@ -98,12 +99,29 @@ impl Default for PredictOptions {
 /// ```
 #[derive(Debug, Clone)]
 pub struct Prediction {
-    /// `ŷ_i = argmax μ_i(y_i)` per variable.
+    /// `ŷ_i = argmax μ_i(y_i)` per variable, unless the model forbids that
+    /// labelling: then the constrained decoding's
+    /// ([`smoothed_inference::decoding::decode_feasible`]).
     pub labels: Vec<usize>,
     /// Beliefs `μ_α`, flat per configuration of the example's graph.
     pub beliefs: Vec<f64>,
     /// What message passing did.
     pub report: RunReport,
+}
+
+/// The labelling a prediction reports: each variable's most believed label
+/// ([`decode`]) — unless the model forbids that combination (a hard
+/// constraint, `θ = −∞`, where the relaxation is not tight), in which case
+/// the constrained decoding's ([`decode_feasible`], without local search, so
+/// the labels stay those the beliefs favour). Where no allowed labelling is
+/// found the error says so; a forbidden labelling is never returned.
+fn decode_allowed(graph: &RegionGraph, theta: &[f64], beliefs: &[f64]) -> Result<Vec<usize>, InferenceError> {
+    let labels = decode(graph, beliefs)?;
+    if score(graph, theta, &labels) > f64::NEG_INFINITY {
+        return Ok(labels);
+    }
+    let opts = DecodeOptions { local_search_sweeps: 0, ..DecodeOptions::default() };
+    Ok(decode_feasible(graph, theta, beliefs, &opts)?.labels)
 }
 
 /// Per factor type, what a model file's header says.
@@ -386,7 +404,8 @@ impl StructuredModel {
         let (report, beliefs) =
             with_thread_workspace(|ws| problem.run(messages, &run, ws).map(|r| (r, ws.beliefs().to_vec())))
                 .map_err(|source| LearnError::Inference { example: k, source })?;
-        let labels = decode(plan.graph(), &beliefs).map_err(|source| LearnError::Inference { example: k, source })?;
+        let labels = decode_allowed(plan.graph(), &theta, &beliefs)
+            .map_err(|source| LearnError::Inference { example: k, source })?;
         Ok(Prediction { labels, beliefs, report })
     }
 
@@ -435,8 +454,12 @@ impl StructuredModel {
                 let inference = |source| LearnError::Inference { example: k, source };
                 let problem = InferenceProblem::planned(&plans[k], &theta).map_err(inference)?;
                 let run = opts.run_options();
-                // Only the labels: the same as the prediction's, without its report.
-                let (_, labels) = with_thread_workspace(|ws| problem.run_and_decode(m, &run, ws)).map_err(inference)?;
+                // The labels the prediction gives, without its report and beliefs.
+                let labels = with_thread_workspace(|ws| {
+                    problem.run(m, &run, ws)?;
+                    decode_allowed(plans[k].graph(), &theta, ws.beliefs())
+                })
+                .map_err(inference)?;
                 Ok(count_errors(data, k, &labels, truth))
             })
             .collect::<Result<_, LearnError>>()?;

@@ -564,3 +564,40 @@ fn perceptrons_take_a_constraint_that_forbids_class_zero() {
         Executor::for_solver(perceptron).train().unwrap_or_else(|e| panic!("{mode:?}: {e}"));
     }
 }
+
+/// A prediction never reports a labelling the model forbids: three binary
+/// variables with symmetric beliefs (every singleton ½, ½) whose most believed
+/// labels, all 0 by the smallest-label tie rule, break "0 and 1 differ"; the
+/// prediction is an allowed labelling instead, and the error rate counts it.
+#[test]
+fn predictions_respect_hard_constraints_where_the_beliefs_argmax_does_not() {
+    use oracles::fixed::FixedModel;
+    use oracles::zero::ZeroModel;
+    let scope = |a: usize, b: usize, t: &str| Scope { variables: vec![a, b], factor_type: t.into() };
+    let graph = Arc::new(
+        factors_with_singletons(vec![2, 2, 2], &[scope(0, 1, "differ"), scope(1, 2, "differ"), scope(0, 2, "equal")])
+            .unwrap(),
+    );
+    let one = |n: usize| FeatureBlock { dim: 1, values: vec![1.0; n] };
+    let example = Example::new("cycle", graph.clone(), Some(vec![0, 1, 0]), vec![one(3), one(2), one(1)]);
+    let types =
+        vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("differ", 1), FactorTypeInfo::new("equal", 1)];
+    let data = Dataset::new(types.clone(), vec![example]).unwrap();
+    let models: Vec<Box<dyn oracles::Model>> = vec![
+        Box::new(ZeroModel { dim: 1, classes: 2 }),
+        Box::new(FixedModel::new(1, vec![0.0; 4], vec![0, 3]).unwrap()),
+        Box::new(FixedModel::new(1, vec![0.0; 4], vec![1, 2]).unwrap()),
+    ];
+    let model = StructuredModel::new(data.factor_types().to_vec(), vec![1.0; 3], models).unwrap();
+    let p = model.predict_example(&data, 0, &PredictOptions::default()).unwrap();
+    let theta = model.energies(&data, 0).unwrap();
+    // The beliefs' own argmax is forbidden …
+    let argmax = smoothed_inference::decode(&graph, &p.beliefs).unwrap();
+    assert_eq!(argmax, vec![0, 0, 0]);
+    assert!(!is_feasible(&graph, &theta, &argmax));
+    // … the prediction is not.
+    assert!(is_feasible(&graph, &theta, &p.labels), "{:?}", p.labels);
+    assert_eq!(model.predict(&data, &PredictOptions::default()).unwrap()[0].labels, p.labels);
+    let expected = p.labels.iter().zip([0, 1, 0]).filter(|(a, b)| **a != *b).count() as f64 / 3.0;
+    assert_eq!(model.error_rate(&data, &PredictOptions::default()).unwrap(), expected);
+}
