@@ -188,8 +188,9 @@ impl Model for PyModel {
                 let view = s.as_array();
                 if view.dim() != (rows, self.classes) {
                     return Err(pyo3::exceptions::PyValueError::new_err(format!(
-                        "the Python model's scores(features) returned shape {:?}, expected ({rows}, {})",
-                        view.shape(),
+                        "the Python model's scores(features) returned shape ({}, {}), expected ({rows}, {})",
+                        view.nrows(),
+                        view.ncols(),
                         self.classes
                     )));
                 }

@@ -65,6 +65,8 @@ struct Shared {
     last_model: Option<StructuredModel>,
     /// The Python callback asked to stop.
     stop: bool,
+    /// The last finished learning iteration.
+    finished: usize,
 }
 
 /// Passes each learning iteration's records to the Python layer, keeps the
@@ -90,6 +92,7 @@ impl Observer for PyObserver {
             TrainEvent::IterationFinished { iteration, model } => {
                 if let Ok(mut s) = self.shared.lock() {
                     s.last_model = Some((*model).clone());
+                    s.finished = *iteration;
                 }
                 let records = std::mem::take(&mut self.pending);
                 if let Some(callback) = &self.on_iteration {
@@ -232,17 +235,15 @@ pub fn train<'py>(
                 error: None,
             }),
             Err(e) => {
+                let (last, finished) =
+                    shared.lock().map(|mut s| (s.last_model.take(), s.finished)).unwrap_or((None, 0));
                 let model = match learner.best_model() {
                     Some(best) => Some(best.clone()),
-                    None => shared.lock().ok().and_then(|mut s| s.last_model.take()),
+                    None => last,
                 };
-                Ok(Outcome {
-                    model,
-                    history: learner.history().to_vec(),
-                    best_iteration: None,
-                    stop_reason: "Interrupted".into(),
-                    error: Some(e),
-                })
+                // The records of the unfinished iteration go with it.
+                let history = learner.history().iter().filter(|r| r.iteration <= finished).cloned().collect();
+                Ok(Outcome { model, history, best_iteration: None, stop_reason: "Interrupted".into(), error: Some(e) })
             }
         }
     };
