@@ -48,14 +48,49 @@ pub fn denoising(
     Ok((PyDataset::new(data.train), PyDataset::new(data.test)))
 }
 
+/// `structlearn._core.scene(train, test, height, width, labels, unary_dim,
+/// pair_dim, seed)`: Stanford-Background-shaped synthetic scenes
+/// (`datasets::scene`, what `cargo xtask bench-scale` trains on), as a
+/// training and a test [`PyDataset`].
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn scene(
+    py: Python<'_>,
+    train: usize,
+    test: usize,
+    height: usize,
+    width: usize,
+    labels: usize,
+    unary_dim: usize,
+    pair_dim: usize,
+    seed: u64,
+) -> PyResult<(PyDataset, PyDataset)> {
+    let config = datasets::scene::SceneConfig {
+        train,
+        test,
+        height,
+        width,
+        labels,
+        unary_dim,
+        pair_dim,
+        seed,
+        ..Default::default()
+    };
+    let data = py
+        .detach(|| datasets::scene::generate(&config))
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+    Ok((PyDataset::new(data.train), PyDataset::new(data.test)))
+}
+
 /// The module: classes `Dataset`, `Model`; functions `train`, `denoising`,
-/// `oracle_kinds`, `infer_uai`.
+/// `scene`, `oracle_kinds`, `infer_uai`.
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyDataset>()?;
     m.add_class::<PyModel>()?;
     m.add_function(wrap_pyfunction!(train::train, m)?)?;
     m.add_function(wrap_pyfunction!(denoising, m)?)?;
+    m.add_function(wrap_pyfunction!(scene, m)?)?;
     m.add_function(wrap_pyfunction!(convert::oracle_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(convert::infer_uai, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

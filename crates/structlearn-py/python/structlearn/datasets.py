@@ -34,6 +34,20 @@ def make_denoising(height=50, width=50, n_train=8, n_test=8, sigma=10.0, random_
     return (*_to_estimator_format(train, format), *_to_estimator_format(test, format))
 
 
+def make_scene(n_train=572, n_test=143, height=48, width=64, n_states=8, n_features=42, n_edge_features=3,
+               random_state=0, format="graph"):
+    """Stanford-Background-shaped synthetic scenes (what ``cargo xtask bench-scale`` trains on).
+
+    Returns
+    -------
+    X_train, Y_train, X_test, Y_test
+        In ``format`` (``'graph'`` for :class:`GraphCRF`, ``'grid'`` for :class:`GridCRF`).
+    """
+    train, test = _core.scene(int(n_train), int(n_test), int(height), int(width), int(n_states), int(n_features),
+                              int(n_edge_features), int(random_state))
+    return (*_to_estimator_format(train, format), *_to_estimator_format(test, format))
+
+
 def _to_estimator_format(data, format):
     if format not in ("graph", "grid"):
         raise ValueError(f"format: {format!r} is not 'graph' or 'grid'")
