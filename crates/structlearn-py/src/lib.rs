@@ -10,7 +10,7 @@
 //!   non-unary type), read from or written to `.sld` / `.json` files;
 //! * [`PyModel`] (`_core.Model`): a [`structlearn::StructuredModel`]: predict,
 //!   beliefs, the model file's bytes (`.slm`, the same bytes as the CLI's);
-//! * [`train()`]: any learner of [`structlearn::LearnerKind`], with oracles from
+//! * `train` ([`train::train`]): any learner of [`structlearn::LearnerKind`], with oracles from
 //!   the registry by specification or Python objects ([`pyoracle`]), the GIL
 //!   released, Ctrl-C polled between steps;
 //! * [`denoising`]: the synthetic denoising data of NIPS 2013 §5.1.
@@ -19,9 +19,9 @@
 //! computation, so a model trained from Python has the bytes the command
 //! line writes for the same data and settings.
 
-mod convert;
+pub mod convert;
 pub mod pyoracle;
-mod train;
+pub mod train;
 
 use pyo3::prelude::*;
 
