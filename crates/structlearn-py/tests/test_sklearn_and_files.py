@@ -113,3 +113,21 @@ def test_infer_uai(tmp_path):
     out = structlearn.infer_uai(tmp_path / "m.uai", eps=0.01)
     assert out["labels"].tolist() == [1, 1]
     assert np.allclose([b.sum() for b in out["beliefs"]], 1.0)
+
+
+def test_readme_quick_start_is_the_example_and_prints_what_the_readme_says(tmp_path):
+    """The README's Python snippet is examples/python/quickstart.py verbatim, and running it prints
+    the output the README shows."""
+    import re
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    readme = (root / "README.md").read_text()
+    example = (root / "examples/python/quickstart.py").read_text()
+    assert f"```python\n{example}```" in readme
+    shown = re.search(r"## Python in brief.*?```text\n(.*?)```", readme, re.S).group(1)
+    run = subprocess.run([sys.executable, str(root / "examples/python/quickstart.py")], cwd=tmp_path,
+                         capture_output=True, text=True, check=True)
+    assert run.stdout == shown
+    assert (tmp_path / "denoising.slm").exists()
