@@ -1,10 +1,12 @@
 //! Project automation (rust-analyzer's xtask convention): `cargo xtask reproduce …`
 //! runs the papers' experiments and writes tables and figures; `cargo xtask
-//! bench-scale` times learning at Stanford Background's scale.
+//! bench-scale` times learning at Stanford Background's scale; `cargo xtask
+//! test` runs every test: the Rust workspace's and the Python package's.
 
 mod bench_scale;
 mod fuzz;
 mod oracle_fit;
+mod test;
 
 use experiments::{denoising, hazan_urtasun, images, punyakanok, runner};
 
@@ -178,6 +180,9 @@ enum Command {
         #[arg(long)]
         threads: Option<usize>,
     },
+    /// Every test: `cargo test --workspace`, then the Python package's pytest
+    /// suite in a virtual environment under target/ (set up by this command).
+    Test(test::TestArgs),
     /// Fuzzes every file loader with structure-aware mutations of valid files
     /// (docs/ROBUSTNESS.md); saves failing inputs and a summary.
     Fuzz(fuzz::FuzzArgs),
@@ -295,6 +300,7 @@ fn run() -> Result<()> {
                 None => oracle_fit::run(&opts),
             }
         }
+        Command::Test(a) => test::test(&a),
         Command::Fuzz(a) => fuzz::fuzz(&a),
         Command::FuzzWorker(a) => fuzz::worker(&a),
         Command::Reproduce {

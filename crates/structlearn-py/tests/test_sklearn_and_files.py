@@ -1,0 +1,133 @@
+import json
+import pickle
+import subprocess
+
+import numpy as np
+import pytest
+
+import structlearn
+
+
+def test_get_set_params_clone():
+    sklearn = pytest.importorskip("sklearn")
+    from sklearn.base import clone
+
+    est = structlearn.GraphCRF(eps=0.5, unary={"kind": "boosting", "rounds": 3})
+    params = est.get_params()
+    assert params["eps"] == 0.5 and params["unary"] == {"kind": "boosting", "rounds": 3}
+    twin = clone(est)
+    assert twin is not est and twin.get_params() == params and not hasattr(twin, "model_")
+    assert est.set_params(eps=2.0) is est and est.eps == 2.0
+    with pytest.raises(ValueError, match="invalid parameter"):
+        est.set_params(epsilon=1.0)
+    assert "eps=2.0" in repr(est)
+
+
+def test_grid_search_over_eps(graph_data):
+    pytest.importorskip("sklearn")
+    from sklearn.model_selection import GridSearchCV
+
+    X, Y, _, _ = graph_data
+    search = GridSearchCV(structlearn.GraphCRF(max_iter=2), {"eps": [0.1, 1.0]}, cv=2)
+    search.fit(X, Y)
+    assert search.best_params_["eps"] in (0.1, 1.0)
+    assert len(search.cv_results_["mean_test_score"]) == 2
+    assert 0 < search.score(X, Y) <= 1
+
+
+def test_pickle_and_joblib_round_trip(grid_data, tmp_path):
+    X, Y, Xt, _ = grid_data
+    est = structlearn.GridCRF(max_iter=2).fit(X, Y)
+    back = pickle.loads(pickle.dumps(est))
+    assert back.model_bytes_ == est.model_bytes_ and back.history_ == est.history_
+    assert all((a == b).all() for a, b in zip(back.predict(Xt), est.predict(Xt)))
+    joblib = pytest.importorskip("joblib")
+    joblib.dump(est, tmp_path / "m.joblib")
+    assert joblib.load(tmp_path / "m.joblib").model_bytes_ == est.model_bytes_
+
+
+def test_not_fitted():
+    with pytest.raises((AttributeError, ValueError)):
+        structlearn.GraphCRF().predict([(np.zeros((2, 1)), [[0, 1]])])
+
+
+@pytest.mark.parametrize("kind", ["grid", "graph"])
+def test_same_model_bytes_as_the_cli(kind, grid_data, graph_data, tmp_path, cli):
+    X, Y, Xt, Yt = grid_data if kind == "grid" else graph_data
+    Est = structlearn.GridCRF if kind == "grid" else structlearn.GraphCRF
+    settings = [
+        (dict(), ["--oracle", "unary=linear", "--oracle", "pairwise=linear"]),
+        (
+            dict(unary={"kind": "boosting", "rounds": 4, "max_depth": 2}, eps=0.5, random_state=7, max_iter=3),
+            ["--oracle", "unary=boosting:rounds=4,max_depth=2", "--oracle", "pairwise=linear", "--eps", "0.5",
+             "--seed", "7", "--iterations", "3"],
+        ),
+        (
+            dict(learner="hazan-urtasun", max_iter=2),
+            ["--learner", "hazan-urtasun", "--iterations", "2", "--oracle", "unary=linear", "--oracle", "pairwise=linear"],
+        ),
+    ]
+    for i, (params, args) in enumerate(settings):
+        est = Est(n_jobs=2, **params)
+        est.save_dataset(tmp_path / "train.sld", X, Y)
+        est.fit(X, Y)
+        out = tmp_path / f"cli{i}.slm"
+        subprocess.run(
+            [cli, "--threads", "2", "-q", "train", "--data", str(tmp_path / "train.sld"), "--model", str(out), *args],
+            check=True,
+        )
+        assert out.read_bytes() == est.model_bytes_, params
+        # And the other way: the CLI's model predicts from Python as the CLI does.
+        est.save_dataset(tmp_path / "test.sld", Xt, Yt)
+        subprocess.run(
+            [cli, "-q", "predict", "--model", str(out), "--data", str(tmp_path / "test.sld"), "--output",
+             str(tmp_path / "pred.json")],
+            check=True,
+        )
+        cli_labels = [p["labels"] for p in json.loads((tmp_path / "pred.json").read_text())["predictions"]]
+        loaded = Est.load(out)
+        assert [np.ravel(p).tolist() for p in loaded.predict(Xt)] == cli_labels
+
+
+def test_save_load_model_and_dataset(grid_data, tmp_path):
+    X, Y, Xt, Yt = grid_data
+    est = structlearn.GridCRF(max_iter=2).fit(X, Y)
+    est.save(tmp_path / "m.slm")
+    assert (tmp_path / "m.slm").read_bytes() == est.model_bytes_
+    back = structlearn.GridCRF.load(tmp_path / "m.slm")
+    assert back.n_states_ == 2 and back.score(Xt, Yt) == est.score(Xt, Yt)
+    est.save_dataset(tmp_path / "d.sld", Xt, Yt)
+    X2, Y2 = structlearn.load_dataset(tmp_path / "d.sld", format="grid")
+    assert all((a[0] == b[0]).all() and (a[1] == b[1]).all() for a, b in zip(X2, Xt))
+    assert all((a == b).all() for a, b in zip(Y2, Yt))
+    Xg, Yg = structlearn.load_dataset(tmp_path / "d.sld")
+    assert len(Xg[0]) == 3 and Xg[0][1].shape[1] == 2
+    with pytest.raises(ValueError, match="features"):
+        structlearn.GraphCRF.load(tmp_path / "m.slm").predict([(np.zeros((2, 5)), [[0, 1]])])
+    with pytest.raises(OSError):
+        structlearn.GridCRF.load(tmp_path / "missing.slm")
+
+
+def test_infer_uai(tmp_path):
+    (tmp_path / "m.uai").write_text("MARKOV\n2\n2 2\n2\n1 0\n2 0 1\n2\n0.2 0.8\n4\n1 0.1 0.1 1\n")
+    out = structlearn.infer_uai(tmp_path / "m.uai", eps=0.01)
+    assert out["labels"].tolist() == [1, 1]
+    assert np.allclose([b.sum() for b in out["beliefs"]], 1.0)
+
+
+def test_readme_quick_start_is_the_example_and_prints_what_the_readme_says(tmp_path):
+    """The README's Python snippet is examples/python/quickstart.py verbatim, and running it prints
+    the output the README shows."""
+    import re
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    readme = (root / "README.md").read_text()
+    example = (root / "examples/python/quickstart.py").read_text()
+    assert f"```python\n{example}```" in readme
+    shown = re.search(r"## Python in brief.*?```text\n(.*?)```", readme, re.S).group(1)
+    run = subprocess.run([sys.executable, str(root / "examples/python/quickstart.py")], cwd=tmp_path,
+                         capture_output=True, text=True, check=True)
+    assert run.stdout == shown
+    assert (tmp_path / "denoising.slm").exists()
