@@ -146,8 +146,16 @@ class _StructuredCRF:
             raise ValueError(f"eps: {eps} is out of range [1e-6, 1e6]")
         max_iter = positive_number(self.max_iter, "max_iter", integer=True, minimum=1)
         mp = positive_number(self.message_passing_iterations, "message_passing_iterations", integer=True, minimum=1)
-        config = {"epsilon": eps, "learning_iterations": max_iter, "seed": seed_of(self.random_state)}
-        if mp != _DEFAULT_MP_ITER:
+        # A learner refuses settings it does not read (LearnError::UnusedSetting); an estimator's
+        # parameters are common to all learners (so that GridSearchCV can vary the learner), so
+        # those a learner does not read are left out here, as its docstring says.
+        smoothed = not str(self.learner).startswith("perceptron")
+        config = {"seed": seed_of(self.random_state)}
+        if smoothed:
+            config["epsilon"] = eps
+        if self.learner != "piecewise":
+            config["learning_iterations"] = max_iter
+        if smoothed and mp != _DEFAULT_MP_ITER:
             config["message_passing_iterations"] = mp
         if self.patience is not None:
             if not validation:
@@ -430,13 +438,14 @@ _COMMON_PARAMS = """
         keys as in ``structlearn train --help``), or a Python oracle (an object with
         ``fit(features, labels, bias, warm_start, sample_weight)``, see ``docs/guide/python.md``).
     eps : float, default=0.1
-        Entropy weight ε of the smoothed LP relaxation (in [1e-6, 1e6]).
+        Entropy weight ε of the smoothed LP relaxation (in [1e-6, 1e6]); not used by the
+        perceptron learners.
     learner : str, default='algorithm1'
         ``'algorithm1'``, ``'hazan-urtasun'``, ``'piecewise'``, ``'perceptron-local'`` or ``'perceptron-global'``.
     max_iter : int, default=10
-        Learning iterations (for the perceptrons: epochs).
+        Learning iterations (for the perceptrons: epochs; ``'piecewise'`` runs one).
     message_passing_iterations : int, default=25
-        Message-passing iterations after each fit.
+        Message-passing iterations after each fit (not used by the perceptrons).
     n_states : int, optional
         Number of labels; by default one more than the largest label of ``Y`` (and ``Y_val``).
     patience : int, optional
