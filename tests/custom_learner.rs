@@ -32,6 +32,10 @@ fn a_custom_learner_checkpoints_and_resumes_bit_for_bit() {
         learning_iterations: n,
         seed: 3,
         checkpoint: Some(CheckpointConfig { path: path.clone(), every: 1 }),
+        // The training error after every iteration: the 2-iteration run
+        // evaluates it after its last one, which the 4-iteration run would
+        // otherwise skip (by default it comes after every fifth and the last).
+        evaluate_train_every: 1,
         ..TrainConfig::default()
     };
     let whole = Executor::for_solver(Independent::new(&data.train, oracles(), config(4)).unwrap()).train().unwrap();
