@@ -49,7 +49,7 @@ pub fn labelings(graph: &RegionGraph) -> usize {
 /// assert_eq!(structlearn::exact::score(&g, &theta, &[0, 1]), 2.0);
 /// ```
 pub fn score(graph: &RegionGraph, theta: &[f64], labels: &[usize]) -> f64 {
-    (0..graph.num_regions()).map(|r| theta[graph.config_range(r).start + graph.config_of(r, labels)]).sum()
+    smoothed_inference::decoding::score(graph, theta, labels)
 }
 
 /// Whether no region forbids the labeling (`θ_α(y_α) > −∞` everywhere).
