@@ -127,7 +127,7 @@ fn run_size(p: &Preset, data: &PunyakanokData, kappa: f64, trial: usize, n: usiz
         let t0 = Instant::now();
         let mut config =
             TrainConfig { evaluate: Evaluate::Never, learning_iterations: iterations, ..TrainConfig::default() };
-        if !kind.ignored_settings().iter().any(|(name, _)| *name == "epsilon") {
+        if kind.reads("epsilon") {
             config.epsilon = p.epsilon;
         }
         let model = build_learner(kind, &train, &specs, config)?.train()?.model;

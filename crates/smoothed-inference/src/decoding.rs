@@ -219,7 +219,7 @@ pub fn decode_feasible(
         depth -= 1;
         labels[order[depth]] = UNASSIGNED;
     }
-    let improved = improve(graph, theta, &mut labels, opts.local_search_sweeps);
+    let improved = improve_with(graph, theta, &regions, &mut labels, opts.local_search_sweeps);
     let score = score(graph, theta, &labels);
     Ok(Decoded { labels, score, backtracks, improved })
 }
@@ -247,7 +247,17 @@ pub fn decode_feasible(
 /// assert_eq!(labels, vec![1, 1, 1]);
 /// ```
 pub fn improve(graph: &RegionGraph, theta: &[f64], labels: &mut [usize], sweeps: usize) -> usize {
-    let regions = regions_of_variables(graph);
+    improve_with(graph, theta, &regions_of_variables(graph), labels, sweeps)
+}
+
+/// [`improve`] with the regions of each variable given.
+fn improve_with(
+    graph: &RegionGraph,
+    theta: &[f64],
+    regions: &[Vec<usize>],
+    labels: &mut [usize],
+    sweeps: usize,
+) -> usize {
     let local = |labels: &[usize], v: usize| -> f64 {
         regions[v].iter().map(|&r| theta[graph.config_range(r).start + graph.config_of(r, labels)]).sum()
     };

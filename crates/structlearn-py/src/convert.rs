@@ -417,6 +417,16 @@ pub fn oracle_kinds() -> Vec<(String, String)> {
         .collect()
 }
 
+/// The `TrainConfig` settings learner `learner` does not read
+/// (`structlearn::LearnerKind::ignored_settings`), which training refuses
+/// when they differ from their defaults.
+#[pyfunction]
+pub fn ignored_settings(learner: &str) -> PyResult<Vec<&'static str>> {
+    let kind: structlearn::LearnerKind =
+        learner.parse().map_err(|e: structlearn::LearnError| PyValueError::new_err(format!("learner: {e}")))?;
+    Ok(kind.ignored_settings().iter().map(|(name, _)| *name).collect())
+}
+
 /// `infer_uai(path, eps, iterations, tolerance)`: entropy-smoothed LP
 /// inference on a UAI MARKOV model file; returns a dict with `dual_value`,
 /// `max_violation`, `iterations`, `converged`, `labels` and `beliefs` (one

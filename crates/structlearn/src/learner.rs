@@ -150,6 +150,18 @@ impl LearnerKind {
             LearnerKind::PerceptronLocal | LearnerKind::PerceptronGlobal => PERCEPTRON,
         }
     }
+
+    /// Whether this learner reads `setting` (a [`TrainConfig`] field name):
+    /// it is not among [`LearnerKind::ignored_settings`].
+    ///
+    /// ```
+    /// use structlearn::LearnerKind;
+    /// assert!(LearnerKind::Algorithm1.reads("epsilon"));
+    /// assert!(!LearnerKind::PerceptronGlobal.reads("epsilon"));
+    /// ```
+    pub fn reads(self, setting: &str) -> bool {
+        !self.ignored_settings().iter().any(|(name, _)| *name == setting)
+    }
 }
 
 impl fmt::Display for LearnerKind {

@@ -148,15 +148,12 @@ class _StructuredCRF:
         mp = positive_number(self.message_passing_iterations, "message_passing_iterations", integer=True, minimum=1)
         # A learner refuses settings it does not read (LearnError::UnusedSetting); an estimator's
         # parameters are common to all learners (so that GridSearchCV can vary the learner), so
-        # those a learner does not read are left out here, as its docstring says.
-        smoothed = not str(self.learner).startswith("perceptron")
-        config = {"seed": seed_of(self.random_state)}
-        if smoothed:
-            config["epsilon"] = eps
-        if self.learner != "piecewise":
-            config["learning_iterations"] = max_iter
-        if smoothed and mp != _DEFAULT_MP_ITER:
+        # those the library says a learner does not read are left out here, as the docstring says.
+        config = {"seed": seed_of(self.random_state), "epsilon": eps, "learning_iterations": max_iter}
+        if mp != _DEFAULT_MP_ITER:
             config["message_passing_iterations"] = mp
+        for name in _core.ignored_settings(self.learner):
+            config.pop(name, None)
         if self.patience is not None:
             if not validation:
                 raise ValueError("patience: early stopping needs a validation set: fit(X, Y, X_val=..., Y_val=...)")
