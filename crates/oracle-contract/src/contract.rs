@@ -234,6 +234,23 @@ pub trait Oracle: Send + Sync + Debug {
         false
     }
 
+    /// Whether a fit on a [`Problem::distributed`] problem is the fit of the
+    /// whole problem: every sum over rows it uses (loss, gradient, counts,
+    /// the total weight) is completed over the ranks with [`Problem::sum`]
+    /// (or [`crate::logistic_loss`], which does), its random choices do not
+    /// depend on the rank, and so every rank returns the same model. A
+    /// learner spreading examples over several ranks refuses oracles that do
+    /// not say so. The default is `false`.
+    ///
+    /// ```
+    /// use oracles::Oracle;
+    /// assert!(oracles::linear::LinearOracle::default().distributed());
+    /// assert!(!oracles::boosting::BoostingOracle::default().distributed());
+    /// ```
+    fn distributed(&self) -> bool {
+        false
+    }
+
     /// Whether scoring rows with this class's models costs little next to
     /// message passing over them (a linear model: one dot product per
     /// class), so that a learner may score an example's regions whenever it

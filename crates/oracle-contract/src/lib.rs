@@ -17,11 +17,13 @@
 //! and implements [`Oracle`] and [`Model`]; structlearn's `OracleRegistry`
 //! then chooses it by name.
 
+pub mod collective;
 pub mod contract;
 mod error;
 pub mod optim;
 pub mod problem;
 
+pub use collective::{Collective, SingleProcess, ThreadRanks};
 pub use contract::{
     FitContext, FitLosses, Model, ModelLoader, MonotoneFit, Oracle, check_model_shape, check_score_buffer, decode,
     downcast_model, downcast_warm, encode, fit_monotone, fit_monotone_scored, model_loss,

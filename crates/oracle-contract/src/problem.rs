@@ -11,7 +11,7 @@
 //! A bias of `−∞` marks a class that is impossible for that row (a hard
 //! constraint); the bias of the row's own label must be finite.
 
-use crate::OracleError;
+use crate::{Collective, OracleError, SingleProcess};
 use fastmath::{Plain, exp_nonpos, ln_pos};
 
 /// A dense, row-major `rows × dim` feature matrix borrowed from the caller.
@@ -146,6 +146,10 @@ pub struct Problem<'a> {
     bias: Bias<'a>,
     classes: usize,
     weights: Option<&'a [f64]>,
+    /// The ranks this problem's rows are spread over ([`Problem::distributed`]).
+    collective: &'a dyn Collective,
+    /// `Σ_k w_k` over every rank's rows, when distributed.
+    global_weight: Option<f64>,
 }
 
 impl<'a> Problem<'a> {
@@ -178,7 +182,7 @@ impl<'a> Problem<'a> {
         for (row, b) in bias.chunks_exact(classes).enumerate() {
             check_bias_row(row, b, labels[row])?;
         }
-        Ok(Self { features, labels, bias: Bias::Dense(bias), classes, weights })
+        Ok(Self::from_parts(features, labels, Bias::Dense(bias), classes, weights))
     }
 
     /// Like [`Problem::new`], with biases computed row by row by `bias`
@@ -209,7 +213,70 @@ impl<'a> Problem<'a> {
                 Ok(())
             })
             .collect::<Result<Vec<()>, OracleError>>()?;
-        Ok(Self { features, labels, bias: Bias::Rows(bias), classes, weights })
+        Ok(Self::from_parts(features, labels, Bias::Rows(bias), classes, weights))
+    }
+
+    /// A validated problem of one process.
+    fn from_parts(
+        features: Features<'a>,
+        labels: &'a [usize],
+        bias: Bias<'a>,
+        classes: usize,
+        weights: Option<&'a [f64]>,
+    ) -> Self {
+        Self { features, labels, bias, classes, weights, collective: &SingleProcess, global_weight: None }
+    }
+
+    /// This problem as rank `collective.rank()`'s share of one problem whose
+    /// rows are spread over `collective`'s ranks: the loss an oracle fits is
+    /// then `L = Σ_r L_r`, the sum over every rank's rows, and a fit that
+    /// supports it ([`crate::Oracle::distributed`]) adds its partial sums
+    /// with [`Problem::sum`] so that every rank returns the same model. A
+    /// collective call (every rank must make it): the total weight is summed
+    /// here.
+    ///
+    /// ```
+    /// use oracle_contract::{Features, Problem, SingleProcess};
+    /// let x = [0.0, 1.0];
+    /// let p = Problem::new(Features::new(&x, 2, 1).unwrap(), &[0, 1], &[0.0; 4], 2, None).unwrap();
+    /// let one = SingleProcess;
+    /// let q = p.distributed(&one);
+    /// assert_eq!((q.total_weight(), q.is_distributed()), (2.0, false));
+    /// ```
+    pub fn distributed(mut self, collective: &'a dyn Collective) -> Self {
+        let mut total = [self.local_weight()];
+        collective.sum(&mut total);
+        self.collective = collective;
+        self.global_weight = (collective.ranks() > 1).then_some(total[0]);
+        self
+    }
+
+    /// The ranks the rows are spread over ([`crate::SingleProcess`] unless
+    /// [`Problem::distributed`]).
+    pub fn collective(&self) -> &'a dyn Collective {
+        self.collective
+    }
+
+    /// Whether the rows are spread over more than one rank, so that sums over
+    /// rows must be completed with [`Problem::sum`].
+    pub fn is_distributed(&self) -> bool {
+        self.collective.ranks() > 1
+    }
+
+    /// Adds `values` over the ranks ([`Collective::sum`]; nothing to do on
+    /// one rank). A collective call.
+    pub fn sum(&self, values: &mut [f64]) {
+        if self.is_distributed() {
+            self.collective.sum(values);
+        }
+    }
+
+    /// The largest of `values` over the ranks ([`Collective::max`]). A
+    /// collective call.
+    pub fn max(&self, values: &mut [f64]) {
+        if self.is_distributed() {
+            self.collective.max(values);
+        }
     }
 
     /// The checks both constructors share (everything but the bias values).
@@ -346,8 +413,14 @@ impl<'a> Problem<'a> {
         self.weights
     }
 
-    /// Sum of the weights (`n` when unweighted).
+    /// Sum of the weights (`n` when unweighted), over every rank's rows
+    /// when the problem is [`Problem::distributed`].
     pub fn total_weight(&self) -> f64 {
+        self.global_weight.unwrap_or_else(|| self.local_weight())
+    }
+
+    /// Sum of the weights of this rank's rows.
+    fn local_weight(&self) -> f64 {
         self.weights.map_or(self.rows() as f64, |w| w.iter().sum())
     }
 }
@@ -551,9 +624,19 @@ fn row_loss_libm(scores: &[f64], bias: &[f64], label: usize, weight: f64, grad: 
 /// assert!((logistic_loss(&p, &[0.0; 4], None) - 2f64.ln()).abs() < 1e-12);
 /// ```
 ///
+/// On a [`Problem::distributed`] problem the loss is summed over the ranks
+/// (a collective call); `grad` stays this rank's rows'.
+///
 /// # Panics
 /// If `scores` (or `grad`) is not `rows × classes` long.
 pub fn logistic_loss(problem: &Problem<'_>, scores: &[f64], grad: Option<&mut [f64]>) -> f64 {
+    let mut loss = [local_logistic_loss(problem, scores, grad)];
+    problem.sum(&mut loss);
+    loss[0]
+}
+
+/// [`logistic_loss`] over this rank's rows.
+fn local_logistic_loss(problem: &Problem<'_>, scores: &[f64], grad: Option<&mut [f64]>) -> f64 {
     use rayon::prelude::*;
     let c = problem.classes();
     let n = problem.rows();

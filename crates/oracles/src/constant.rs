@@ -114,6 +114,11 @@ impl Oracle for ConstantOracle {
         KIND
     }
 
+    /// Fits over ranks are supported: the table's loss and gradient are summed over the ranks at every L-BFGS evaluation.
+    fn distributed(&self) -> bool {
+        true
+    }
+
     /// Scoring is one score per class: potentials are recomputed, not stored.
     fn cheap_to_score(&self) -> bool {
         true

@@ -142,6 +142,11 @@ impl Oracle for FixedOracle {
         KIND
     }
 
+    /// Fits over ranks are supported: nothing is learned from the rows.
+    fn distributed(&self) -> bool {
+        true
+    }
+
     /// Scoring is a table lookup: potentials are recomputed, not stored.
     fn cheap_to_score(&self) -> bool {
         true

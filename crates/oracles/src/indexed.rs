@@ -208,7 +208,14 @@ impl LinearInParameters for IndexedLinearModel {
 impl IndexedLinearOracle {
     /// The cold start for `problem`: zeros with the configured (or inferred) groups.
     pub fn cold_start(&self, problem: &Problem<'_>) -> Result<IndexedLinearModel, OracleError> {
-        let groups = if self.groups == 0 { groups_in(problem.features())? } else { self.groups };
+        let groups = if self.groups == 0 {
+            // The largest group index over every rank's rows.
+            let mut most = [groups_in(problem.features())? as f64];
+            problem.max(&mut most);
+            most[0] as usize
+        } else {
+            self.groups
+        };
         IndexedLinearModel::zeros(problem.dim(), groups, problem.classes())
     }
 
@@ -263,6 +270,11 @@ impl IndexedLinearOracle {
 impl Oracle for IndexedLinearOracle {
     fn kind(&self) -> &str {
         KIND
+    }
+
+    /// Fits over ranks are supported: loss and gradient are summed over the ranks at every L-BFGS evaluation, the group count is the largest over the ranks.
+    fn distributed(&self) -> bool {
+        true
     }
 
     /// Scoring is one dot product per class: potentials are recomputed, not stored.

@@ -26,9 +26,9 @@ pub mod zero;
 #[doc(hidden)]
 pub use oracle_contract::check_size;
 pub use oracle_contract::{
-    BiasRows, Features, FitContext, FitLosses, MAX_MAGNITUDE, MAX_VALUES, Model, ModelLoader, MonotoneFit, Oracle,
-    OracleError, Problem, check_model_shape, check_score_buffer, contract, decode, downcast_model, downcast_warm,
-    encode, fit_monotone, fit_monotone_scored, impl_model_plumbing, log_sum_exp, logistic_loss, model_loss, optim,
-    problem, row_loss,
+    BiasRows, Collective, Features, FitContext, FitLosses, MAX_MAGNITUDE, MAX_VALUES, Model, ModelLoader, MonotoneFit,
+    Oracle, OracleError, Problem, SingleProcess, ThreadRanks, check_model_shape, check_score_buffer, collective,
+    contract, decode, downcast_model, downcast_warm, encode, fit_monotone, fit_monotone_scored, impl_model_plumbing,
+    log_sum_exp, logistic_loss, model_loss, optim, problem, row_loss,
 };
 pub use registry::ModelRegistry;

@@ -227,6 +227,11 @@ impl Oracle for LinearOracle {
         KIND
     }
 
+    /// Fits over ranks are supported: loss and gradient are summed over the ranks at every L-BFGS evaluation.
+    fn distributed(&self) -> bool {
+        true
+    }
+
     /// Scoring is one dot product per class: potentials are recomputed, not stored.
     fn cheap_to_score(&self) -> bool {
         true
@@ -389,7 +394,8 @@ impl<'a, 'p, P: Fn(usize) -> &'a [f64] + Sync> LinearObjective<'a, 'p, P> {
         });
         let stride = Self::stride(c, d);
         let mut total = 0.0;
-        match grad {
+        let mut grad_out = grad;
+        match grad_out.as_deref_mut() {
             Some(grad) => {
                 grad.fill(0.0);
                 for part in self.partials.chunks(stride) {
@@ -403,7 +409,22 @@ impl<'a, 'p, P: Fn(usize) -> &'a [f64] + Sync> LinearObjective<'a, 'p, P> {
             }
             None => self.partials.chunks(stride).for_each(|part| total += part[0]),
         }
+        if self.problem.is_distributed() {
+            total = self.sum_over_ranks(total, grad_out);
+        }
         total
+    }
+
+    /// This rank's loss and gradient (if any) summed over the ranks in one
+    /// collective call; returns the loss.
+    fn sum_over_ranks(&mut self, loss: f64, grad: Option<&mut [f64]>) -> f64 {
+        let mut values = vec![loss];
+        values.extend_from_slice(grad.as_deref().unwrap_or(&[]));
+        self.problem.sum(&mut values);
+        if let Some(grad) = grad {
+            grad.copy_from_slice(&values[1..]);
+        }
+        values[0]
     }
 
     /// `J(W) / Σ_k w_k` and its gradient: what the optimiser minimises.

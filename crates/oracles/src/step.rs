@@ -138,10 +138,20 @@ pub fn penalised_loss<M: LinearInParameters>(
         Some(g) => {
             let mut dscores = vec![0.0; scores.len()];
             let loss = logistic_loss(problem, &scores, Some(&mut dscores));
-            for (gi, &p) in g.iter_mut().zip(parameters) {
-                *gi = l2 * p;
+            if problem.is_distributed() {
+                // This rank's rows' gradient, summed over the ranks, then the penalty's.
+                g.fill(0.0);
+                model.add_gradient(problem.features(), &dscores, g)?;
+                problem.sum(g);
+                for (gi, &p) in g.iter_mut().zip(parameters) {
+                    *gi += l2 * p;
+                }
+            } else {
+                for (gi, &p) in g.iter_mut().zip(parameters) {
+                    *gi = l2 * p;
+                }
+                model.add_gradient(problem.features(), &dscores, g)?;
             }
-            model.add_gradient(problem.features(), &dscores, g)?;
             loss + penalty
         }
     })

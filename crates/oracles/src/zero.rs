@@ -42,6 +42,11 @@ impl Oracle for ZeroOracle {
         KIND
     }
 
+    /// Fits over ranks are supported: nothing is learned from the rows.
+    fn distributed(&self) -> bool {
+        true
+    }
+
     /// Scoring is zeros: potentials are recomputed, not stored.
     fn cheap_to_score(&self) -> bool {
         true

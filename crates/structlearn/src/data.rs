@@ -427,6 +427,45 @@ impl Dataset {
         (self.factor_types, self.examples)
     }
 
+    /// Rank `rank`'s block of the examples when they are spread over `ranks`
+    /// ranks ([`oracles::collective::block`]: contiguous, in order, the
+    /// first `n mod R` blocks one example longer), keeping nothing else — for
+    /// data-parallel training ([`crate::Learner::distribute`]). Errors if
+    /// `rank ≥ ranks` or there are fewer examples than ranks (a rank without
+    /// examples has nothing to learn from).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+    /// # let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
+    /// # let ex = |name: &str| Example::new(name, graph.clone(), Some(vec![0, 1]),
+    /// #     vec![FeatureBlock { dim: 1, values: vec![0.0; 2] }, FeatureBlock { dim: 1, values: vec![1.0] }]);
+    /// let types = vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)];
+    /// let data = Dataset::new(types, vec![ex("a"), ex("b"), ex("c")]).unwrap();
+    /// let second = data.clone().into_block(1, 2).unwrap();
+    /// assert_eq!(second.examples()[0].name(), "c"); // rank 0 holds a and b
+    /// assert!(data.into_block(0, 4).is_err());
+    /// ```
+    pub fn into_block(mut self, rank: usize, ranks: usize) -> Result<Dataset, LearnError> {
+        let n = self.examples.len();
+        if rank >= ranks {
+            return Err(LearnError::Ranks(format!("rank {rank} of {ranks}")));
+        }
+        if n < ranks {
+            return Err(LearnError::Ranks(format!(
+                "{n} examples cannot be spread over {ranks} ranks (every rank needs one)"
+            )));
+        }
+        let block = oracles::collective::block(n, rank, ranks);
+        self.examples.truncate(block.end);
+        self.examples.drain(..block.start);
+        self.region_types.truncate(block.end);
+        self.region_types.drain(..block.start);
+        self.ignored.truncate(block.end);
+        self.ignored.drain(..block.start);
+        Ok(self)
+    }
+
     /// Example `k`, or an error naming it and the data set's size.
     pub fn example(&self, k: usize) -> Result<&Example, LearnError> {
         let n = self.examples.len();

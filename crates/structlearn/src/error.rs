@@ -226,6 +226,21 @@ pub enum LearnError {
         /// The kinds it can use.
         allowed: &'static str,
     },
+    /// Training over several ranks ([`crate::Learner::distribute`]) with a
+    /// learner or an oracle class that cannot spread its work over ranks.
+    #[error("{what} cannot train over {ranks} ranks ({reason})")]
+    NotDistributed {
+        /// The learner, or the oracle class and its factor type.
+        what: String,
+        /// The number of ranks asked for.
+        ranks: usize,
+        /// What it would need.
+        reason: &'static str,
+    },
+    /// The ranks of one run disagree (their checkpoint files hold different
+    /// iterations, or a rank holds no training example).
+    #[error("the ranks disagree: {0}")]
+    Ranks(String),
     /// A setting of [`crate::TrainConfig`] differs from its default but the
     /// learner does not read it ([`crate::LearnerKind::ignored_settings`]),
     /// e.g. `epsilon` for a perceptron: refused rather than silently ignored.

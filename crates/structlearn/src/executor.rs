@@ -54,7 +54,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use oracles::ModelRegistry;
+use oracles::{Collective, ModelRegistry, SingleProcess};
 
 use crate::early_stopping::{BestValidation, Verdict};
 use crate::observer::{Observer, Record, TrainEvent};
@@ -97,6 +97,21 @@ pub trait Solver<'a> {
     fn model(&self) -> Result<StructuredModel, LearnError>;
     /// Writes the learner's state and `run` to `path`, atomically.
     fn save_checkpoint(&self, path: &Path, run: &RunState) -> Result<(), LearnError>;
+    /// Spreads the work over `collective`'s ranks, each holding its share of
+    /// the training (and validation) examples ([`Learner::distribute`]). The
+    /// default refuses ([`LearnError::NotDistributed`]).
+    fn distribute(&mut self, collective: Arc<dyn Collective>) -> Result<(), LearnError> {
+        Err(LearnError::NotDistributed {
+            what: format!("the {} learner", self.name()),
+            ranks: collective.ranks(),
+            reason: "it keeps no per-rank state; use algorithm1, hazan-urtasun or piecewise",
+        })
+    }
+    /// The ranks the work is spread over ([`SingleProcess`] unless
+    /// [`Solver::distribute`] was called).
+    fn collective(&self) -> &dyn Collective {
+        &SingleProcess
+    }
     /// Restores a checkpoint written by [`Solver::save_checkpoint`] of the same
     /// learner from its bytes (`path` names it in errors); returns the run state
     /// it held. Refuses a checkpoint of another learner, data set or settings.
@@ -206,9 +221,10 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
         self.solver.model()
     }
 
-    /// Writes the learner's state and the run so far atomically.
+    /// Writes the learner's state and the run so far atomically (over
+    /// several ranks, each rank to its own file: [`rank_file`]).
     pub fn save_checkpoint(&self, path: &Path) -> Result<(), LearnError> {
-        self.solver.save_checkpoint(path, &self.run)
+        self.solver.save_checkpoint(&rank_file(path, self.solver.collective()), &self.run)
     }
 
     /// Restores a checkpoint written by [`Executor::save_checkpoint`] of the
@@ -246,15 +262,39 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
     /// assert_eq!(resumed.model.to_bytes().unwrap(), whole.model.to_bytes().unwrap());
     /// ```
     pub fn resume_from(&mut self, path: &Path, registry: &ModelRegistry) -> Result<(), LearnError> {
-        let bytes = std::fs::read(path).map_err(|e| LearnError::io(path, e))?;
-        self.resume_from_bytes(&bytes, path, registry)
+        let path = rank_file(path, self.solver.collective());
+        let bytes = std::fs::read(&path).map_err(|e| LearnError::io(&path, e))?;
+        self.resume_from_bytes(&bytes, &path, registry)
     }
 
     /// [`Executor::resume_from`] on the bytes of a checkpoint file; `path`
     /// names it in errors.
     pub fn resume_from_bytes(&mut self, bytes: &[u8], path: &Path, registry: &ModelRegistry) -> Result<(), LearnError> {
-        self.run = self.solver.resume_from_bytes(bytes, path, registry)?;
+        let run = self.solver.resume_from_bytes(bytes, path, registry)?;
+        // Every rank must resume after the same iteration (a run stopped
+        // while the ranks were writing their files is not resumable).
+        let collective = self.solver.collective();
+        if collective.ranks() > 1 {
+            let mut range = [run.completed as f64, -(run.completed as f64)];
+            collective.max(&mut range);
+            if range[0] != -range[1] {
+                return Err(LearnError::Ranks(format!(
+                    "their checkpoint files hold between {} and {} learning iterations ({} on rank {}: {})",
+                    -range[1],
+                    range[0],
+                    run.completed,
+                    collective.rank(),
+                    path.display()
+                )));
+            }
+        }
+        self.run = run;
         Ok(())
+    }
+
+    /// Spreads training over `collective`'s ranks ([`Learner::distribute`]).
+    pub fn distribute(&mut self, collective: Arc<dyn Collective>) -> Result<(), LearnError> {
+        self.solver.distribute(collective)
     }
 
     fn emit(&mut self, event: &TrainEvent<'_>) -> Result<(), LearnError> {
@@ -296,7 +336,7 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
     /// observers.
     fn checkpoint(&mut self, path: &Path, iteration: usize, start: Instant) -> Result<(), LearnError> {
         self.run.elapsed_seconds += start.elapsed().as_secs_f64();
-        let saved = self.solver.save_checkpoint(path, &self.run);
+        let saved = self.solver.save_checkpoint(&rank_file(path, self.solver.collective()), &self.run);
         self.run.elapsed_seconds -= start.elapsed().as_secs_f64();
         saved?;
         self.emit(&TrainEvent::Checkpointed { iteration, path })
@@ -363,7 +403,9 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
             if verdict == Some(Verdict::Improved) {
                 self.run.best_model = Some(model.clone());
             }
-            if let Some(path) = &self.model_path {
+            if let Some(path) = &self.model_path
+                && self.solver.collective().rank() == 0
+            {
                 self.run.best_model.as_ref().unwrap_or(&model).save(path)?;
             }
             let observer_stop = self.observers.iter().any(|o| o.stop_requested());
@@ -394,6 +436,28 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
             stop_reason,
             history: self.run.history.clone(),
         })
+    }
+}
+
+/// The checkpoint file of this rank: `path` itself on rank 0 (and in one
+/// process), `path` with `.rank<r>` appended on rank `r ≥ 1`, which holds
+/// that rank's messages (the models and history are the same on every rank).
+///
+/// ```
+/// use std::path::Path;
+/// use structlearn::executor::rank_file;
+/// let ranks = oracles::ThreadRanks::group(2);
+/// assert_eq!(rank_file(Path::new("run.ckpt"), &ranks[0]), Path::new("run.ckpt"));
+/// assert_eq!(rank_file(Path::new("run.ckpt"), &ranks[1]), Path::new("run.ckpt.rank1"));
+/// ```
+pub fn rank_file(path: &Path, collective: &dyn Collective) -> PathBuf {
+    match collective.rank() {
+        0 => path.to_path_buf(),
+        r => {
+            let mut name = path.as_os_str().to_owned();
+            name.push(format!(".rank{r}"));
+            PathBuf::from(name)
+        }
     }
 }
 
@@ -430,5 +494,8 @@ impl<'a, S: Solver<'a>> Learner<'a> for Executor<'a, S> {
     }
     fn resume_from(&mut self, path: &Path, registry: &ModelRegistry) -> Result<(), LearnError> {
         Executor::resume_from(self, path, registry)
+    }
+    fn distribute(&mut self, collective: Arc<dyn Collective>) -> Result<(), LearnError> {
+        Executor::distribute(self, collective)
     }
 }

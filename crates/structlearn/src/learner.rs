@@ -229,6 +229,24 @@ pub trait Learner<'a> {
     fn save_checkpoint(&self, path: &Path) -> Result<(), LearnError>;
     /// Restores a checkpoint written by [`Learner::save_checkpoint`] of the same learner.
     fn resume_from(&mut self, path: &Path, registry: &ModelRegistry) -> Result<(), LearnError>;
+    /// Spreads training over `collective`'s ranks (data-parallel learning,
+    /// docs/guide/scaling.md): each rank was given its block of the training
+    /// and validation examples ([`oracles::collective::block`]), message
+    /// passing stays on the rank, and the objective, the error counts and
+    /// every oracle fit's sums are added over the ranks, so that every rank
+    /// holds the same models and records. Call before training, on every
+    /// rank, then make the same calls on every rank. Only rank 0 writes the
+    /// model file; each rank writes its own checkpoint file
+    /// ([`crate::executor::rank_file`]). Refused
+    /// ([`LearnError::NotDistributed`]) by learners and oracle classes that
+    /// cannot ([`oracles::Oracle::distributed`]); the default refuses.
+    fn distribute(&mut self, collective: Arc<dyn oracles::Collective>) -> Result<(), LearnError> {
+        Err(LearnError::NotDistributed {
+            what: format!("the {} learner", self.name()),
+            ranks: collective.ranks(),
+            reason: "it does not support ranks",
+        })
+    }
 }
 
 /// An oracle for the factor type of this name.

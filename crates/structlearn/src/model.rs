@@ -439,6 +439,18 @@ impl StructuredModel {
         opts: &PredictOptions,
         messages: &mut [Messages],
     ) -> Result<f64, LearnError> {
+        let (wrong, total) = self.error_counts_from(data, opts, messages)?;
+        Ok(error_rate_of(wrong, total))
+    }
+
+    /// [`StructuredModel::error_rate_from`] as counts: wrongly predicted and
+    /// labelled variables (what ranks holding parts of a data set add up).
+    pub fn error_counts_from(
+        &self,
+        data: &Dataset,
+        opts: &PredictOptions,
+        messages: &mut [Messages],
+    ) -> Result<(usize, usize), LearnError> {
         self.check_dataset(data)?;
         if messages.len() != data.len() {
             return Err(LearnError::Config(format!("{} message sets for {} examples", messages.len(), data.len())));
@@ -463,8 +475,7 @@ impl StructuredModel {
                 Ok(count_errors(data, k, &labels, truth))
             })
             .collect::<Result<_, LearnError>>()?;
-        let (wrong, total) = counts.iter().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
-        Ok(if total == 0 { 0.0 } else { wrong as f64 / total as f64 })
+        Ok(counts.iter().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)))
     }
 
     /// The header a model file would carry.
@@ -621,6 +632,11 @@ pub(crate) fn example_plans(data: &Dataset, epsilon: &[f64]) -> Result<Vec<Probl
 
 pub(crate) fn oracle_err(ft: &FactorTypeInfo, source: oracles::OracleError) -> LearnError {
     LearnError::Oracle { factor_type: ft.name.clone(), source }
+}
+
+/// The error rate of `wrong` out of `total` labelled variables (0 when none).
+pub(crate) fn error_rate_of(wrong: usize, total: usize) -> f64 {
+    if total == 0 { 0.0 } else { wrong as f64 / total as f64 }
 }
 
 /// `(wrong, counted)` labels of example `k`'s prediction, skipping its unknown labels.

@@ -294,7 +294,7 @@ impl<'a> Perceptron<'a> {
             wrong += y.iter().zip(truth).filter(|(a, b)| a != b).count();
             total += truth.len();
         }
-        Ok(if total == 0 { 0.0 } else { wrong as f64 / total as f64 })
+        Ok(crate::model::error_rate_of(wrong, total))
     }
 }
 

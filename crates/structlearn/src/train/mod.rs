@@ -34,8 +34,12 @@ mod config;
 mod pooled;
 
 use std::path::Path;
+use std::sync::Arc;
 
-use oracles::{Features, FitContext, Model, ModelRegistry, Oracle, Problem, fit_monotone, fit_monotone_scored};
+use oracles::{
+    Collective, Features, FitContext, Model, ModelRegistry, Oracle, Problem, SingleProcess, fit_monotone,
+    fit_monotone_scored,
+};
 use rayon::prelude::*;
 use smoothed_inference::{InferenceProblem, Messages, RunOptions, with_thread_workspace};
 
@@ -52,7 +56,7 @@ use pooled::{
 use crate::discrepancy::{Discrepancy, Hamming};
 use crate::executor::{Executor, RunState, Solver, StopReason};
 use crate::learner::{check_training_set, oracles_by_type};
-use crate::model::{example_plans, oracle_err, zero_messages};
+use crate::model::{error_rate_of, example_plans, oracle_err, zero_messages};
 use crate::objective::{NeumaierSum, loss_from_workspace};
 use crate::observer::Record;
 use crate::{Dataset, LearnError, LearnerKind, StructuredModel};
@@ -155,6 +159,8 @@ pub struct Algorithm1<'a> {
     train_eval_messages: Vec<Messages>,
     /// Evaluation messages per validation example (the same).
     validation_eval_messages: Vec<Messages>,
+    /// The ranks the examples are spread over ([`Algorithm1::distribute`]).
+    collective: Arc<dyn Collective>,
 }
 
 impl<'a> Executor<'a, Algorithm1<'a>> {
@@ -254,9 +260,38 @@ impl<'a> Algorithm1<'a> {
             models,
             train_eval_messages: Vec::new(),
             validation_eval_messages: Vec::new(),
+            collective: Arc::new(SingleProcess),
         };
         trainer.initial_states()?;
         Ok(trainer)
+    }
+
+    /// Spreads the work over `collective`'s ranks
+    /// ([`crate::Learner::distribute`]): this rank holds its block of the
+    /// examples; sums over examples (the objective, error counts) and every
+    /// oracle fit's sums over rows are added over the ranks. Refuses oracle
+    /// classes that cannot ([`Oracle::distributed`]) and a rank without
+    /// training examples.
+    pub fn distribute(&mut self, collective: Arc<dyn Collective>) -> Result<(), LearnError> {
+        if collective.ranks() > 1 {
+            for (oracle, ft) in self.oracles.iter().zip(self.train.factor_types()) {
+                if !oracle.distributed() {
+                    return Err(LearnError::NotDistributed {
+                        what: format!("oracle `{}` (factor type `{}`)", oracle.kind(), ft.name),
+                        ranks: collective.ranks(),
+                        reason: "its fits do not add their sums over ranks; use linear, constant, indexed-linear, \
+                                 zero or fixed",
+                    });
+                }
+            }
+        }
+        self.collective = collective;
+        Ok(())
+    }
+
+    /// `values` added over the ranks (nothing to add in one process).
+    fn sum_over_ranks(&self, values: &mut [f64]) {
+        sum_over_ranks(self.collective.as_ref(), values);
     }
 
     /// The same solver under another learner's name (the Hazan–Urtasun and
@@ -412,7 +447,9 @@ impl<'a> Algorithm1<'a> {
                 })
             })
             .collect::<Result<_, LearnError>>()?;
-        Ok(parts.into_iter().collect::<NeumaierSum>().value() + self.penalty()?)
+        let mut loss = [parts.into_iter().collect::<NeumaierSum>().value()];
+        self.sum_over_ranks(&mut loss);
+        Ok(loss[0] + self.penalty()?)
     }
 
     /// `Σ_t ε_t Ω_t(g_t)`: the penalties of the current functions
@@ -545,7 +582,8 @@ impl<'a> Algorithm1<'a> {
             Some(bias) => Problem::new(features, &pooled.labels, bias, c, None),
             None => Problem::with_bias_rows(features, &pooled.labels, &source, c, None),
         }
-        .map_err(|e| oracle_err(ft, e))?;
+        .map_err(|e| oracle_err(ft, e))?
+        .distributed(self.collective.as_ref());
         match scores {
             Some(scores) => fit_monotone_scored(oracle, &problem, warm, ctx, scores),
             None => fit_monotone(oracle, &problem, warm, ctx),
@@ -588,21 +626,30 @@ impl<'a> Algorithm1<'a> {
                 })
             })
             .collect::<Result<_, LearnError>>()?;
-        let violation = results.iter().map(|r| r.0).fold(0.0, f64::max);
-        Ok((violation, results.iter().map(|r| r.1).collect::<NeumaierSum>().value() + self.penalty()?))
+        let mut violation = [results.iter().map(|r| r.0).fold(0.0, f64::max)];
+        let mut loss = [results.iter().map(|r| r.1).collect::<NeumaierSum>().value()];
+        if self.collective.ranks() > 1 {
+            self.collective.max(&mut violation);
+        }
+        self.sum_over_ranks(&mut loss);
+        Ok((violation[0], loss[0] + self.penalty()?))
     }
 
     fn evaluate(&mut self, with_train: bool) -> Result<(Option<f64>, Option<f64>), LearnError> {
         let model = self.model()?;
         let opts = self.config.predict;
         let warm = self.config.warm_start_evaluation;
+        let collective = self.collective.clone();
         let rate = |data: &Dataset, messages: &mut Vec<Messages>| {
             if messages.len() != data.len() {
                 *messages = zero_messages(data);
             } else if !warm {
                 messages.iter_mut().for_each(|m| m.as_mut_slice().fill(0.0));
             }
-            model.error_rate_from(data, &opts, messages)
+            let (wrong, total) = model.error_counts_from(data, &opts, messages)?;
+            let mut counts = [wrong as f64, total as f64]; // exact below 2^53
+            sum_over_ranks(collective.as_ref(), &mut counts);
+            Ok::<f64, LearnError>(error_rate_of(counts[0] as usize, counts[1] as usize))
         };
         let train = if with_train { Some(rate(self.train, &mut self.train_eval_messages)?) } else { None };
         let validation = match self.validation {
@@ -685,6 +732,19 @@ impl<'a> Solver<'a> for Algorithm1<'a> {
         registry: &ModelRegistry,
     ) -> Result<RunState, LearnError> {
         self.read_checkpoint(bytes, path, registry)
+    }
+    fn distribute(&mut self, collective: Arc<dyn Collective>) -> Result<(), LearnError> {
+        Algorithm1::distribute(self, collective)
+    }
+    fn collective(&self) -> &dyn Collective {
+        self.collective.as_ref()
+    }
+}
+
+/// `values` added over `collective`'s ranks (nothing to add in one process).
+fn sum_over_ranks(collective: &dyn Collective, values: &mut [f64]) {
+    if collective.ranks() > 1 {
+        collective.sum(values);
     }
 }
 

@@ -1,0 +1,176 @@
+//! Data-parallel training (`Learner::distribute`) with ranks as threads
+//! (`ThreadRanks`: the arithmetic of MPI ranks, without MPI) against one
+//! process on the same data: every rank ends with the same model bytes and
+//! records; the learning curve equals one process's to 1e-9 relative and the
+//! error rates exactly; a checkpointed run resumes over the same ranks to the
+//! same model; learners and oracles that cannot spread their work say so.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use datasets::denoising::{DenoisingConfig, generate};
+use oracles::{Collective, ThreadRanks};
+use structlearn::{
+    CheckpointConfig, Dataset, Evaluate, LearnError, LearnerKind, ModelRegistry, Record, TrainConfig,
+    build_learner,
+};
+
+fn config(iterations: usize) -> TrainConfig {
+    TrainConfig {
+        learning_iterations: iterations,
+        evaluate: Evaluate::EveryIteration,
+        evaluate_train_every: 1,
+        ..TrainConfig::default()
+    }
+}
+
+fn specs(unary: &str, pairwise: &str) -> Vec<(String, serde_json::Value)> {
+    vec![
+        ("unary".into(), serde_json::json!({ "kind": unary })),
+        ("pairwise".into(), serde_json::json!({ "kind": pairwise })),
+    ]
+}
+
+/// One rank's run: its blocks of `train` and `validation`, then training.
+fn rank_run(
+    kind: LearnerKind,
+    collective: ThreadRanks,
+    train: &Dataset,
+    validation: &Dataset,
+    specs: &[(String, serde_json::Value)],
+    config: TrainConfig,
+    resume: Option<&Path>,
+) -> Result<(Vec<u8>, Vec<Record>), LearnError> {
+    let (rank, ranks) = (collective.rank(), collective.ranks());
+    let train = train.clone().into_block(rank, ranks)?;
+    let validation = validation.clone().into_block(rank, ranks)?;
+    let mut learner = build_learner(kind, &train, specs, config)?;
+    learner.distribute(Arc::new(collective))?;
+    learner.set_validation(&validation);
+    if let Some(path) = resume {
+        learner.resume_from(path, &ModelRegistry::with_builtin())?;
+    }
+    let outcome = learner.train()?;
+    Ok((outcome.model.to_bytes()?, outcome.history))
+}
+
+/// Every rank's run, on threads.
+fn over_ranks(
+    ranks: usize,
+    run: impl Fn(ThreadRanks) -> Result<(Vec<u8>, Vec<Record>), LearnError> + Sync,
+) -> Vec<(Vec<u8>, Vec<Record>)> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = ThreadRanks::group(ranks).into_iter().map(|c| s.spawn(|| run(c).unwrap())).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1e-300)
+}
+
+fn assert_same_curve(ranked: &[Record], single: &[Record], what: &str) {
+    assert_eq!(ranked.len(), single.len(), "{what}");
+    for (a, b) in ranked.iter().zip(single) {
+        assert!(close(a.objective, b.objective), "{what}: objective {} vs {}", a.objective, b.objective);
+        if let (Some(x), Some(y)) = (a.oracle_loss, b.oracle_loss) {
+            assert!(close(x, y), "{what}: oracle loss {x} vs {y}");
+        }
+        assert_eq!(a.train_error, b.train_error, "{what}: train error");
+        assert_eq!(a.validation_error, b.validation_error, "{what}: validation error");
+    }
+    let evaluated = single.iter().filter(|r| r.train_error.is_some() && r.validation_error.is_some()).count();
+    let iterations = single.last().map_or(0, |r| r.iteration);
+    assert_eq!(evaluated, iterations, "{what}: one evaluation per learning iteration");
+}
+
+#[test]
+fn ranks_learn_what_one_process_learns() {
+    let data = generate(&DenoisingConfig { height: 12, width: 12, train: 5, test: 3, sigma: 1.5, seed: 4 }).unwrap();
+    for (kind, unary, pairwise) in [
+        (LearnerKind::Algorithm1, "linear", "linear"),
+        (LearnerKind::Algorithm1, "constant", "indexed-linear"),
+        (LearnerKind::Piecewise, "linear", "constant"),
+    ] {
+        let specs = specs(unary, pairwise);
+        let iterations = if kind == LearnerKind::Piecewise { 1 } else { 3 };
+        let mut single = build_learner(kind, &data.train, &specs, config(iterations)).unwrap();
+        single.set_validation(&data.test);
+        let single = single.train().unwrap();
+        for ranks in [1, 2, 3] {
+            let runs =
+                over_ranks(ranks, |c| rank_run(kind, c, &data.train, &data.test, &specs, config(iterations), None));
+            let what = format!("{kind} {unary}/{pairwise} over {ranks} ranks");
+            for (model, history) in &runs {
+                assert_eq!(model, &runs[0].0, "{what}: ranks hold different models");
+                assert_eq!(history.len(), runs[0].1.len());
+            }
+            assert_same_curve(&runs[0].1, &single.history, &what);
+            let model = structlearn::StructuredModel::from_bytes(
+                &runs[0].0,
+                &ModelRegistry::with_builtin(),
+                Path::new("rank 0"),
+            )
+            .unwrap();
+            let opts = structlearn::PredictOptions::default();
+            assert_eq!(
+                model.error_rate(&data.test, &opts).unwrap(),
+                single.model.error_rate(&data.test, &opts).unwrap(),
+                "{what}: test error"
+            );
+            if ranks == 1 {
+                assert_eq!(runs[0].0, single.model.to_bytes().unwrap(), "one rank is one process, bit for bit");
+            }
+        }
+    }
+}
+
+#[test]
+fn an_interrupted_run_resumes_over_the_same_ranks() {
+    let data = generate(&DenoisingConfig { height: 10, width: 10, train: 4, test: 2, sigma: 1.5, seed: 9 }).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.ckpt");
+    let specs = specs("linear", "linear");
+    let with_checkpoint =
+        |n| TrainConfig { checkpoint: Some(CheckpointConfig { path: path.clone(), every: 1 }), ..config(n) };
+    let run = |n, resume: bool| {
+        over_ranks(2, |c| {
+            rank_run(
+                LearnerKind::Algorithm1,
+                c,
+                &data.train,
+                &data.test,
+                &specs,
+                with_checkpoint(n),
+                resume.then_some(path.as_path()),
+            )
+        })
+    };
+    let whole = run(4, false);
+    run(2, false); // "interrupted" after 2
+    assert!(path.exists() && dir.path().join("run.ckpt.rank1").exists());
+    let resumed = run(4, true);
+    assert_eq!(resumed[0].0, whole[0].0);
+    assert_eq!(resumed[1].0, whole[0].0);
+}
+
+#[test]
+fn what_cannot_spread_over_ranks_is_refused_before_any_work() {
+    let data = generate(&DenoisingConfig { height: 6, width: 6, train: 2, test: 1, sigma: 1.5, seed: 1 }).unwrap();
+    let refused = |kind, specs: Vec<(String, serde_json::Value)>| {
+        let mut learner = build_learner(kind, &data.train, &specs, config(1)).unwrap();
+        learner.distribute(Arc::new(ThreadRanks::group(2).remove(0))).unwrap_err()
+    };
+    let err = refused(LearnerKind::Algorithm1, specs("linear", "boosting"));
+    assert!(matches!(err, LearnError::NotDistributed { ranks: 2, .. }), "{err}");
+    assert!(err.to_string().contains("boosting") && err.to_string().contains("pairwise"), "{err}");
+    let err = refused(LearnerKind::PerceptronGlobal, specs("linear", "linear"));
+    assert!(err.to_string().contains("perceptron-global"), "{err}");
+    // One rank is one process: anything goes.
+    let mut learner =
+        build_learner(LearnerKind::Algorithm1, &data.train, &specs("boosting", "mlp"), config(1)).unwrap();
+    learner.distribute(Arc::new(ThreadRanks::group(1).remove(0))).unwrap();
+    // Fewer examples than ranks.
+    let err = data.train.clone().into_block(0, 3).unwrap_err();
+    assert!(err.to_string().contains("2 examples cannot be spread over 3 ranks"), "{err}");
+}
