@@ -150,6 +150,9 @@ pub struct Problem<'a> {
     collective: &'a dyn Collective,
     /// `Σ_k w_k` over every rank's rows, when distributed.
     global_weight: Option<f64>,
+    /// Rows on the ranks before this one, and on all ranks.
+    row_offset: usize,
+    global_rows: usize,
 }
 
 impl<'a> Problem<'a> {
@@ -224,7 +227,18 @@ impl<'a> Problem<'a> {
         classes: usize,
         weights: Option<&'a [f64]>,
     ) -> Self {
-        Self { features, labels, bias, classes, weights, collective: &SingleProcess, global_weight: None }
+        let rows = features.rows();
+        Self {
+            features,
+            labels,
+            bias,
+            classes,
+            weights,
+            collective: &SingleProcess,
+            global_weight: None,
+            row_offset: 0,
+            global_rows: rows,
+        }
     }
 
     /// This problem as rank `collective.rank()`'s share of one problem whose
@@ -244,11 +258,84 @@ impl<'a> Problem<'a> {
     /// assert_eq!((q.total_weight(), q.is_distributed()), (2.0, false));
     /// ```
     pub fn distributed(mut self, collective: &'a dyn Collective) -> Self {
-        let mut total = [self.local_weight()];
-        collective.sum(&mut total);
+        if collective.ranks() == 1 {
+            return self;
+        }
+        let rows = collective.gather(&[self.rows() as f64]);
+        self.row_offset = rows[..collective.rank()].iter().map(|&n| n as usize).sum();
+        self.global_rows = rows.iter().map(|&n| n as usize).sum();
         self.collective = collective;
-        self.global_weight = (collective.ranks() > 1).then_some(total[0]);
+        // One process's sum of the weights, row after row.
+        let weights = self.weights;
+        let total = self.chunk_partials(self.global_rows, 1, |rows, acc| match weights {
+            Some(w) => w[rows].iter().for_each(|v| acc[0] += v),
+            None => acc[0] += rows.len() as f64,
+        });
+        self.global_weight = Some(match weights {
+            Some(_) => total[0],
+            None => self.global_rows as f64,
+        });
         self
+    }
+
+    /// The partial sums of the whole problem's rows — every rank's, in rank
+    /// order — in chunks of `chunk` consecutive rows, as one process would
+    /// chunk them: `width` numbers per chunk, concatenated in chunk order, on
+    /// every rank. `accumulate(rows, acc)` adds this rank's rows `rows` (its
+    /// own indices) into `acc` one row after the other. A chunk split between
+    /// ranks is continued from the previous rank's accumulator (sent point to
+    /// point), so every chunk's sum has the bits one process computes, and a
+    /// caller that adds the chunks in order as one process does gets one
+    /// process's result bit for bit. A collective call.
+    ///
+    /// ```
+    /// use oracle_contract::{Features, Problem};
+    /// let x = [0.0; 5];
+    /// let p = Problem::new(Features::new(&x, 5, 1).unwrap(), &[0, 1, 0, 1, 1], &[0.0; 10], 2, None).unwrap();
+    /// // One process: the labels summed in chunks of two rows.
+    /// let sums = p.chunk_partials(2, 1, |rows, acc| rows.for_each(|k| acc[0] += p.labels()[k] as f64));
+    /// assert_eq!(sums, [1.0, 1.0, 1.0]);
+    /// ```
+    pub fn chunk_partials<F>(&self, chunk: usize, width: usize, accumulate: F) -> Vec<f64>
+    where
+        F: Fn(std::ops::Range<usize>, &mut [f64]) + Sync,
+    {
+        use rayon::prelude::*;
+        let chunk = chunk.max(1);
+        let (start, end, total) = (self.row_offset, self.row_offset + self.rows(), self.global_rows);
+        let (first, last) = (start / chunk, (end - 1) / chunk);
+        let local = |j: usize| (j * chunk).max(start) - start..((j + 1) * chunk).min(end) - start;
+        let ends_here = |j: usize| ((j + 1) * chunk).min(total) <= end;
+        let continued = first * chunk < start; // chunk `first` began on the previous rank
+        let fresh: Vec<usize> = (first..=last).filter(|&j| j * chunk >= start).collect();
+        let mut partials: Vec<Vec<f64>> = fresh
+            .par_iter()
+            .map(|&j| {
+                let mut acc = vec![0.0; width];
+                accumulate(local(j), &mut acc);
+                acc
+            })
+            .collect();
+        let rank = self.collective.rank();
+        // The last chunk continues on the next rank: send it before waiting for
+        // the previous one, so that the ranks do not wait in a chain.
+        let hand_on = !ends_here(last);
+        if hand_on && !(continued && first == last) {
+            self.collective.send(rank + 1, partials.pop().as_deref().unwrap_or_default());
+        }
+        let mut head = None;
+        if continued {
+            let mut acc = vec![0.0; width];
+            self.collective.receive(rank - 1, &mut acc);
+            accumulate(local(first), &mut acc);
+            if hand_on && first == last {
+                self.collective.send(rank + 1, &acc);
+            } else {
+                head = Some(acc);
+            }
+        }
+        let mine: Vec<f64> = head.into_iter().chain(partials).flatten().collect();
+        if self.collective.ranks() == 1 { mine } else { self.collective.gather(&mine) }
     }
 
     /// The ranks the rows are spread over ([`crate::SingleProcess`] unless
@@ -630,18 +717,46 @@ fn row_loss_libm(scores: &[f64], bias: &[f64], label: usize, weight: f64, grad: 
 /// # Panics
 /// If `scores` (or `grad`) is not `rows × classes` long.
 pub fn logistic_loss(problem: &Problem<'_>, scores: &[f64], grad: Option<&mut [f64]>) -> f64 {
-    let mut loss = [local_logistic_loss(problem, scores, grad)];
-    problem.sum(&mut loss);
-    loss[0]
+    if problem.is_distributed() {
+        distributed_logistic_loss(problem, scores, grad)
+    } else {
+        local_logistic_loss(problem, scores, grad)
+    }
 }
 
-/// [`logistic_loss`] over this rank's rows.
+/// Rows per chunk of [`logistic_loss`]'s partial sums.
+const LOSS_CHUNK: usize = 4096;
+
+/// [`logistic_loss`] of a distributed problem: each row's loss as one
+/// process computes it, added in one process's chunks and order
+/// ([`Problem::chunk_partials`]), so the same bits.
+fn distributed_logistic_loss(problem: &Problem<'_>, scores: &[f64], grad: Option<&mut [f64]>) -> f64 {
+    use rayon::prelude::*;
+    let c = problem.classes();
+    assert_eq!(scores.len(), problem.rows() * c, "scores must be rows × classes");
+    let mut losses = vec![0.0; problem.rows()];
+    let row = |k: usize, g: Option<&mut [f64]>| {
+        let mut b = vec![0.0; c];
+        row_loss(&scores[k * c..(k + 1) * c], problem.bias_row(k, &mut b), problem.labels()[k], problem.weight(k), g)
+    };
+    match grad {
+        Some(g) => {
+            assert_eq!(g.len(), scores.len(), "gradient must be rows × classes");
+            losses.par_iter_mut().zip(g.par_chunks_mut(c)).enumerate().for_each(|(k, (l, gr))| *l = row(k, Some(gr)));
+        }
+        None => losses.par_iter_mut().enumerate().for_each(|(k, l)| *l = row(k, None)),
+    }
+    let partials = problem.chunk_partials(LOSS_CHUNK, 1, |rows, acc| rows.for_each(|k| acc[0] += losses[k]));
+    partials.iter().sum()
+}
+
+/// [`logistic_loss`] in one process.
 fn local_logistic_loss(problem: &Problem<'_>, scores: &[f64], grad: Option<&mut [f64]>) -> f64 {
     use rayon::prelude::*;
     let c = problem.classes();
     let n = problem.rows();
     assert_eq!(scores.len(), n * c, "scores must be rows × classes");
-    const CHUNK: usize = 4096;
+    const CHUNK: usize = LOSS_CHUNK;
     match grad {
         Some(g) => {
             assert_eq!(g.len(), n * c, "gradient must be rows × classes");

@@ -373,6 +373,9 @@ impl<'a, 'p, P: Fn(usize) -> &'a [f64] + Sync> LinearObjective<'a, 'p, P> {
                 self.transposed[j * c + y] = v;
             }
         }
+        if self.problem.is_distributed() {
+            return self.distributed_loss(grad);
+        }
         let want_grad = grad.is_some();
         let (problem, phi, wt) = (self.problem, &self.phi, &self.transposed[..]);
         self.partials.par_chunks_mut(Self::stride(c, d)).enumerate().for_each(|(chunk, part)| {
@@ -381,7 +384,7 @@ impl<'a, 'p, P: Fn(usize) -> &'a [f64] + Sync> LinearObjective<'a, 'p, P> {
             let rows = chunk * CHUNK_ROWS..((chunk + 1) * CHUNK_ROWS).min(n);
             value[0] = if want_grad {
                 gt.fill(0.0);
-                chunk_loss_and_gradient(problem, phi, wt, rows, gt, rest)
+                chunk_loss_and_gradient(problem, phi, wt, rows, gt, rest, 0.0)
             } else {
                 let (scores, b) = rest[..2 * c].split_at_mut(c);
                 let mut sum = 0.0;
@@ -394,8 +397,7 @@ impl<'a, 'p, P: Fn(usize) -> &'a [f64] + Sync> LinearObjective<'a, 'p, P> {
         });
         let stride = Self::stride(c, d);
         let mut total = 0.0;
-        let mut grad_out = grad;
-        match grad_out.as_deref_mut() {
+        match grad {
             Some(grad) => {
                 grad.fill(0.0);
                 for part in self.partials.chunks(stride) {
@@ -409,22 +411,50 @@ impl<'a, 'p, P: Fn(usize) -> &'a [f64] + Sync> LinearObjective<'a, 'p, P> {
             }
             None => self.partials.chunks(stride).for_each(|part| total += part[0]),
         }
-        if self.problem.is_distributed() {
-            total = self.sum_over_ranks(total, grad_out);
-        }
         total
     }
 
-    /// This rank's loss and gradient (if any) summed over the ranks in one
-    /// collective call; returns the loss.
-    fn sum_over_ranks(&mut self, loss: f64, grad: Option<&mut [f64]>) -> f64 {
-        let mut values = vec![loss];
-        values.extend_from_slice(grad.as_deref().unwrap_or(&[]));
-        self.problem.sum(&mut values);
-        if let Some(grad) = grad {
-            grad.copy_from_slice(&values[1..]);
+    /// [`LinearObjective::loss`] of a distributed problem (at the weights
+    /// already in `transposed`): the chunks of one process
+    /// ([`Problem::chunk_partials`], chunks split between ranks continued
+    /// from the previous rank's sums) added in its order, so the same bits.
+    fn distributed_loss(&mut self, grad: Option<&mut [f64]>) -> f64 {
+        let (c, d) = (self.problem.classes(), self.dim);
+        let want_grad = grad.is_some();
+        let (problem, phi, wt) = (self.problem, &self.phi, &self.transposed[..]);
+        let width = if want_grad { 1 + c * d } else { 1 };
+        let partials = problem.chunk_partials(CHUNK_ROWS, width, |rows, acc| {
+            let mut scratch = vec![0.0; 3 * SOFTMAX_BLOCK * c];
+            let (value, gt) = acc.split_at_mut(1);
+            value[0] = if want_grad {
+                chunk_loss_and_gradient(problem, phi, wt, rows, gt, &mut scratch, value[0])
+            } else {
+                let (scores, b) = scratch[..2 * c].split_at_mut(c);
+                let mut sum = value[0];
+                for k in rows {
+                    block_scores(wt, phi(k), scores);
+                    sum += row_loss(scores, problem.bias_row(k, b), problem.labels()[k], problem.weight(k), None);
+                }
+                sum
+            };
+        });
+        // Added as `loss` adds its chunks.
+        let mut total = 0.0;
+        match grad {
+            Some(grad) => {
+                grad.fill(0.0);
+                for part in partials.chunks(width) {
+                    total += part[0];
+                    for (j, gj) in part[1..].chunks_exact(c).enumerate() {
+                        for (y, &v) in gj.iter().enumerate() {
+                            grad[y * d + j] += v;
+                        }
+                    }
+                }
+            }
+            None => partials.chunks(width).for_each(|part| total += part[0]),
         }
-        values[0]
+        total
     }
 
     /// `J(W) / Σ_k w_k` and its gradient: what the optimiser minimises.
@@ -465,6 +495,7 @@ fn chunk_loss_and_gradient<'a, P: Fn(usize) -> &'a [f64]>(
     rows: std::ops::Range<usize>,
     gt: &mut [f64],
     scratch: &mut [f64],
+    sum: f64,
 ) -> f64 {
     #[cfg(target_arch = "x86_64")]
     if fastmath::x86::avx2() {
@@ -476,13 +507,14 @@ fn chunk_loss_and_gradient<'a, P: Fn(usize) -> &'a [f64]>(
             rows: std::ops::Range<usize>,
             gt: &mut [f64],
             scratch: &mut [f64],
+            sum: f64,
         ) -> f64 {
-            chunk_generic(problem, phi, wt, rows, gt, scratch)
+            chunk_generic(problem, phi, wt, rows, gt, scratch, sum)
         }
         // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { avx2(problem, phi, wt, rows, gt, scratch) };
+        return unsafe { avx2(problem, phi, wt, rows, gt, scratch, sum) };
     }
-    chunk_generic(problem, phi, wt, rows, gt, scratch)
+    chunk_generic(problem, phi, wt, rows, gt, scratch, sum)
 }
 
 #[inline(always)]
@@ -493,11 +525,11 @@ fn chunk_generic<'a, P: Fn(usize) -> &'a [f64]>(
     rows: std::ops::Range<usize>,
     gt: &mut [f64],
     scratch: &mut [f64],
+    mut sum: f64,
 ) -> f64 {
     let c = problem.classes();
     let (scores, rest) = scratch.split_at_mut(SOFTMAX_BLOCK * c);
     let (exps, bias_scratch) = rest.split_at_mut(SOFTMAX_BLOCK * c);
-    let mut sum = 0.0;
     let mut start = rows.start;
     while start < rows.end {
         let nb = (rows.end - start).min(SOFTMAX_BLOCK);

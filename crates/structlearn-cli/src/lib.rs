@@ -6,6 +6,7 @@
 //! CLI or plotting crate.
 
 mod checks;
+pub mod ranks;
 mod resume;
 
 pub use checks::{EPS_RANGE, error_text, parse_eps, parse_tolerance};

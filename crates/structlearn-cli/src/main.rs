@@ -641,7 +641,21 @@ struct TrainArgs {
     resume: bool,
 }
 
+/// `structlearn train`: in one process, or as one rank of an MPI run
+/// (`mpirun -n R structlearn train …`), where an error on any rank ends all.
 fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
+    let ranks = structlearn_cli::ranks::Ranks::start()?;
+    match train_on(a, verbosity, &ranks) {
+        Err(e) => ranks.fail(e),
+        Ok(()) => Ok(()),
+    }
+}
+
+/// Rank `ranks.rank()`'s training: it loads its block of the examples;
+/// rank 0 alone checks and writes the output files and reports progress.
+fn train_on(a: TrainArgs, verbosity: Verbosity, ranks: &structlearn_cli::ranks::Ranks) -> Result<()> {
+    let root = ranks.is_root();
+    let verbosity = if root { verbosity } else { Verbosity::Quiet };
     let inputs = [
         Some(("--data", &a.data)),
         a.validation.as_ref().map(|p| ("--validation", p)),
@@ -657,11 +671,18 @@ fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
         list.iter().flatten().map(|&(role, p)| (role, p.as_path())).collect()
     }
     structlearn::files::check_distinct(&paths(&inputs), &paths(&outputs))?;
-    let data = Dataset::load(&a.data).context("training set")?;
-    let validation = a.validation.as_deref().map(Dataset::load).transpose().context("validation set")?;
+    // Over R ranks, each keeps its block of the examples.
+    let load = |path: &Path| {
+        let data = Dataset::load(path)?;
+        if ranks.count() == 1 { Ok(data) } else { data.into_block(ranks.rank(), ranks.count()) }
+    };
+    let data = load(&a.data).context("training set")?;
+    let validation = a.validation.as_deref().map(load).transpose().context("validation set")?;
     // Outputs are checked before any learning iteration, not found unwritable after the last.
     for out in [Some(&a.model), a.checkpoint.as_ref(), a.curve.as_ref(), a.curve_png.as_ref()].into_iter().flatten() {
-        structlearn::files::check_writable(out)?;
+        if root {
+            structlearn::files::check_writable(out)?;
+        }
     }
     let (mut config, mut oracle_specs) = match &a.config {
         Some(p) => {
@@ -704,11 +725,16 @@ fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
     }
     let settings = resume_settings(kind, &config, &oracle_specs)?;
     let mut trainer = build_learner(kind, &data, &oracle_specs, config)?;
+    if ranks.count() > 1 {
+        trainer.distribute(ranks.collective())?;
+    }
     if let Some(v) = &validation {
         trainer.set_validation(v);
     }
     let resuming = a.resume && a.checkpoint.as_deref().is_some_and(Path::exists);
-    if let Some(c) = &a.checkpoint {
+    if let Some(c) = &a.checkpoint
+        && root
+    {
         check_or_record_settings(c, resuming, &settings)?;
     }
     let mut resumed = false;
@@ -720,7 +746,7 @@ fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
         }
     }
     trainer.add_observer(Box::new(ProgressObserver::new("train", verbosity)));
-    if let Some(c) = &a.curve {
+    if let Some(c) = a.curve.as_ref().filter(|_| root) {
         // A resumed run keeps the curve of the steps its checkpoint holds.
         let curve = if resumed { CsvCurveWriter::resume(c, trainer.history())? } else { CsvCurveWriter::create(c)? };
         trainer.add_observer(Box::new(curve));
@@ -735,6 +761,11 @@ fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
     // Every finished learning iteration's model is on disk, also without --checkpoint.
     trainer.save_model_to(&a.model);
     let outcome = match trainer.train() {
+        Err(structlearn::LearnError::Interrupted { completed }) if completed > 0 && !root => {
+            // Rank 0 keeps the model and says so.
+            let _ = completed;
+            return Ok(());
+        }
         Err(structlearn::LearnError::Interrupted { completed }) if completed > 0 => {
             // Keep the model of the last finished learning iteration (with
             // early stopping: of the best validation iteration so far).
@@ -750,6 +781,9 @@ fn train(a: TrainArgs, verbosity: Verbosity) -> Result<()> {
         }
         other => other?,
     };
+    if !root {
+        return Ok(());
+    }
     outcome.model.save(&a.model)?;
     if let Some(path) = &a.curve_png {
         report::write_curve_png(path, &format!("structlearn train: {}", a.data.display()), &outcome.history)?;

@@ -365,7 +365,8 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
                 stop_reason = StopReason::Converged;
                 break;
             }
-            if self.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst)) {
+            let stop = self.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst));
+            if on_any_rank(self.solver.collective(), stop) {
                 // Stopped between checkpoints: keep the finished iterations too.
                 if let Some(c) = &config.checkpoint
                     && checkpointed < self.run.completed
@@ -408,7 +409,8 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
             {
                 self.run.best_model.as_ref().unwrap_or(&model).save(path)?;
             }
-            let observer_stop = self.observers.iter().any(|o| o.stop_requested());
+            let observer_stop =
+                on_any_rank(self.solver.collective(), self.observers.iter().any(|o| o.stop_requested()));
             if let Some(c) = &config.checkpoint
                 && (iteration.is_multiple_of(c.every) || iteration == total || observer_stop)
             {
@@ -437,6 +439,18 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
             history: self.run.history.clone(),
         })
     }
+}
+
+/// Whether `flag` is set on any rank (a collective call over several ranks):
+/// the ranks stop together or not at all (Ctrl-C reaches them at different
+/// moments).
+fn on_any_rank(collective: &dyn Collective, flag: bool) -> bool {
+    if collective.ranks() == 1 {
+        return flag;
+    }
+    let mut any = [f64::from(u8::from(flag))];
+    collective.max(&mut any);
+    any[0] > 0.0
 }
 
 /// The checkpoint file of this rank: `path` itself on rank 0 (and in one

@@ -24,6 +24,7 @@ pub mod files;
 pub mod learner;
 pub mod metrics;
 pub mod model;
+pub mod mpi;
 pub mod objective;
 pub mod observer;
 pub mod oracle_config;

@@ -289,9 +289,12 @@ impl<'a> Algorithm1<'a> {
         Ok(())
     }
 
-    /// `values` added over the ranks (nothing to add in one process).
-    fn sum_over_ranks(&self, values: &mut [f64]) {
-        sum_over_ranks(self.collective.as_ref(), values);
+    /// `Σ_k parts[k]` over every rank's examples in example order
+    /// ([`NeumaierSum`]): the ranks' parts are gathered first, so the sum has
+    /// one process's bits.
+    fn sum_over_examples(&self, parts: Vec<f64>) -> f64 {
+        let parts = if self.collective.ranks() > 1 { self.collective.gather(&parts) } else { parts };
+        parts.into_iter().collect::<NeumaierSum>().value()
     }
 
     /// The same solver under another learner's name (the Hazan–Urtasun and
@@ -447,9 +450,7 @@ impl<'a> Algorithm1<'a> {
                 })
             })
             .collect::<Result<_, LearnError>>()?;
-        let mut loss = [parts.into_iter().collect::<NeumaierSum>().value()];
-        self.sum_over_ranks(&mut loss);
-        Ok(loss[0] + self.penalty()?)
+        Ok(self.sum_over_examples(parts) + self.penalty()?)
     }
 
     /// `Σ_t ε_t Ω_t(g_t)`: the penalties of the current functions
@@ -627,12 +628,11 @@ impl<'a> Algorithm1<'a> {
             })
             .collect::<Result<_, LearnError>>()?;
         let mut violation = [results.iter().map(|r| r.0).fold(0.0, f64::max)];
-        let mut loss = [results.iter().map(|r| r.1).collect::<NeumaierSum>().value()];
         if self.collective.ranks() > 1 {
             self.collective.max(&mut violation);
         }
-        self.sum_over_ranks(&mut loss);
-        Ok((violation[0], loss[0] + self.penalty()?))
+        let loss = self.sum_over_examples(results.iter().map(|r| r.1).collect());
+        Ok((violation[0], loss + self.penalty()?))
     }
 
     fn evaluate(&mut self, with_train: bool) -> Result<(Option<f64>, Option<f64>), LearnError> {

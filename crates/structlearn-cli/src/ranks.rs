@@ -1,0 +1,82 @@
+//! The ranks `structlearn train` runs among: one process, or — started by
+//! `mpirun -n R` in a build with the `mpi` feature — rank `r` of `R` MPI
+//! processes (docs/guide/scaling.md).
+
+use std::sync::Arc;
+
+use anyhow::{Result, bail};
+use oracles::{Collective, SingleProcess};
+
+/// This process's place among the ranks of a run. MPI (if started) is
+/// finalised when it drops.
+pub struct Ranks {
+    collective: Arc<dyn Collective>,
+    #[cfg(feature = "mpi")]
+    mpi: Option<(Arc<structlearn::mpi::MpiRanks>, mpi::environment::Universe)>,
+}
+
+impl Ranks {
+    /// One process, unless started by an MPI launcher: then MPI is
+    /// initialised (with the `mpi` feature) or, without it, an error says so
+    /// (each of the `R` processes would otherwise train alone on all data).
+    pub fn start() -> Result<Ranks> {
+        let launched = structlearn::mpi::launched_ranks();
+        #[cfg(feature = "mpi")]
+        if launched.is_some() {
+            let (universe, ranks) = structlearn::mpi::MpiRanks::init()?;
+            let ranks = Arc::new(ranks);
+            return Ok(Ranks { collective: ranks.clone(), mpi: Some((ranks, universe)) });
+        }
+        #[cfg(not(feature = "mpi"))]
+        if let Some(r) = launched.filter(|&r| r > 1) {
+            bail!(
+                "started by an MPI launcher as one of {r} processes, but this structlearn was built without MPI \
+                 (cargo build --release -p structlearn-cli --features mpi); each process would train alone on all \
+                 the data"
+            );
+        }
+        let _ = launched;
+        Ok(Ranks {
+            collective: Arc::new(SingleProcess),
+            #[cfg(feature = "mpi")]
+            mpi: None,
+        })
+    }
+
+    /// This process's rank.
+    pub fn rank(&self) -> usize {
+        self.collective.rank()
+    }
+
+    /// The number of ranks.
+    pub fn count(&self) -> usize {
+        self.collective.ranks()
+    }
+
+    /// Whether this process writes the run's files and reports progress (rank 0).
+    pub fn is_root(&self) -> bool {
+        self.rank() == 0
+    }
+
+    /// The ranks as the learner's [`Collective`].
+    pub fn collective(&self) -> Arc<dyn Collective> {
+        self.collective.clone()
+    }
+
+    /// Ends the run on every rank after `error` on this one: prints it with
+    /// the rank and, over MPI, aborts every process (`MPI_Abort`) so that
+    /// none waits for this one for ever. In one process, returns the error.
+    pub fn fail(&self, error: anyhow::Error) -> Result<()> {
+        #[cfg(feature = "mpi")]
+        if let Some((mpi, _)) = &self.mpi
+            && self.count() > 1
+        {
+            eprintln!("error: rank {} of {}: {}", self.rank(), self.count(), crate::error_text(&error));
+            mpi.abort(1);
+        }
+        if self.count() > 1 {
+            bail!("rank {} of {}: {}", self.rank(), self.count(), crate::error_text(&error));
+        }
+        Err(error)
+    }
+}
