@@ -177,3 +177,37 @@ fn what_cannot_spread_over_ranks_is_refused_before_any_work() {
     let err = data.train.clone().into_block(0, 3).unwrap_err();
     assert!(err.to_string().contains("2 examples cannot be spread over 3 ranks"), "{err}");
 }
+
+#[test]
+fn a_rank_reads_its_block_of_a_data_set_file() {
+    let data = generate(&DenoisingConfig { height: 8, width: 8, train: 7, test: 1, sigma: 1.5, seed: 2 }).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (binary, json) = (dir.path().join("train.sld"), dir.path().join("train.json"));
+    data.train.save(&binary).unwrap();
+    data.train.save(&json).unwrap();
+    let as_json = |d: &Dataset| serde_json::to_string(&structlearn::DatasetFile::from_dataset(d)).unwrap();
+    for ranks in 1..=4 {
+        for rank in 0..ranks {
+            let expected = as_json(&data.train.clone().into_block(rank, ranks).unwrap());
+            for path in [&binary, &json] {
+                let block = Dataset::load_block(path, rank, ranks).unwrap();
+                assert_eq!(as_json(&block), expected, "{} rank {rank} of {ranks}", path.display());
+            }
+        }
+    }
+    let err = Dataset::load_block(&binary, 0, 8).unwrap_err();
+    assert!(err.to_string().contains("7 examples cannot be spread over 8 ranks"), "{err}");
+    // A damaged file is refused, wherever the damage is.
+    let bytes = std::fs::read(&binary).unwrap();
+    let damaged = dir.path().join("damaged.sld");
+    for at in [20, bytes.len() / 2, bytes.len() - 3] {
+        let mut b = bytes.clone();
+        b[at] ^= 0x10;
+        std::fs::write(&damaged, &b).unwrap();
+        let err = Dataset::load_block(&damaged, 1, 2).unwrap_err();
+        assert!(err.to_string().contains("corrupt"), "byte {at}: {err}");
+    }
+    std::fs::write(&damaged, &bytes[..bytes.len() / 2]).unwrap();
+    let err = Dataset::load_block(&damaged, 1, 2).unwrap_err();
+    assert!(err.to_string().contains("corrupt or truncated"), "{err}");
+}

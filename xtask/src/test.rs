@@ -1,5 +1,7 @@
 //! `cargo xtask test`: every test of the project in one command — the Rust
-//! workspace's (`cargo test --workspace`), then the Python package's pytest
+//! workspace's (`cargo test --workspace`), the MPI tests where MPI is
+//! installed (`mpirun` on the PATH: `cargo test -p structlearn-cli --features
+//! mpi --test mpi`, real `mpirun -n 2` and `-n 3` runs), then the Python package's pytest
 //! suite in a virtual environment under `target/` that this command sets up
 //! (numpy, pytest, maturin, scikit-learn and joblib from PyPI, then
 //! `pip install ./crates/structlearn-py`, which builds the extension).
@@ -40,12 +42,30 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
+/// Whether an MPI launcher answers `mpirun --version`.
+fn mpi_installed() -> bool {
+    Command::new("mpirun").arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
 /// Runs the Rust tests, then the Python suite (module docs).
 pub fn test(args: &TestArgs) -> Result<()> {
     let root = root();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     if !args.python_only {
         run("cargo test --workspace", Command::new(&cargo).args(["test", "--workspace"]).current_dir(&root))?;
+        if mpi_installed() {
+            run(
+                "cargo test -p structlearn-cli --features mpi --test mpi",
+                Command::new(&cargo)
+                    .args(["test", "-p", "structlearn-cli", "--features", "mpi", "--test", "mpi"])
+                    .current_dir(&root),
+            )?;
+        } else {
+            eprintln!(
+                "xtask test: MPI tests skipped: no `mpirun` on the PATH (Debian: apt-get install openmpi-bin \
+                 libopenmpi-dev libclang-dev)"
+            );
+        }
     }
     if args.rust_only {
         return Ok(());

@@ -671,10 +671,9 @@ fn train_on(a: TrainArgs, verbosity: Verbosity, ranks: &structlearn_cli::ranks::
         list.iter().flatten().map(|&(role, p)| (role, p.as_path())).collect()
     }
     structlearn::files::check_distinct(&paths(&inputs), &paths(&outputs))?;
-    // Over R ranks, each keeps its block of the examples.
+    // Over R ranks, each reads and keeps its block of the examples.
     let load = |path: &Path| {
-        let data = Dataset::load(path)?;
-        if ranks.count() == 1 { Ok(data) } else { data.into_block(ranks.rank(), ranks.count()) }
+        if ranks.count() == 1 { Dataset::load(path) } else { Dataset::load_block(path, ranks.rank(), ranks.count()) }
     };
     let data = load(&a.data).context("training set")?;
     let validation = a.validation.as_deref().map(load).transpose().context("validation set")?;

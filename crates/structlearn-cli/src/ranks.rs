@@ -71,7 +71,9 @@ impl Ranks {
         if let Some((mpi, _)) = &self.mpi
             && self.count() > 1
         {
-            eprintln!("error: rank {} of {}: {}", self.rank(), self.count(), crate::error_text(&error));
+            // One write, so that the lines of ranks failing together do not interleave.
+            let line = format!("error: rank {} of {}: {}\n", self.rank(), self.count(), crate::error_text(&error));
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             mpi.abort(1);
         }
         if self.count() > 1 {

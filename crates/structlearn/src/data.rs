@@ -533,11 +533,7 @@ impl Dataset {
                 postcard::from_bytes(body).map_err(corrupt)?
             }
         };
-        file.into_dataset_within(factor_graph::graph_budget(bytes.len())).map_err(|e| match e {
-            LearnError::BadFile { reason, .. } => LearnError::bad_file(source, reason),
-            LearnError::Graph(g) => LearnError::bad_file(source, g.to_string()),
-            other => LearnError::InFile { path: source.display().to_string(), error: Box::new(other) },
-        })
+        file.into_dataset_from(bytes.len(), source)
     }
 
     /// Writes the data set atomically (JSON for `.json`, binary otherwise).
@@ -571,7 +567,7 @@ fn check_labels(k: usize, labels: &[usize], graph: &RegionGraph) -> Result<(), L
     }
 }
 
-fn is_json(path: &Path) -> bool {
+pub(crate) fn is_json(path: &Path) -> bool {
     path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json"))
 }
 
@@ -591,7 +587,7 @@ pub const DATASET_MAGIC: &[u8; 8] = b"SLDATA\0\x02";
 
 /// Magic bytes of version-1 binary data set files (no ignored-variable masks),
 /// which are still read.
-const DATASET_MAGIC_V1: &[u8; 8] = b"SLDATA\0\x01";
+pub(crate) const DATASET_MAGIC_V1: &[u8; 8] = b"SLDATA\0\x01";
 
 /// Version of the data set file format (2 added [`ExampleRecord::ignored`];
 /// version 1 files are still read).
@@ -726,6 +722,16 @@ impl DatasetFile {
             graphs,
             examples,
         }
+    }
+
+    /// [`DatasetFile::into_dataset_within`] the budget of a file of
+    /// `file_bytes` bytes, errors naming the file `source`.
+    pub(crate) fn into_dataset_from(self, file_bytes: usize, source: &Path) -> Result<Dataset, LearnError> {
+        self.into_dataset_within(factor_graph::graph_budget(file_bytes)).map_err(|e| match e {
+            LearnError::BadFile { reason, .. } => LearnError::bad_file(source, reason),
+            LearnError::Graph(g) => LearnError::bad_file(source, g.to_string()),
+            other => LearnError::InFile { path: source.display().to_string(), error: Box::new(other) },
+        })
     }
 
     /// Validates and builds the data set.

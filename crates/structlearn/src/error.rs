@@ -237,9 +237,10 @@ pub enum LearnError {
         /// What it would need.
         reason: &'static str,
     },
-    /// The ranks of one run disagree (their checkpoint files hold different
-    /// iterations, or a rank holds no training example).
-    #[error("the ranks disagree: {0}")]
+    /// The ranks of a data-parallel run cannot go on together: fewer
+    /// examples than ranks, a rank out of range, checkpoint files of the ranks
+    /// that hold different iterations.
+    #[error("{0}")]
     Ranks(String),
     /// A setting of [`crate::TrainConfig`] differs from its default but the
     /// learner does not read it ([`crate::LearnerKind::ignored_settings`]),

@@ -279,7 +279,8 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
             collective.max(&mut range);
             if range[0] != -range[1] {
                 return Err(LearnError::Ranks(format!(
-                    "their checkpoint files hold between {} and {} learning iterations ({} on rank {}: {})",
+                    "the ranks' checkpoint files hold between {} and {} learning iterations ({} on rank {}: {}); \
+                     the run cannot resume from them",
                     -range[1],
                     range[0],
                     run.completed,

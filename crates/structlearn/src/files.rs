@@ -177,6 +177,28 @@ fn fnv1a_continue(mut hash: u64, bytes: &[u8]) -> u64 {
     hash
 }
 
+/// Passes bytes through from `inner`, hashing what was read (the body
+/// checksum of a binary file read as a stream).
+pub(crate) struct HashingReader<R> {
+    pub(crate) inner: R,
+    pub(crate) hash: u64,
+}
+
+impl<R: std::io::Read> HashingReader<R> {
+    /// Hashes what is read from `inner` from now on.
+    pub(crate) fn new(inner: R) -> Self {
+        Self { inner, hash: FNV_OFFSET }
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for HashingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hash = fnv1a_continue(self.hash, &buf[..n]);
+        Ok(n)
+    }
+}
+
 /// Passes bytes through to `inner`, hashing what was written.
 struct HashingWriter<'a> {
     inner: &'a mut dyn Write,

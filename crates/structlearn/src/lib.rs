@@ -15,6 +15,7 @@
 //! * [`metrics`]: error rate, per-class accuracy, confusion matrix, mean IoU.
 
 pub mod data;
+mod data_block;
 pub mod discrepancy;
 pub mod early_stopping;
 mod error;

@@ -1,0 +1,122 @@
+//! `mpirun -n R structlearn train …` against one process (docs/guide/scaling.md):
+//! the same model file byte for byte and the same curve (but for the
+//! wall-clock columns) with linear and constant energies, over 2 and 3 ranks;
+//! a class that cannot spread its fits is refused on every rank with an
+//! error naming the rank, and the run ends (no hang); a build without the
+//! `mpi` feature refuses to train alone in each of R processes.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use datasets::denoising::{DenoisingConfig, generate};
+
+const BIN: &str = env!("CARGO_BIN_EXE_structlearn");
+
+/// The denoising data of a tiny run, written to `dir`.
+fn write_data(dir: &Path) {
+    let data = generate(&DenoisingConfig { height: 12, width: 12, train: 7, test: 3, sigma: 1.5, seed: 5 }).unwrap();
+    data.train.save(&dir.join("train.sld")).unwrap();
+    data.test.save(&dir.join("test.sld")).unwrap();
+}
+
+fn train_args<'a>(model: &'a str, curve: &'a str, unary: &'a str, pairwise: &'a str) -> Vec<String> {
+    [
+        "train",
+        "-q",
+        "--data",
+        "train.sld",
+        "--validation",
+        "test.sld",
+        "--model",
+        model,
+        "--curve",
+        curve,
+        "--oracle",
+        &format!("unary={unary}"),
+        "--oracle",
+        &format!("pairwise={pairwise}"),
+        "--iterations",
+        "3",
+        "--train-error-every",
+        "1",
+        "--threads",
+        "1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+#[cfg(feature = "mpi")]
+fn mpirun(dir: &Path, ranks: usize, args: &[String]) -> Output {
+    Command::new("mpirun")
+        .current_dir(dir)
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .args(["--oversubscribe", "-n", &ranks.to_string(), BIN])
+        .args(args)
+        .output()
+        .expect("mpirun (Debian: openmpi-bin) on the PATH")
+}
+
+/// The curve without its wall-clock columns.
+#[cfg(feature = "mpi")]
+fn curve(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| l.split(',').take(10).collect::<Vec<_>>().join(","))
+        .collect()
+}
+
+#[cfg(feature = "mpi")]
+#[test]
+fn ranks_write_one_process_model_and_curve() {
+    let dir = tempfile::tempdir().unwrap();
+    write_data(dir.path());
+    for (unary, pairwise) in [("linear", "linear"), ("linear", "constant")] {
+        let args = train_args("one.slm", "one.csv", unary, pairwise);
+        let out = Command::new(BIN).current_dir(dir.path()).args(args).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        for ranks in [2, 3] {
+            let out = mpirun(dir.path(), ranks, &train_args("r.slm", "r.csv", unary, pairwise));
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let what = format!("{unary}/{pairwise} over {ranks} ranks");
+            let read = |f: &str| std::fs::read(dir.path().join(f)).unwrap();
+            assert_eq!(read("one.slm"), read("r.slm"), "{what}: model file");
+            assert_eq!(curve(&dir.path().join("one.csv")), curve(&dir.path().join("r.csv")), "{what}: curve");
+        }
+    }
+}
+
+#[cfg(feature = "mpi")]
+#[test]
+fn a_class_that_cannot_spread_its_fits_ends_the_run_on_every_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    write_data(dir.path());
+    let out = mpirun(dir.path(), 2, &train_args("b.slm", "b.csv", "linear", "boosting"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("of 2: oracle `boosting` (factor type `pairwise`) cannot train over 2 ranks"), "{stderr}");
+    assert!(!dir.path().join("b.slm").exists(), "no partial model");
+    // More ranks than examples.
+    let out = mpirun(dir.path(), 8, &train_args("b.slm", "b.csv", "linear", "linear"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("7 examples cannot be spread over 8 ranks"), "{stderr}");
+}
+
+#[cfg(not(feature = "mpi"))]
+#[test]
+fn a_build_without_mpi_refuses_to_run_as_one_of_several_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    write_data(dir.path());
+    let out = Command::new(BIN)
+        .current_dir(dir.path())
+        .env("OMPI_COMM_WORLD_SIZE", "2")
+        .args(train_args("m.slm", "m.csv", "linear", "linear"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("built without MPI"), "{stderr}");
+    assert!(!dir.path().join("m.slm").exists());
+}
