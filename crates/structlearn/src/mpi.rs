@@ -2,23 +2,6 @@
 //! rsmpi over the system's MPI library): data-parallel training across
 //! processes and machines, `mpirun -n R structlearn train …`
 //! (docs/guide/scaling.md). [`launched_ranks`] is in every build.
-//!
-//! ```ignore
-//! # fn main() -> Result<(), structlearn::LearnError> {
-//! use std::sync::Arc;
-//! use structlearn::{Dataset, Learner, LearnerKind, TrainConfig, build_learner};
-//! let (_universe, ranks) = structlearn::mpi::MpiRanks::init()?; // MPI_Finalize when `_universe` drops
-//! let rank = oracles::Collective::rank(&ranks);
-//! let train = Dataset::load("train.sld".as_ref())?.into_block(rank, oracles::Collective::ranks(&ranks))?;
-//! let specs = vec![("unary".into(), serde_json::json!({"kind": "linear"})), ("pairwise".into(), serde_json::json!({"kind": "linear"}))];
-//! let mut learner = build_learner(LearnerKind::Algorithm1, &train, &specs, TrainConfig::default())?;
-//! learner.distribute(Arc::new(ranks))?;
-//! let outcome = learner.train()?; // the same model on every rank
-//! if rank == 0 {
-//!     outcome.model.save("model.slm".as_ref())?;
-//! }
-//! # Ok(()) }
-//! ```
 
 #[cfg(feature = "mpi")]
 pub use with_mpi::MpiRanks;
@@ -66,6 +49,23 @@ mod with_mpi {
         /// and returns the universe (MPI is finalised when it drops: keep it for
         /// the whole run) and the world's ranks. Errors if MPI was initialised
         /// already or the library cannot serialise calls from several threads.
+        ///
+        /// ```no_run
+        /// # fn main() -> Result<(), structlearn::LearnError> {
+        /// use std::sync::Arc;
+        /// use structlearn::{Dataset, Learner, LearnerKind, TrainConfig, build_learner};
+        /// let (_universe, ranks) = structlearn::mpi::MpiRanks::init()?; // MPI_Finalize when `_universe` drops
+        /// let rank = oracles::Collective::rank(&ranks);
+        /// let train = Dataset::load_block("train.sld".as_ref(), rank, oracles::Collective::ranks(&ranks))?;
+        /// let specs = vec![("unary".into(), serde_json::json!({"kind": "linear"})), ("pairwise".into(), serde_json::json!({"kind": "linear"}))];
+        /// let mut learner = build_learner(LearnerKind::Algorithm1, &train, &specs, TrainConfig::default())?;
+        /// learner.distribute(Arc::new(ranks))?;
+        /// let outcome = learner.train()?; // the same model on every rank
+        /// if rank == 0 {
+        ///     outcome.model.save("model.slm".as_ref())?;
+        /// }
+        /// # Ok(()) }
+        /// ```
         pub fn init() -> Result<(Universe, MpiRanks), LearnError> {
             let (universe, threading) = mpi::initialize_with_threading(Threading::Serialized)
                 .ok_or_else(|| LearnError::Ranks("MPI was initialised already".into()))?;
