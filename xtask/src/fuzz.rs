@@ -11,7 +11,7 @@ use anyhow::{Result, bail};
 pub struct FuzzArgs {
     /// Only these targets, comma-separated (default: all): uai, model-zero,
     /// model-constant, model-linear, model-boosting, model-mlp,
-    /// model-indexed-linear, model-fixed, dataset-binary, dataset-json,
+    /// model-indexed-linear, model-fixed, dataset-binary, dataset-block, dataset-json,
     /// checkpoint, config, image-png, image-jpeg.
     #[arg(long, value_delimiter = ',')]
     target: Vec<String>,

@@ -121,6 +121,11 @@ pub fn targets() -> Vec<Target> {
             shape: Shape::Dataset,
         },
         Target {
+            name: "dataset-block",
+            seeds: vec![seeds::dataset_binary(&data), seeds::dataset_binary(&other)],
+            shape: Shape::Dataset,
+        },
+        Target {
             name: "dataset-json",
             seeds: vec![seeds::dataset_json(&data), seeds::dataset_json(&other)],
             shape: Shape::Json,
@@ -339,6 +344,7 @@ impl Target {
                     })
                 }
             },
+            Shape::Dataset if self.name == "dataset-block" => blocks_agree(bytes),
             Shape::Dataset => match Dataset::from_bytes(bytes, path) {
                 Err(e) => Outcome::Rejected(e.to_string()),
                 Ok(data) => dataset_round_trip(&data),
@@ -376,6 +382,49 @@ impl Target {
             },
         }
     }
+}
+
+/// `Dataset::load_block` (the streamed reader of one rank's block) against
+/// the whole file's loader, for 2 ranks: where the file loads, each rank's
+/// block loads and equals the loaded set's block (or both refuse fewer
+/// examples than ranks); where it does not, some rank refuses its block (a
+/// rank validates only its own examples).
+fn blocks_agree(bytes: &[u8]) -> Outcome {
+    thread_local! {
+        static FILE: std::path::PathBuf = std::env::temp_dir()
+            .join(format!("structlearn-fuzz-block-{}-{:?}.sld", std::process::id(), std::thread::current().id()));
+    }
+    FILE.with(|file| {
+        if let Err(e) = std::fs::write(file, bytes) {
+            return Outcome::Invariant(format!("cannot write {}: {e}", file.display()));
+        }
+        let whole = Dataset::from_bytes(bytes, Path::new("fuzz-input"));
+        let blocks: Vec<_> = (0..2).map(|r| Dataset::load_block(file, r, 2)).collect();
+        let as_bytes = |d: &Dataset| postcard::to_stdvec(&DatasetFile::from_dataset(d)).ok();
+        match whole {
+            Err(e) if blocks.iter().all(Result::is_ok) => {
+                Outcome::Invariant(format!("the file is refused ({e}) but every rank accepts its block"))
+            }
+            Err(e) => Outcome::Rejected(e.to_string()),
+            Ok(data) => {
+                for (r, block) in blocks.iter().enumerate() {
+                    let expected = data.clone().into_block(r, 2);
+                    match (block, &expected) {
+                        (Ok(b), Ok(e)) if as_bytes(b) == as_bytes(e) => {}
+                        (Err(_), Err(_)) => {}
+                        (b, e) => {
+                            return Outcome::Invariant(format!(
+                                "rank {r}: load_block gives {:?}, the loaded set's block {:?}",
+                                b.as_ref().map(Dataset::len).map_err(ToString::to_string),
+                                e.as_ref().map(Dataset::len).map_err(ToString::to_string)
+                            ));
+                        }
+                    }
+                }
+                Outcome::Accepted
+            }
+        }
+    })
 }
 
 /// A loaded data set saved again must load back and save to the same bytes.
