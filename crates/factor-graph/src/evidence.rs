@@ -10,9 +10,10 @@
 //! ```
 //!
 //! The file alone does not say which it is when its first number is 1; the
-//! number of tokens does: the one-line layout has `1 + 2k` (odd), the sample
-//! layout `2 + 2k` (even). A first number other than 1 is the one-line
-//! layout; a sample count other than 1 cannot be expressed.
+//! number of tokens does: it is read as the sample layout when its first
+//! number is 1 and it has exactly `2 + 2k` numbers, `k` its second, and as
+//! the one-line layout otherwise (`1 + 2k` numbers, `k` its first), so a
+//! sample count other than 1 is an error of the one-line layout.
 //!
 //! [`UaiEvidence::clamp`] conditions a converted model on the evidence by
 //! setting `θ = −∞` on every other label of each observed variable's singleton
@@ -169,11 +170,14 @@ impl UaiEvidence {
             })
         };
         let (_, first) = next("the number of observed variables")?;
-        // The sample layout: `1` sample, then its count (module docs).
-        let count = if first == 1 && tokens.len() % 2 == 0 {
-            next("the number of observed variables of the sample")?.1
-        } else {
-            first
+        // The sample layout: `1` sample, then its count, then exactly that
+        // many pairs (module docs).
+        let sample_count = tokens.get(1).and_then(|t| t.1.parse::<usize>().ok());
+        let count = match sample_count {
+            Some(k) if first == 1 && k.checked_mul(2).and_then(|p| p.checked_add(2)) == Some(tokens.len()) => {
+                next("the number of observed variables of the sample")?.1
+            }
+            _ => first,
         };
         let mut observed = Vec::with_capacity(count.min(tokens.len()));
         let mut seen_on = vec![0usize; cardinalities.len()];

@@ -245,3 +245,22 @@ fn a_bayes_network_is_its_joint_distribution() {
     assert!((total - 1.0).abs() < 1e-12, "{total}");
     assert!((with_evidence - p_d1).abs() < 1e-12 && p_d1 > 0.0);
 }
+
+/// The layout is the one whose counts match the file's length: trailing or
+/// missing numbers are errors of the one-line layout, never a silently
+/// different reading.
+#[test]
+fn the_layout_follows_the_counts() {
+    match UaiEvidence::parse("1 0 1 2", &CARDS).unwrap_err() {
+        EvidenceError::Trailing { observed: 1, found, .. } => assert_eq!(found, "2"),
+        e => panic!("{e:?}"),
+    }
+    // Two samples cannot be expressed: read as 2 observations, (1, 1) and
+    // (0, 1), and a trailing number.
+    assert!(matches!(
+        UaiEvidence::parse("2\n1 1 0\n1 1 1\n", &CARDS).unwrap_err(),
+        EvidenceError::Trailing { line: 3, observed: 2, .. }
+    ));
+    assert_eq!(UaiEvidence::parse("1\n1 0 1\n", &CARDS).unwrap().observed, vec![(0, 1)]);
+    assert_eq!(UaiEvidence::parse("1 1 0", &CARDS).unwrap().observed, vec![(1, 0)]);
+}
