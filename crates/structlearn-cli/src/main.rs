@@ -462,7 +462,8 @@ fn infer(args: &InferArgs, verbosity: Verbosity) -> Result<()> {
         // Each variable's most believed label on its own can be a labelling the
         // model forbids where the relaxation is not tight: decode respecting the
         // zeros instead, then raise the score by local search (decoding module docs).
-        let decoded = decode_feasible(g, &m.theta, &beliefs, &DecodeOptions::default());
+        let decode_options = DecodeOptions { max_backtracks: args.max_backtracks, ..DecodeOptions::default() };
+        let decoded = decode_feasible(g, &m.theta, &beliefs, &decode_options);
         let bound = map_bound(&problem, &messages) + m.constant;
         if args.anneal && verbosity.normal() {
             eprintln!(
@@ -487,7 +488,13 @@ fn infer(args: &InferArgs, verbosity: Verbosity) -> Result<()> {
     let (labels, score) = match chosen {
         Ok(d) => (Some(&d.labels), Some(d.score + m.constant)),
         Err(e) => {
-            eprintln!("warning: {}: {e}; no labelling is reported", path.display());
+            let hint = match e {
+                smoothed_inference::InferenceError::NoFeasibleLabeling { exhausted: false, .. } => {
+                    " with --max-backtracks"
+                }
+                _ => "",
+            };
+            eprintln!("warning: {}: {e}{hint}; no labelling is reported", path.display());
             (None, None)
         }
     };
@@ -685,6 +692,10 @@ struct InferArgs {
     /// best labelling and the lowest bound of all stages are reported.
     #[arg(long)]
     anneal: bool,
+    /// The most assignments the constrained decoding may undo before it
+    /// reports that it found no labelling the model allows.
+    #[arg(long, value_name = "N", default_value_t = DecodeOptions::default().max_backtracks)]
+    max_backtracks: usize,
     /// With --anneal: the last ε (default: --eps / 100).
     #[arg(long, allow_hyphen_values = true, value_parser = parse_eps, requires = "anneal")]
     eps_min: Option<f64>,

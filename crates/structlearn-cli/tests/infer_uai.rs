@@ -259,3 +259,29 @@ fn anneal_improves_frustrated_grids_in_aggregate() {
     assert!(anneal_sum > plain_sum + 1.0, "anneal {anneal_sum} vs single ε {plain_sum}");
     assert!(anneal_gap < plain_gap, "gaps: anneal {anneal_gap} vs single ε {plain_gap}");
 }
+
+/// `--max-backtracks` is the decoding's budget: a pedigree whose decoding
+/// undoes an assignment gets no labelling with a budget of 0 (a warning that
+/// names the option) and a feasible one with the default.
+#[test]
+fn max_backtracks_is_the_decoding_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pedigree-1.uai");
+    let (model, _) = datasets::uai_families::pedigree(&datasets::uai_families::PedigreeConfig::default(), 1);
+    model.write(&path).unwrap();
+    let v = json(&infer(&path, &["-q"]));
+    let backtracks = v["decoding"]["backtracks"].as_u64().unwrap();
+    assert!(backtracks >= 1, "{}", v["decoding"]);
+    let labels: Vec<usize> = serde_json::from_value(v["labels"].clone()).unwrap();
+    assert!(score(&model, None, &labels).is_finite());
+    let o = infer(&path, &["-q", "--max-backtracks", &(backtracks - 1).to_string()]);
+    let e = stderr(&o);
+    assert!(o.status.success(), "{e}");
+    assert!(e.contains("backtracking budget ran out") && e.contains("--max-backtracks"), "{e}");
+    let v = json(&o);
+    assert!(v["labels"].is_null() && v["score"].is_null() && v["gap"].is_null());
+    // And nothing to write as a .MAP file: an error, after the JSON.
+    let map = dir.path().join("p.MAP");
+    let o = infer(&path, &["-q", "--max-backtracks", "0", "--output-map", map.to_str().unwrap()]);
+    assert!(!o.status.success() && stderr(&o).contains("no labelling was found") && !map.exists());
+}
