@@ -406,6 +406,39 @@ fn solve_at(
     Ok(report)
 }
 
+/// [`decode_feasible`], and when its budget runs out, up to `restarts` more
+/// attempts with the beliefs multiplied by seeded factors in [0.5, 1.5)
+/// (a different order of the variables and labels the beliefs nearly tie).
+fn decode_with_restarts(
+    g: &factor_graph::RegionGraph,
+    theta: &[f64],
+    beliefs: &[f64],
+    opts: &DecodeOptions,
+    restarts: usize,
+) -> Result<smoothed_inference::decoding::Decoded, smoothed_inference::InferenceError> {
+    let first = decode_feasible(g, theta, beliefs, opts);
+    if !matches!(first, Err(smoothed_inference::InferenceError::NoFeasibleLabeling { exhausted: false, .. })) {
+        return first;
+    }
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut noisy = beliefs.to_vec();
+    for _ in 0..restarts {
+        for (x, &b) in noisy.iter_mut().zip(beliefs) {
+            // splitmix64
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            *x = b * (0.5 + (z >> 11) as f64 / (1u64 << 53) as f64);
+        }
+        if let Ok(d) = decode_feasible(g, theta, &noisy, opts) {
+            return Ok(d);
+        }
+    }
+    first
+}
+
 fn infer(args: &InferArgs, verbosity: Verbosity) -> Result<()> {
     let path = args.model.as_path();
     let mut inputs = vec![("the model", path)];
@@ -463,7 +496,7 @@ fn infer(args: &InferArgs, verbosity: Verbosity) -> Result<()> {
         // model forbids where the relaxation is not tight: decode respecting the
         // zeros instead, then raise the score by local search (decoding module docs).
         let decode_options = DecodeOptions { max_backtracks: args.max_backtracks, ..DecodeOptions::default() };
-        let decoded = decode_feasible(g, &m.theta, &beliefs, &decode_options);
+        let decoded = decode_with_restarts(g, &m.theta, &beliefs, &decode_options, args.decode_restarts);
         let bound = map_bound(&problem, &messages) + m.constant;
         if args.anneal && verbosity.normal() {
             eprintln!(
@@ -490,7 +523,7 @@ fn infer(args: &InferArgs, verbosity: Verbosity) -> Result<()> {
         Err(e) => {
             let hint = match e {
                 smoothed_inference::InferenceError::NoFeasibleLabeling { exhausted: false, .. } => {
-                    " with --max-backtracks"
+                    " with --max-backtracks, or retry with --decode-restarts"
                 }
                 _ => "",
             };
@@ -696,6 +729,10 @@ struct InferArgs {
     /// reports that it found no labelling the model allows.
     #[arg(long, value_name = "N", default_value_t = DecodeOptions::default().max_backtracks)]
     max_backtracks: usize,
+    /// When the decoding's budget runs out, this many more attempts, each
+    /// with the beliefs perturbed (seeded, reproducible) and its own budget.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    decode_restarts: usize,
     /// With --anneal: the last ε (default: --eps / 100).
     #[arg(long, allow_hyphen_values = true, value_parser = parse_eps, requires = "anneal")]
     eps_min: Option<f64>,
