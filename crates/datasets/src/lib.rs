@@ -13,7 +13,9 @@
 //!   prediction pipeline) and [`features`] (RGB, position, HOG, Sobel;
 //!   standardisation);
 //! * [`scene`]: a seeded synthetic data set of Stanford Background's shape
-//!   (any image count, size, label count and feature dimensions) for scale benchmarks.
+//!   (any image count, size, label count and feature dimensions) for scale benchmarks;
+//! * [`uai_families`]: seeded UAI models (pedigrees, CSPs with planted
+//!   solutions, frustrated grids) for measuring MAP decoding.
 //!
 //! Errors are [`DatasetError`] values; no function panics on bad input.
 
@@ -27,6 +29,7 @@ pub mod punyakanok;
 pub mod scene;
 pub mod shapes;
 pub mod stanford;
+pub mod uai_families;
 
 pub use crate::denoising::{DenoisingConfig, DenoisingData, DenoisingImage};
 pub use crate::error::DatasetError;

@@ -7,12 +7,18 @@
 
 mod builders;
 mod error;
+pub mod evidence;
 pub mod graph;
 pub mod uai;
+pub mod uai_results;
 
 pub use builders::{GridLayout, PAIRWISE, Scope, UNARY, factors_with_singletons, grid};
 pub use error::{GraphError, InfeasibleCause, UaiError};
+pub use evidence::{EvidenceError, UaiEvidence};
 pub use graph::{
     MAX_REGION_CONFIGS, MIN_GRAPH_BUDGET, RegionGraph, RegionGraphBuilder, RegionGraphSpec, RegionSpec, graph_budget,
 };
-pub use uai::{FactorPlacement, UAI_FACTOR_TYPE, UaiFactor, UaiModel, UaiRegionModel};
+pub use uai::{
+    CPT_TOLERANCE, FactorPlacement, UAI_FACTOR_TYPE, UaiFactor, UaiModel, UaiNetwork, UaiRegionModel, UaiWarning,
+};
+pub use uai_results::{format_map, format_mar, parse_map, parse_mar};

@@ -14,6 +14,11 @@
 //!  1 2 3 4 5 0
 //! ```
 //!
+//! `BAYES` files have the same layout; each table is a conditional
+//! probability table whose child is the last variable of its scope, and is
+//! used as a factor like a MARKOV table (rows that do not sum to 1 give a
+//! [`UaiWarning`], not an error).
+//!
 //! Conversion to a region graph ([`UaiModel::to_region_graph`]): one singleton
 //! region per variable (type `unary`, regions `0..N`) plus one region per
 //! distinct scope of two or more variables (type `factor`), each the parent of
@@ -60,11 +65,82 @@ pub struct UaiFactor {
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct UaiModel {
+    /// The file's preamble: `MARKOV` or `BAYES`. Both convert alike (each
+    /// table a factor); a BAYES model's tables are conditional probability
+    /// tables, the child the last variable of each scope, checked by
+    /// [`UaiModel::cpt_warnings`].
+    pub network: UaiNetwork,
     /// `|Y_i|` per variable.
     pub cardinalities: Vec<usize>,
     /// The factors, in file order.
     pub factors: Vec<UaiFactor>,
 }
+
+/// The network type of a UAI file's preamble.
+///
+/// ```
+/// let m = factor_graph::UaiModel::parse("BAYES\n1\n2\n1\n1 0\n2\n0.3 0.7\n").unwrap();
+/// assert_eq!(m.network, factor_graph::UaiNetwork::Bayes);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UaiNetwork {
+    /// `MARKOV`: tables are non-negative potentials.
+    #[default]
+    Markov,
+    /// `BAYES`: each table is a conditional probability table `P(child | parents)`,
+    /// the child the last variable of its scope (so each run of `|Y_child|`
+    /// consecutive entries, one per parent configuration, should sum to 1).
+    Bayes,
+}
+
+impl UaiNetwork {
+    /// The preamble word: `MARKOV` or `BAYES`.
+    pub fn name(self) -> &'static str {
+        match self {
+            UaiNetwork::Markov => "MARKOV",
+            UaiNetwork::Bayes => "BAYES",
+        }
+    }
+}
+
+/// Something in a UAI file that is valid but probably not what was meant.
+///
+/// ```
+/// let text = "BAYES\n2\n2 2\n2\n1 0\n2 0 1\n2\n0.5 0.5\n4\n0.2 0.8 0.6 0.6\n";
+/// let (_, warnings) = factor_graph::UaiModel::parse_with_warnings(text).unwrap();
+/// assert_eq!(warnings.len(), 1);
+/// assert!(warnings[0].to_string().starts_with("UAI line 9: table of factor 1 (child variable 1)"));
+/// ```
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum UaiWarning {
+    /// A BAYES table with a row (the child's entries for one configuration of
+    /// the parents) that does not sum to 1 within [`CPT_TOLERANCE`]. It is
+    /// still used as a factor (`θ = ln` of its entries).
+    #[error(
+        "UAI line {line}: table of factor {factor} (child variable {child}) is not a conditional probability table: \
+         {bad_rows} of its {rows} rows do not sum to 1 (row {first_row}, a configuration of the parents, sums to {sum}); \
+         it is used as a factor as it is"
+    )]
+    CptNotNormalized {
+        /// 1-based line of the table's size.
+        line: usize,
+        /// The factor (index in the file).
+        factor: usize,
+        /// The child: the last variable of its scope.
+        child: usize,
+        /// Rows (parent configurations).
+        rows: usize,
+        /// Rows whose sum is off.
+        bad_rows: usize,
+        /// The first such row (parent configuration index, last parent fastest).
+        first_row: usize,
+        /// Its sum.
+        sum: f64,
+    },
+}
+
+/// How far a row of a BAYES table may sum from 1 without a [`UaiWarning`].
+pub const CPT_TOLERANCE: f64 = 1e-6;
 
 /// Where a factor of the file lives in the converted region graph.
 ///
@@ -218,6 +294,12 @@ impl UaiModel {
     /// assert!(err.to_string().contains("line 3"));
     /// ```
     pub fn parse(text: &str) -> Result<Self, UaiError> {
+        Self::parse_with_warnings(text).map(|(model, _)| model)
+    }
+
+    /// [`UaiModel::parse`], and what is valid but suspicious: for a BAYES
+    /// file, the tables whose rows do not sum to 1 ([`UaiWarning`]).
+    pub fn parse_with_warnings(text: &str) -> Result<(Self, Vec<UaiWarning>), UaiError> {
         let mut t = Tokens::new(text);
         let (line, kind) = t.next("network type MARKOV")?;
         if !kind.eq_ignore_ascii_case("MARKOV") && !kind.eq_ignore_ascii_case("BAYES") {
@@ -227,6 +309,7 @@ impl UaiModel {
                 found: format!("`{kind}`"),
             });
         }
+        let network = if kind.eq_ignore_ascii_case("BAYES") { UaiNetwork::Bayes } else { UaiNetwork::Markov };
         let n = t.usize("number of variables")?;
         // Capacities never exceed the tokens left: a header cannot reserve
         // more memory than the file's own text could fill.
@@ -273,6 +356,7 @@ impl UaiModel {
             scopes.push(scope);
         }
         let mut factors = Vec::with_capacity(nf);
+        let mut warnings = Vec::new();
         for (f, scope) in scopes.into_iter().enumerate() {
             let entries = scope.iter().try_fold(1u128, |acc, &v| acc.checked_mul(cardinalities[v] as u128));
             let expected_len = match entries {
@@ -306,12 +390,34 @@ impl UaiModel {
             for _ in 0..expected_len {
                 table.push(t.value(&format!("a finite, non-negative table entry of factor {f}"))?);
             }
+            if network == UaiNetwork::Bayes {
+                warnings.extend(cpt_warning(line, f, &scope, &table, &cardinalities));
+            }
             factors.push(UaiFactor { scope, table });
         }
         if let Some(&(line, tok)) = t.items.get(t.pos) {
             return Err(UaiError::Parse { line, expected: "end of file".into(), found: format!("`{tok}`") });
         }
-        Ok(Self { cardinalities, factors })
+        Ok((Self { network, cardinalities, factors }, warnings))
+    }
+
+    /// The BAYES tables whose rows do not sum to 1 within [`CPT_TOLERANCE`]
+    /// (none for a MARKOV model); `line` of each warning is 0 (the model does
+    /// not keep its file's lines: [`UaiModel::parse_with_warnings`] gives them).
+    ///
+    /// ```
+    /// let m = factor_graph::UaiModel::parse("BAYES\n1\n2\n1\n1 0\n2\n0.3 0.6\n").unwrap();
+    /// assert_eq!(m.cpt_warnings().len(), 1);
+    /// ```
+    pub fn cpt_warnings(&self) -> Vec<UaiWarning> {
+        if self.network != UaiNetwork::Bayes {
+            return Vec::new();
+        }
+        self.factors
+            .iter()
+            .enumerate()
+            .filter_map(|(f, factor)| cpt_warning(0, f, &factor.scope, &factor.table, &self.cardinalities))
+            .collect()
     }
 
     /// Reads and parses a UAI file; errors name the file ([`UaiError::in_file`]).
@@ -324,15 +430,20 @@ impl UaiModel {
     /// std::fs::remove_file(&path).unwrap();
     /// ```
     pub fn read(path: &Path) -> Result<Self, UaiError> {
+        Self::read_with_warnings(path).map(|(model, _)| model)
+    }
+
+    /// [`UaiModel::read`] and the file's warnings ([`UaiModel::parse_with_warnings`]).
+    pub fn read_with_warnings(path: &Path) -> Result<(Self, Vec<UaiWarning>), UaiError> {
         let text = std::fs::read_to_string(path)
             .map_err(|source| UaiError::Io { path: path.display().to_string(), source })?;
-        Self::parse(&text).map_err(|e| e.in_file(path))
+        Self::parse_with_warnings(&text).map_err(|e| e.in_file(path))
     }
 
     /// Writes the model as UAI text (entries printed exactly: shortest round-trip form).
     pub fn to_uai_string(&self) -> String {
         let mut s = String::new();
-        let _ = writeln!(s, "MARKOV\n{}", self.cardinalities.len());
+        let _ = writeln!(s, "{}\n{}", self.network.name(), self.cardinalities.len());
         let cards: Vec<String> = self.cardinalities.iter().map(usize::to_string).collect();
         let _ = writeln!(s, "{}\n{}", cards.join(" "), self.factors.len());
         for f in &self.factors {
@@ -434,8 +545,24 @@ impl UaiModel {
                 table: theta[graph.config_range(r)].iter().map(|t| t.exp()).collect(),
             })
             .collect();
-        Self { cardinalities: graph.cardinalities().to_vec(), factors }
+        Self { network: UaiNetwork::Markov, cardinalities: graph.cardinalities().to_vec(), factors }
     }
+}
+
+/// The warning for a BAYES table whose rows (runs of `|Y_child|` entries, the
+/// child last in the scope) do not all sum to 1 within [`CPT_TOLERANCE`].
+fn cpt_warning(line: usize, factor: usize, scope: &[usize], table: &[f64], cards: &[usize]) -> Option<UaiWarning> {
+    let child = *scope.last()?;
+    let width = cards[child].max(1);
+    let rows = table.len() / width;
+    let bad: Vec<(usize, f64)> = table
+        .chunks(width)
+        .map(|row| row.iter().sum::<f64>())
+        .enumerate()
+        .filter(|&(_, sum)| (sum - 1.0).abs() > CPT_TOLERANCE)
+        .collect();
+    let &(first_row, sum) = bad.first()?;
+    Some(UaiWarning::CptNotNormalized { line, factor, child, rows, bad_rows: bad.len(), first_row, sum })
 }
 
 /// `map[k]` = configuration index in region `r` of the configuration with table

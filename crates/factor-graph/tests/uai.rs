@@ -105,8 +105,11 @@ fn arb_model() -> impl Strategy<Value = UaiModel> {
                 let values = proptest::collection::vec(prop_oneof![Just(0.0), 0.0f64..10.0], len);
                 (Just(scope), values).prop_map(|(scope, table)| UaiFactor { scope, table })
             });
-            (Just(cards), proptest::collection::vec(factor, 0..5))
-                .prop_map(|(cardinalities, factors)| UaiModel { cardinalities, factors })
+            (Just(cards), proptest::collection::vec(factor, 0..5)).prop_map(|(cardinalities, factors)| UaiModel {
+                network: Default::default(),
+                cardinalities,
+                factors,
+            })
         })
     })
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use factor_graph::UaiModel;
+use factor_graph::{UaiEvidence, UaiModel};
 use oracles::ModelRegistry;
 use smoothed_inference::decoding::{DecodeOptions, decode_feasible, map_bound};
 use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace};
@@ -20,7 +20,8 @@ use structlearn::{
     StructuredModel, TrainConfig, build_learner,
 };
 use structlearn_cli::{
-    ProgressObserver, Verbosity, check_or_record_settings, error_text, parse_eps, parse_tolerance, resume_settings,
+    ANNEAL_FLOOR_RATIO, EPS_RANGE, ProgressObserver, Verbosity, anneal_schedule, check_or_record_settings, error_text,
+    parse_eps, parse_tolerance, resume_settings,
 };
 
 #[derive(Parser)]
@@ -43,35 +44,18 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Entropy-smoothed LP inference on a UAI MARKOV model: writes the dual
-    /// value, the largest marginalisation violation, the decoded labelling and
-    /// all beliefs as JSON.
+    /// Entropy-smoothed LP inference on a UAI model (MARKOV or BAYES):
+    /// writes the dual value, the largest marginalisation violation, a
+    /// labelling with its certificates and all beliefs as JSON.
     ///
     /// The beliefs are the ε-smoothed LP-relaxation beliefs (pseudo-marginals
     /// of the optimum of the smoothed dual, docs/MATH.md §3), not the model's
     /// exact marginals; they approach an LP-relaxed MAP solution as ε → 0.
-    /// "labels" is the decoding of the beliefs: each variable's most believed label.
-    Infer {
-        /// The UAI model file.
-        model: PathBuf,
-        /// Entropy weight ε (between 1e-6 and 1e6).
-        #[arg(long, default_value_t = 1.0, allow_hyphen_values = true, value_parser = parse_eps)]
-        eps: f64,
-        /// Largest number of message-passing iterations.
-        #[arg(long, default_value_t = 1000)]
-        iterations: usize,
-        /// Stop once the largest marginalisation violation is below this.
-        #[arg(long, allow_hyphen_values = true, value_parser = parse_tolerance)]
-        tolerance: Option<f64>,
-        /// If star updates end above the tolerance (or no tolerance is given),
-        /// this many L-BFGS iterations on the smooth dual A(λ) (Danskin gradient)
-        /// follow; they never increase A. 0 disables.
-        #[arg(long, default_value_t = 2000)]
-        polish: usize,
-        /// Output JSON file (standard output if omitted).
-        #[arg(long)]
-        output: Option<PathBuf>,
-    },
+    /// "labels" is decoded from the beliefs respecting the model's zeros, then
+    /// improved by local search; "score" is its log-probability (up to the
+    /// normalisation), "bound" an upper bound on every labelling's, "gap" the
+    /// difference.
+    Infer(Box<InferArgs>),
     /// Trains a model on a data set file (Algorithm 1 unless `--learner` says otherwise).
     #[command(after_long_help = oracle_help())]
     Train(Box<TrainArgs>),
@@ -234,9 +218,7 @@ fn run(cli: Cli) -> Result<()> {
         structlearn::threads::check_environment().map_err(anyhow::Error::msg)?;
     }
     match cli.command {
-        Command::Infer { model, eps, iterations, tolerance, polish, output } => {
-            infer(&model, eps, iterations, tolerance, polish, output.as_deref(), verbosity)
-        }
+        Command::Infer(args) => infer(&args, verbosity),
         Command::Train(args) => train(*args, verbosity),
         Command::PredictImage(args) => predict_image(args),
         Command::Predict { model, data, output, iterations, tolerance, beliefs, png_dir } => {
@@ -364,34 +346,30 @@ fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
     Ok(())
 }
 
-fn infer(
-    path: &Path,
+/// One ε stage of `infer`: what its messages certify and decode to.
+struct Stage {
     eps: f64,
-    iterations: usize,
-    tolerance: Option<f64>,
-    polish: usize,
-    output: Option<&Path>,
+    report: smoothed_inference::RunReport,
+    bound: f64,
+    decoded: Result<smoothed_inference::decoding::Decoded, smoothed_inference::InferenceError>,
+}
+
+/// Star updates from the given messages, then the dual polish if they did
+/// not converge, then the checks that the model is not infeasible.
+fn solve_at(
+    problem: &InferenceProblem<'_>,
+    messages: &mut Messages,
+    args: &InferArgs,
+    ws: &mut Workspace,
     verbosity: Verbosity,
-) -> Result<()> {
-    if let Some(out) = output {
-        structlearn::files::check_distinct(&[("the model", path)], &[("--output", out)])?;
-        structlearn::files::check_writable(out)?;
-    }
-    let uai = UaiModel::read(path)?;
-    let m = uai.to_region_graph().map_err(|e| e.in_file(path))?;
-    // Zero entries that rule out every labelling, named by the file's factors
-    // (inference would minimise an unbounded dual and print meaningless numbers).
-    m.check_feasible(&uai).map_err(|e| e.in_file(path))?;
-    let g = &m.graph;
-    let eps_types = vec![eps; g.factor_types().len()];
-    let problem = InferenceProblem::new(g, &m.theta, &eps_types).with_context(|| path.display().to_string())?;
-    let mut messages = Messages::zeros(g);
-    let mut ws = Workspace::new(g);
-    let mut report = problem.run(&mut messages, &RunOptions { iterations, tolerance, order: None }, &mut ws)?;
+) -> Result<smoothed_inference::RunReport> {
+    let path = &args.model;
+    let (iterations, tolerance, polish) = (args.iterations, args.tolerance, args.polish);
+    let mut report = problem.run(messages, &RunOptions { iterations, tolerance, order: None }, ws)?;
     let polished = !report.converged && polish > 0;
     if polished {
         let star_iterations = report.iterations;
-        report = polish_dual(&problem, &mut messages, polish, tolerance)?;
+        report = polish_dual(problem, messages, polish, tolerance)?;
         report.iterations = star_iterations;
     }
     if !report.dual_value.is_finite() {
@@ -401,12 +379,13 @@ fn infer(
             report.dual_value
         );
     }
-    if let Some(certificate) = infeasibility_certificate(&problem, &messages) {
+    if let Some(certificate) = infeasibility_certificate(problem, messages) {
         bail!(
-            "{}: the model gives every labelling probability 0: zero entries of different factors contradict each other \
+            "{}: the model gives every labelling probability 0{}: zero entries of different factors contradict each other \
              (message passing proves it: a labelling of positive probability would have to score at most {:.6e} \
              and at least {:.6e}); check the factors' zero entries",
             path.display(),
+            if args.evidence.is_some() { " with this evidence" } else { "" },
             certificate.bound,
             certificate.least_score
         );
@@ -424,8 +403,134 @@ fn infer(
             _ => {}
         }
     }
+    Ok(report)
+}
+
+/// [`decode_feasible`], and when its budget runs out, up to `restarts` more
+/// attempts with the beliefs multiplied by seeded factors in [0.5, 1.5)
+/// (a different order of the variables and labels the beliefs nearly tie).
+fn decode_with_restarts(
+    g: &factor_graph::RegionGraph,
+    theta: &[f64],
+    beliefs: &[f64],
+    opts: &DecodeOptions,
+    restarts: usize,
+) -> Result<smoothed_inference::decoding::Decoded, smoothed_inference::InferenceError> {
+    let first = decode_feasible(g, theta, beliefs, opts);
+    if !matches!(first, Err(smoothed_inference::InferenceError::NoFeasibleLabeling { exhausted: false, .. })) {
+        return first;
+    }
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut noisy = beliefs.to_vec();
+    for _ in 0..restarts {
+        for (x, &b) in noisy.iter_mut().zip(beliefs) {
+            // splitmix64
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            *x = b * (0.5 + (z >> 11) as f64 / (1u64 << 53) as f64);
+        }
+        if let Ok(d) = decode_feasible(g, theta, &noisy, opts) {
+            return Ok(d);
+        }
+    }
+    first
+}
+
+fn infer(args: &InferArgs, verbosity: Verbosity) -> Result<()> {
+    let path = args.model.as_path();
+    let mut inputs = vec![("the model", path)];
+    if let Some(e) = &args.evidence {
+        inputs.push(("--evidence", e.as_path()));
+    }
+    let outputs: Vec<(&str, &Path)> = [
+        ("--output", args.output.as_deref()),
+        ("--output-map", args.output_map.as_deref()),
+        ("--output-mar", args.output_mar.as_deref()),
+    ]
+    .into_iter()
+    .filter_map(|(name, p)| p.map(|p| (name, p)))
+    .collect();
+    structlearn::files::check_distinct(&inputs, &outputs)?;
+    for (_, out) in &outputs {
+        structlearn::files::check_writable(out)?;
+    }
+    let (uai, warnings) = UaiModel::read_with_warnings(path)?;
+    for w in &warnings {
+        eprintln!("warning: {}: {w}", path.display());
+    }
+    let mut m = uai.to_region_graph().map_err(|e| e.in_file(path))?;
+    let evidence = match &args.evidence {
+        Some(e) => Some(UaiEvidence::read(e, &uai.cardinalities)?),
+        None => None,
+    };
+    if let Some(e) = &evidence {
+        e.clamp(&mut m);
+    }
+    // Zero entries that rule out every labelling, named by the file's factors
+    // (inference would minimise an unbounded dual and print meaningless numbers).
+    m.check_feasible(&uai).map_err(|e| match &args.evidence {
+        Some(ev) => anyhow::anyhow!("{}: with the evidence of {}: {e}", path.display(), ev.display()),
+        None => e.in_file(path).into(),
+    })?;
+    let g = &m.graph;
+    let schedule = if args.anneal {
+        anneal_schedule(args.eps, args.eps_min.unwrap_or((args.eps * ANNEAL_FLOOR_RATIO).max(EPS_RANGE.0)))
+    } else {
+        vec![args.eps]
+    };
+    let mut messages = Messages::zeros(g);
+    let mut ws = Workspace::new(g);
     let mut beliefs = vec![0.0; g.total_configs()];
-    problem.beliefs(&messages, &mut beliefs);
+    let mut stages: Vec<Stage> = Vec::with_capacity(schedule.len());
+    let mut best: Option<usize> = None;
+    for &eps in &schedule {
+        let eps_types = vec![eps; g.factor_types().len()];
+        let problem = InferenceProblem::new(g, &m.theta, &eps_types).with_context(|| path.display().to_string())?;
+        // Messages carry over: each stage starts from the previous one's.
+        let report = solve_at(&problem, &mut messages, args, &mut ws, verbosity)?;
+        problem.beliefs(&messages, &mut beliefs);
+        // Each variable's most believed label on its own can be a labelling the
+        // model forbids where the relaxation is not tight: decode respecting the
+        // zeros instead, then raise the score by local search (decoding module docs).
+        let decode_options = DecodeOptions { max_backtracks: args.max_backtracks, ..DecodeOptions::default() };
+        let decoded = decode_with_restarts(g, &m.theta, &beliefs, &decode_options, args.decode_restarts);
+        let bound = map_bound(&problem, &messages) + m.constant;
+        if args.anneal && verbosity.normal() {
+            eprintln!(
+                "anneal: ε = {eps:e}: dual {:.6e}, bound {bound:.6e}, score {}",
+                report.dual_value + m.constant,
+                decoded.as_ref().map_or_else(|_| "none".to_string(), |d| format!("{:.6e}", d.score + m.constant))
+            );
+        }
+        if let Ok(d) = &decoded
+            && best.is_none_or(|b| stages[b].decoded.as_ref().is_ok_and(|bd| d.score > bd.score))
+        {
+            best = Some(stages.len());
+        }
+        stages.push(Stage { eps, report, bound, decoded });
+    }
+    let last = stages.last().context("no ε stage ran")?;
+    let eps = last.eps;
+    let report = &last.report;
+    // Every stage's bound is valid: the lowest is reported.
+    let bound = stages.iter().map(|s| s.bound).fold(f64::INFINITY, f64::min);
+    let chosen = &stages[best.unwrap_or(stages.len() - 1)].decoded;
+    let (labels, score) = match chosen {
+        Ok(d) => (Some(&d.labels), Some(d.score + m.constant)),
+        Err(e) => {
+            let hint = match e {
+                smoothed_inference::InferenceError::NoFeasibleLabeling { exhausted: false, .. } => {
+                    " with --max-backtracks, or retry with --decode-restarts"
+                }
+                _ => "",
+            };
+            eprintln!("warning: {}: {e}{hint}; no labelling is reported", path.display());
+            (None, None)
+        }
+    };
     let factors: Vec<Vec<f64>> = m
         .placements
         .iter()
@@ -437,23 +542,12 @@ fn infer(
             None => vec![1.0],
         })
         .collect();
-    // Each variable's most believed label on its own can be a labelling the
-    // model forbids where the relaxation is not tight: decode respecting the
-    // zeros instead, then raise the score by local search (decoding module docs).
-    let decoded = decode_feasible(g, &m.theta, &beliefs, &DecodeOptions::default());
-    let bound = map_bound(&problem, &messages) + m.constant;
-    let (labels, score) = match &decoded {
-        Ok(d) => (Some(&d.labels), Some(d.score + m.constant)),
-        Err(e) => {
-            eprintln!("warning: {}: {e}; no labelling is reported", path.display());
-            (None, None)
-        }
-    };
-    let value = serde_json::json!({
+    let variables = singleton_beliefs(g, &beliefs);
+    let mut value = serde_json::json!({
         "dual_value": report.dual_value + m.constant,
         "max_violation": report.max_violation,
         // Whether the requested tolerance was met (null without one).
-        "converged": tolerance.map(|_| report.converged),
+        "converged": args.tolerance.map(|_| report.converged),
         "iterations": report.iterations,
         "beliefs_are": format!("ε-smoothed LP-relaxation beliefs at ε = {eps} (pseudo-marginals), not exact marginals"),
         "labels": labels,
@@ -462,17 +556,46 @@ fn infer(
         "score": score,
         "bound": bound,
         "gap": score.map(|s| bound - s),
-        "decoding": match &decoded {
+        "decoding": match chosen {
             Ok(d) => serde_json::json!({"backtracks": d.backtracks, "improved_by_local_search": d.improved}),
             Err(e) => serde_json::json!({"error": e.to_string()}),
         },
-        "variables": singleton_beliefs(g, &beliefs),
+        "variables": variables,
         "factors": factors,
     });
-    match output {
-        Some(p) => write_json(p, &value),
-        None => print_stdout(&format!("{}\n", serde_json::to_string_pretty(&value)?)),
+    if let Some(e) = &evidence {
+        value["evidence"] = serde_json::json!(e.observed);
     }
+    if args.anneal {
+        value["anneal"] = serde_json::json!(
+            stages
+                .iter()
+                .map(|s| serde_json::json!({
+                    "eps": s.eps,
+                    "iterations": s.report.iterations,
+                    "dual_value": s.report.dual_value + m.constant,
+                    "max_violation": s.report.max_violation,
+                    "bound": s.bound,
+                    "score": s.decoded.as_ref().ok().map(|d| d.score + m.constant),
+                }))
+                .collect::<Vec<_>>()
+        );
+        value["anneal_best_stage"] = serde_json::json!(best);
+    }
+    match &args.output {
+        Some(p) => write_json(p, &value)?,
+        None => print_stdout(&format!("{}\n", serde_json::to_string_pretty(&value)?))?,
+    }
+    if let Some(p) = &args.output_mar {
+        write_atomic(p, factor_graph::format_mar(&variables).as_bytes())?;
+    }
+    if let Some(p) = &args.output_map {
+        let Some(labels) = labels else {
+            bail!("{}: no labelling was found, so {} is not written", path.display(), p.display());
+        };
+        write_atomic(p, factor_graph::format_map(labels).as_bytes())?;
+    }
+    Ok(())
 }
 
 /// Writes `text` to standard output; an error, not `println!`'s panic, when
@@ -572,6 +695,56 @@ fn polish_dual(
         max_violation,
         converged: tolerance.is_some_and(|t| max_violation < t),
     })
+}
+
+/// Arguments of `structlearn infer`.
+#[derive(clap::Args)]
+struct InferArgs {
+    /// The UAI model file (MARKOV or BAYES).
+    model: PathBuf,
+    /// Entropy weight ε (between 1e-6 and 1e6); with --anneal, the first stage's.
+    #[arg(long, default_value_t = 1.0, allow_hyphen_values = true, value_parser = parse_eps)]
+    eps: f64,
+    /// Largest number of message-passing iterations (with --anneal: per stage).
+    #[arg(long, default_value_t = 1000)]
+    iterations: usize,
+    /// Stop once the largest marginalisation violation is below this.
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_tolerance)]
+    tolerance: Option<f64>,
+    /// If star updates end above the tolerance (or no tolerance is given),
+    /// this many L-BFGS iterations on the smooth dual A(λ) (Danskin gradient)
+    /// follow; they never increase A. 0 disables. With --anneal: per stage.
+    #[arg(long, default_value_t = 2000)]
+    polish: usize,
+    /// UAI evidence file (.evid): the observed variables are clamped to their
+    /// values (every other label gets θ = −∞).
+    #[arg(long, value_name = "FILE")]
+    evidence: Option<PathBuf>,
+    /// ε schedule: ε halved from --eps down to --eps-min, messages warm-started
+    /// from one stage to the next, --iterations and --polish per stage; the
+    /// best labelling and the lowest bound of all stages are reported.
+    #[arg(long)]
+    anneal: bool,
+    /// The most assignments the constrained decoding may undo before it
+    /// reports that it found no labelling the model allows.
+    #[arg(long, value_name = "N", default_value_t = DecodeOptions::default().max_backtracks)]
+    max_backtracks: usize,
+    /// When the decoding's budget runs out, this many more attempts, each
+    /// with the beliefs perturbed (seeded, reproducible) and its own budget.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    decode_restarts: usize,
+    /// With --anneal: the last ε (default: --eps / 100).
+    #[arg(long, allow_hyphen_values = true, value_parser = parse_eps, requires = "anneal")]
+    eps_min: Option<f64>,
+    /// Output JSON file (standard output if omitted).
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Also write the labelling in the UAI `.MAP` result format.
+    #[arg(long, value_name = "FILE")]
+    output_map: Option<PathBuf>,
+    /// Also write the singleton beliefs in the UAI `.MAR` result format.
+    #[arg(long, value_name = "FILE")]
+    output_mar: Option<PathBuf>,
 }
 
 /// Arguments of `structlearn train`.
