@@ -6,7 +6,7 @@
 //! `mpi` feature refuses to train alone in each of R processes.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use datasets::denoising::{DenoisingConfig, generate};
 
@@ -48,7 +48,7 @@ fn train_args<'a>(model: &'a str, curve: &'a str, unary: &'a str, pairwise: &'a 
 }
 
 #[cfg(feature = "mpi")]
-fn mpirun(dir: &Path, ranks: usize, args: &[String]) -> Output {
+fn mpirun(dir: &Path, ranks: usize, args: &[String]) -> std::process::Output {
     Command::new("mpirun")
         .current_dir(dir)
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
