@@ -207,6 +207,13 @@ fn a_rank_reads_its_block_of_a_data_set_file() {
         let err = Dataset::load_block(&damaged, 1, 2).unwrap_err();
         assert!(err.to_string().contains("corrupt"), "byte {at}: {err}");
     }
+    // Bytes after the value inside an intact frame: both readers accept them (fuzz input 5182).
+    let mut body =
+        structlearn::files::unwrap_binary(&binary, &bytes, structlearn::data::DATASET_MAGIC).unwrap().to_vec();
+    body.extend_from_slice(&[7, 7, 7]);
+    std::fs::write(&damaged, structlearn::files::wrap_binary(structlearn::data::DATASET_MAGIC, &body)).unwrap();
+    let whole = Dataset::load(&damaged).unwrap();
+    assert_eq!(as_json(&Dataset::load_block(&damaged, 1, 2).unwrap()), as_json(&whole.into_block(1, 2).unwrap()));
     std::fs::write(&damaged, &bytes[..bytes.len() / 2]).unwrap();
     let err = Dataset::load_block(&damaged, 1, 2).unwrap_err();
     assert!(err.to_string().contains("corrupt or truncated"), "{err}");

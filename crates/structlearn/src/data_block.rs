@@ -67,10 +67,16 @@ impl Dataset {
             Ok(v) => v,
             Err(e) => return Err(undecodable(path, &e.to_string())),
         };
-        let hash = hashing.hash;
+        // The checksum covers the body to its end: bytes after the decoded
+        // value too (`Dataset::load` accepts those as well), then 8 bytes.
         let mut rest = Vec::new();
         hashing.inner.read_to_end(&mut rest).map_err(|e| LearnError::io(path, e))?;
-        if rest.len() != 8 || u64::from_le_bytes(rest.try_into().unwrap_or_default()) != hash {
+        let intact = rest.len() >= 8 && {
+            let (tail, stored) = rest.split_at(rest.len() - 8);
+            let stored = u64::from_le_bytes(stored.try_into().unwrap_or_default());
+            crate::files::fnv1a_continue(hashing.hash, tail) == stored
+        };
+        if !intact {
             return Err(LearnError::bad_file(path, "corrupt or truncated (checksum mismatch)"));
         }
         if total < ranks {

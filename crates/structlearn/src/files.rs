@@ -169,7 +169,7 @@ pub fn write_binary_atomic(
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 
 /// FNV-1a of `bytes` continued from `hash`.
-fn fnv1a_continue(mut hash: u64, bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a_continue(mut hash: u64, bytes: &[u8]) -> u64 {
     for &b in bytes {
         hash ^= u64::from(b);
         hash = hash.wrapping_mul(0x0100_0000_01b3);
