@@ -4,7 +4,6 @@
 
 Prints one JSON line per fit and writes eps_sweep.json."""
 import sys, time, json
-import numpy as np
 import structlearn
 from structlearn.datasets import make_denoising, make_scene
 
