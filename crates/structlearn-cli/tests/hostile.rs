@@ -215,6 +215,9 @@ fn a_second_ctrl_c_stops_at_once() {
         let pid = child.id().to_string();
         assert!(std::process::Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
     };
+    // The line is written just before the first step's check of the stop flag: give the child time to
+    // pass it and enter the endless fit, or the first Ctrl-C alone stops it (a loaded machine did).
+    std::thread::sleep(std::time::Duration::from_millis(500));
     interrupt();
     std::thread::sleep(std::time::Duration::from_millis(200));
     interrupt();
