@@ -7,7 +7,10 @@ import time
 import pytest
 
 SCRIPT = r"""
-import sys, time
+import signal, sys, time
+# Python's own Ctrl-C handler even if SIGINT was inherited ignored (a job started with `&` by a
+# non-interactive shell ignores it, and Python then installs no handler).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import structlearn
 from structlearn.datasets import make_denoising
 X, Y, _, _ = make_denoising(40, 40, 6, 1, sigma=5.0)
