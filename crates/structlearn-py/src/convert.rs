@@ -427,27 +427,41 @@ pub fn ignored_settings(learner: &str) -> PyResult<Vec<&'static str>> {
     Ok(kind.ignored_settings().iter().map(|(name, _)| *name).collect())
 }
 
-/// `infer_uai(path, eps, iterations, tolerance)`: entropy-smoothed LP
-/// inference on a UAI MARKOV model file; returns a dict with `dual_value`,
-/// `max_violation`, `iterations`, `converged`, `labels` and `beliefs` (one
-/// array per variable: the ε-smoothed LP pseudo-marginals).
+/// `infer_uai(path, eps, iterations, tolerance, evidence)`: entropy-smoothed
+/// LP inference on a UAI MARKOV or BAYES model file, observed variables of a
+/// `.evid` file clamped; returns a dict with `dual_value`, `max_violation`,
+/// `iterations`, `converged`, `labels` (a labelling the model allows, by
+/// `decode_feasible`, or `None` if the search found none), `score` (its
+/// `θ(y)`), `bound` (the ε = 0 dual bound at the final messages), `gap`, and
+/// `beliefs` (one array per variable: the ε-smoothed LP pseudo-marginals).
 #[pyfunction]
-#[pyo3(signature = (path, eps=1.0, iterations=1000, tolerance=Some(1e-6)))]
+#[pyo3(signature = (path, eps=1.0, iterations=1000, tolerance=Some(1e-6), evidence=None))]
 pub fn infer_uai<'py>(
     py: Python<'py>,
     path: PathBuf,
     eps: f64,
     iterations: usize,
     tolerance: Option<f64>,
+    evidence: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
+    use smoothed_inference::decoding::{DecodeOptions, decode_feasible, map_bound, score};
     use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace};
     if !(eps.is_finite() && eps > 0.0) {
         return Err(PyValueError::new_err(format!("eps: {eps} is not a positive finite number")));
     }
     let err = |e: &dyn std::fmt::Display| PyValueError::new_err(format!("{}: {e}", path.display()));
     let uai = factor_graph::UaiModel::read(&path).map_err(|e| err(&e))?;
-    let m = uai.to_region_graph().map_err(|e| err(&e))?;
-    m.check_feasible(&uai).map_err(|e| err(&e))?;
+    let mut m = uai.to_region_graph().map_err(|e| err(&e))?;
+    // Observed variables clamped (θ = −∞ on their other labels), as `structlearn infer --evidence`.
+    if let Some(e) = &evidence {
+        let observed =
+            factor_graph::UaiEvidence::read(e, &uai.cardinalities).map_err(|x| PyValueError::new_err(x.to_string()))?;
+        observed.clamp(&mut m);
+    }
+    m.check_feasible(&uai).map_err(|e| match &evidence {
+        Some(ev) => PyValueError::new_err(format!("{}: with the evidence of {}: {e}", path.display(), ev.display())),
+        None => err(&e),
+    })?;
     let g = &m.graph;
     let eps_types = vec![eps; g.factor_types().len()];
     let problem = InferenceProblem::new(g, &m.theta, &eps_types).map_err(|e| err(&e))?;
@@ -458,13 +472,20 @@ pub fn infer_uai<'py>(
         .map_err(|e| err(&e))?;
     let mut beliefs = vec![0.0; g.total_configs()];
     problem.beliefs(&messages, &mut beliefs);
-    let labels = smoothed_inference::decode(g, &beliefs).map_err(|e| err(&e))?;
+    // A labelling the model allows (decoding module docs), or none if the search finds none.
+    let decoded = py.detach(|| decode_feasible(g, &m.theta, &beliefs, &DecodeOptions::default()));
+    let labels = decoded.ok().map(|d| d.labels);
+    let bound = map_bound(&problem, &messages) + m.constant;
+    let labelling_score = labels.as_ref().map(|y| score(g, &m.theta, y) + m.constant);
     let d = PyDict::new(py);
     d.set_item("dual_value", report.dual_value + m.constant)?;
     d.set_item("max_violation", report.max_violation)?;
     d.set_item("iterations", report.iterations)?;
     d.set_item("converged", tolerance.map(|_| report.converged))?;
-    d.set_item("labels", PyArray1::from_vec(py, labels.iter().map(|&y| y as i64).collect()))?;
+    d.set_item("labels", labels.map(|y| PyArray1::from_vec(py, y.iter().map(|&v| v as i64).collect())))?;
+    d.set_item("score", labelling_score)?;
+    d.set_item("bound", bound)?;
+    d.set_item("gap", labelling_score.map(|s| bound - s))?;
     let per_variable: Vec<Bound<'py, PyArray1<f64>>> = (0..g.num_variables())
         .map(|v| PyArray1::from_slice(py, g.singleton(v).map_or(&[][..], |r| &beliefs[g.config_range(r)])))
         .collect();

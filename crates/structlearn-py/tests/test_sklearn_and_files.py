@@ -113,6 +113,34 @@ def test_infer_uai(tmp_path):
     out = structlearn.infer_uai(tmp_path / "m.uai", eps=0.01)
     assert out["labels"].tolist() == [1, 1]
     assert np.allclose([b.sum() for b in out["beliefs"]], 1.0)
+    assert out["score"] <= out["bound"] + 1e-9 and out["gap"] >= -1e-9
+
+
+def test_infer_uai_respects_hard_zeros_and_evidence(tmp_path):
+    """A 3-cycle whose pair tables forbid equal labels (3 labels, so only permutations are allowed) and a
+    unary preference: the labelling must be allowed, equal the enumerated best, and follow the evidence;
+    score <= bound. Evidence of probability 0 and evidence for another model are errors."""
+    import itertools
+
+    pair = "9\n0 1 1\n1 0 1\n1 1 0\n"
+    text = "MARKOV\n3\n3 3 3\n4\n1 0\n2 0 1\n2 1 2\n2 0 2\n3\n0.7 0.2 0.1\n" + pair * 3
+    (tmp_path / "c.uai").write_text(text)
+    unary = [0.7, 0.2, 0.1]
+    # Every allowed labelling (a permutation) scores log unary[y0]; the best ones start with 0.
+    allowed = [list(y) for y in itertools.permutations(range(3))]
+    out = structlearn.infer_uai(tmp_path / "c.uai", eps=0.05)
+    assert out["labels"].tolist() in allowed and out["labels"][0] == 0
+    assert np.isclose(out["score"], np.log(max(unary))) and out["score"] <= out["bound"] + 1e-9
+    (tmp_path / "c.evid").write_text("1\n0 2\n")
+    clamped = structlearn.infer_uai(tmp_path / "c.uai", eps=0.05, evidence=tmp_path / "c.evid")
+    assert clamped["labels"].tolist() in allowed and clamped["labels"][0] == 2
+    assert np.isclose(clamped["score"], np.log(unary[2]))
+    (tmp_path / "bad.evid").write_text("1\n5 0\n")
+    with pytest.raises(ValueError, match="5"):
+        structlearn.infer_uai(tmp_path / "c.uai", evidence=tmp_path / "bad.evid")
+    (tmp_path / "zero.evid").write_text("2\n0 1\n1 1\n")
+    with pytest.raises(ValueError, match="evidence"):
+        structlearn.infer_uai(tmp_path / "c.uai", evidence=tmp_path / "zero.evid")
 
 
 def test_readme_quick_start_is_the_example_and_prints_what_the_readme_says(tmp_path):

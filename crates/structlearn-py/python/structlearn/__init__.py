@@ -25,8 +25,8 @@ __version__ = _core.__version__
 __all__ = ["GraphCRF", "GridCRF", "LEARNERS", "infer_uai", "load_dataset", "oracle_kinds", "datasets", "oracles"]
 
 
-def infer_uai(path, eps=1.0, iterations=1000, tol=1e-6):
-    """Entropy-smoothed LP inference on a UAI ``MARKOV`` model file.
+def infer_uai(path, eps=1.0, iterations=1000, tol=1e-6, evidence=None):
+    """Entropy-smoothed LP inference on a UAI ``MARKOV`` or ``BAYES`` model file.
 
     Parameters
     ----------
@@ -38,14 +38,21 @@ def infer_uai(path, eps=1.0, iterations=1000, tol=1e-6):
         Most message-passing iterations.
     tol : float or None, default=1e-6
         Stop once the largest marginalisation violation is below this.
+    evidence : str or os.PathLike, optional
+        A UAI evidence file (``.evid``): its observed variables are clamped to their values
+        (as ``structlearn infer --evidence``).
 
     Returns
     -------
     dict
-        ``dual_value``, ``max_violation``, ``iterations``, ``converged``, ``labels`` (int64 array) and
-        ``beliefs`` (one array per variable: ε-smoothed LP pseudo-marginals, not exact marginals).
+        ``dual_value``, ``max_violation``, ``iterations``, ``converged``; ``labels`` (int64 array: a
+        labelling the model allows, decoded respecting its zeros, or None if the search found none),
+        ``score`` (its log-potential θ(y)), ``bound`` (the ε = 0 dual bound: no labelling scores more),
+        ``gap`` (``bound − score``); and ``beliefs`` (one array per variable: ε-smoothed LP
+        pseudo-marginals, not exact marginals).
     """
-    return _core.infer_uai(os.fspath(path), float(eps), int(iterations), tol)
+    ev = None if evidence is None else os.fspath(evidence)
+    return _core.infer_uai(os.fspath(path), float(eps), int(iterations), tol, ev)
 
 
 def load_dataset(path, format="graph"):

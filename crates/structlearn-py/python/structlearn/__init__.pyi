@@ -14,7 +14,11 @@ from ._estimators import GridCRF as GridCRF
 __version__: str
 
 def infer_uai(
-    path: Union[str, PathLike[str]], eps: float = 1.0, iterations: int = 1000, tol: Optional[float] = 1e-6
+    path: Union[str, PathLike[str]],
+    eps: float = 1.0,
+    iterations: int = 1000,
+    tol: Optional[float] = 1e-6,
+    evidence: Optional[Union[str, PathLike[str]]] = None,
 ) -> dict[str, Any]: ...
 def load_dataset(path: Union[str, PathLike[str]], format: str = "graph") -> tuple[list[Any], list[Optional[npt.NDArray[np.int64]]]]: ...
 def oracle_kinds() -> dict[str, str]: ...

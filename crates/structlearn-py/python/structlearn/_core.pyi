@@ -51,5 +51,9 @@ def scene(
 def oracle_kinds() -> list[tuple[str, str]]: ...
 def ignored_settings(learner: str) -> list[str]: ...
 def infer_uai(
-    path: Union[str, PathLike[str]], eps: float = 1.0, iterations: int = 1000, tolerance: Optional[float] = 1e-6
+    path: Union[str, PathLike[str]],
+    eps: float = 1.0,
+    iterations: int = 1000,
+    tolerance: Optional[float] = 1e-6,
+    evidence: Optional[Union[str, PathLike[str]]] = None,
 ) -> dict[str, Any]: ...
