@@ -92,6 +92,7 @@ fn ranks_learn_what_one_process_learns() {
         (LearnerKind::Algorithm1, "linear", "linear", true),
         (LearnerKind::Algorithm1, "constant", "indexed-linear", false),
         (LearnerKind::Piecewise, "linear", "constant", true),
+        (LearnerKind::HazanUrtasun, "linear", "linear", false),
     ] {
         let specs = specs(unary, pairwise);
         let iterations = if kind == LearnerKind::Piecewise { 1 } else { 3 };

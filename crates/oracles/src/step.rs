@@ -216,6 +216,12 @@ fn line(problem: &Problem<'_>, s: &[f64], d: &[f64], p: &[f64], g: &[f64], l2: f
         df += w * (dk[label] - e1);
         ddf += w * (e2 - e1 * e1).max(0.0);
     }
+    if problem.is_distributed() {
+        // Every rank's rows, added in rank order (a collective call).
+        let mut sums = [f, df, ddf];
+        problem.sum(&mut sums);
+        [f, df, ddf] = sums;
+    }
     let (gg, gp, pp) =
         g.iter().zip(p).fold((0.0, 0.0, 0.0), |a, (gi, pi)| (a.0 + gi * gi, a.1 + gi * pi, a.2 + pi * pi));
     f += 0.5 * l2 * (pp - 2.0 * eta * gp + eta * eta * gg);
@@ -373,6 +379,13 @@ impl GradientStepOracle {
 }
 
 impl Oracle for GradientStepOracle {
+    /// Steps over ranks are supported: the loss, gradient and line-search sums
+    /// are added over the ranks (in rank order: close to one process's, not
+    /// its bits).
+    fn distributed(&self) -> bool {
+        true
+    }
+
     fn kind(&self) -> &str {
         match self.class {
             StepClass::Linear => crate::linear::KIND,

@@ -98,6 +98,7 @@ fn ranks_fit_the_whole_problem() {
         (Box::new(ConstantOracle::default()), true),
         (Box::new(IndexedLinearOracle::default()), false),
         (Box::new(ZeroOracle), true),
+        (LinearOracle::default().gradient_step().unwrap(), false),
     ];
     for (oracle, bitwise) in &oracles {
         assert!(oracle.distributed(), "{}", oracle.kind());

@@ -104,7 +104,7 @@ pub trait Solver<'a> {
         Err(LearnError::NotDistributed {
             what: format!("the {} learner", self.name()),
             ranks: collective.ranks(),
-            reason: "it does not spread its steps over ranks; use algorithm1 or piecewise",
+            reason: "it does not spread its steps over ranks; use algorithm1, piecewise or hazan-urtasun",
         })
     }
     /// The ranks the work is spread over ([`SingleProcess`] unless
