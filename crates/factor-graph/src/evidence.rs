@@ -144,14 +144,7 @@ impl UaiEvidence {
     /// Parses evidence for a model with these cardinalities (module docs for
     /// the two layouts); errors name the line and the item.
     pub fn parse(text: &str, cardinalities: &[usize]) -> Result<Self, EvidenceError> {
-        let tokens: Vec<(usize, &str)> = text
-            .lines()
-            .enumerate()
-            .flat_map(|(i, line)| {
-                let line = line.split_once("//").map_or(line, |(a, _)| a);
-                line.split_whitespace().map(move |t| (i + 1, t))
-            })
-            .collect();
+        let tokens = crate::uai::tokens(text);
         let last_line = tokens.last().map_or(1, |t| t.0);
         let mut pos = 0usize;
         let mut next = |expected: &str| -> Result<(usize, usize), EvidenceError> {

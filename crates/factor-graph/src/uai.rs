@@ -177,6 +177,18 @@ pub struct UaiRegionModel {
     pub placements: Vec<FactorPlacement>,
 }
 
+/// The whitespace-separated tokens of a UAI text file (model or evidence),
+/// each with its 1-based line, `//` comments left out.
+pub(crate) fn tokens(text: &str) -> Vec<(usize, &str)> {
+    text.lines()
+        .enumerate()
+        .flat_map(|(i, line)| {
+            let line = line.split_once("//").map_or(line, |(a, _)| a);
+            line.split_whitespace().map(move |t| (i + 1, t))
+        })
+        .collect()
+}
+
 struct Tokens<'a> {
     items: Vec<(usize, &'a str)>,
     pos: usize,
@@ -184,15 +196,7 @@ struct Tokens<'a> {
 
 impl<'a> Tokens<'a> {
     fn new(text: &'a str) -> Self {
-        let items = text
-            .lines()
-            .enumerate()
-            .flat_map(|(i, line)| {
-                let line = line.split_once("//").map_or(line, |(a, _)| a);
-                line.split_whitespace().map(move |t| (i + 1, t))
-            })
-            .collect();
-        Self { items, pos: 0 }
+        Self { items: tokens(text), pos: 0 }
     }
 
     fn next(&mut self, expected: &str) -> Result<(usize, &'a str), UaiError> {
