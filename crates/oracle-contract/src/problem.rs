@@ -265,14 +265,11 @@ impl<'a> Problem<'a> {
         self.row_offset = rows[..collective.rank()].iter().map(|&n| n as usize).sum();
         self.global_rows = rows.iter().map(|&n| n as usize).sum();
         self.collective = collective;
-        // One process's sum of the weights, row after row.
-        let weights = self.weights;
-        let total = self.chunk_partials(self.global_rows, 1, |rows, acc| match weights {
-            Some(w) => w[rows].iter().for_each(|v| acc[0] += v),
-            None => acc[0] += rows.len() as f64,
-        });
-        self.global_weight = Some(match weights {
-            Some(_) => total[0],
+        self.global_weight = Some(match self.weights {
+            // One process's sum of the weights, row after row.
+            Some(w) => {
+                self.chunk_partials(self.global_rows, 1, |rows, acc| w[rows].iter().for_each(|v| acc[0] += v))[0]
+            }
             None => self.global_rows as f64,
         });
         self

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use oracles::{Collective, SingleProcess};
 
 /// This process's place among the ranks of a run. MPI (if started) is
@@ -29,7 +29,7 @@ impl Ranks {
         }
         #[cfg(not(feature = "mpi"))]
         if let Some(r) = launched.filter(|&r| r > 1) {
-            bail!(
+            anyhow::bail!(
                 "started by an MPI launcher as one of {r} processes, but this structlearn was built without MPI \
                  (cargo build --release -p structlearn-cli --features mpi); each process would train alone on all \
                  the data"
@@ -63,9 +63,10 @@ impl Ranks {
         self.collective.clone()
     }
 
-    /// Ends the run on every rank after `error` on this one: prints it with
-    /// the rank and, over MPI, aborts every process (`MPI_Abort`) so that
-    /// none waits for this one for ever. In one process, returns the error.
+    /// Ends the run on every rank after `error` on this one: over MPI, prints
+    /// it with the rank and aborts every process (`MPI_Abort`) so that none
+    /// waits for this one for ever. In one process (the only case without
+    /// MPI), returns the error.
     pub fn fail(&self, error: anyhow::Error) -> Result<()> {
         #[cfg(feature = "mpi")]
         if let Some((mpi, _)) = &self.mpi
@@ -75,9 +76,6 @@ impl Ranks {
             let line = format!("error: rank {} of {}: {}\n", self.rank(), self.count(), crate::error_text(&error));
             let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             mpi.abort(1);
-        }
-        if self.count() > 1 {
-            bail!("rank {} of {}: {}", self.rank(), self.count(), crate::error_text(&error));
         }
         Err(error)
     }

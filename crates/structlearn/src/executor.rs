@@ -446,9 +446,6 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
 /// the ranks stop together or not at all (Ctrl-C reaches them at different
 /// moments).
 fn on_any_rank(collective: &dyn Collective, flag: bool) -> bool {
-    if collective.ranks() == 1 {
-        return flag;
-    }
     let mut any = [f64::from(u8::from(flag))];
     collective.max(&mut any);
     any[0] > 0.0

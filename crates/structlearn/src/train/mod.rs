@@ -628,9 +628,7 @@ impl<'a> Algorithm1<'a> {
             })
             .collect::<Result<_, LearnError>>()?;
         let mut violation = [results.iter().map(|r| r.0).fold(0.0, f64::max)];
-        if self.collective.ranks() > 1 {
-            self.collective.max(&mut violation);
-        }
+        self.collective.max(&mut violation);
         let loss = self.sum_over_examples(results.iter().map(|r| r.1).collect());
         Ok((violation[0], loss + self.penalty()?))
     }
@@ -648,7 +646,7 @@ impl<'a> Algorithm1<'a> {
             }
             let (wrong, total) = model.error_counts_from(data, &opts, messages)?;
             let mut counts = [wrong as f64, total as f64]; // exact below 2^53
-            sum_over_ranks(collective.as_ref(), &mut counts);
+            collective.sum(&mut counts);
             Ok::<f64, LearnError>(error_rate_of(counts[0] as usize, counts[1] as usize))
         };
         let train = if with_train { Some(rate(self.train, &mut self.train_eval_messages)?) } else { None };
@@ -738,13 +736,6 @@ impl<'a> Solver<'a> for Algorithm1<'a> {
     }
     fn collective(&self) -> &dyn Collective {
         self.collective.as_ref()
-    }
-}
-
-/// `values` added over `collective`'s ranks (nothing to add in one process).
-fn sum_over_ranks(collective: &dyn Collective, values: &mut [f64]) {
-    if collective.ranks() > 1 {
-        collective.sum(values);
     }
 }
 
