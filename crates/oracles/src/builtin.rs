@@ -79,6 +79,9 @@ macro_rules! with_lbfgs {
     }};
 }
 
+/// Meaning of the warm-start budget the L-BFGS classes share.
+const WARM_MAX_ITERATIONS: &str = "L-BFGS steps of a warm-started fit inside learning, ≥ 1 (null: full fits)";
+
 /// Every built-in class, in the order `--help` and the guide list them.
 pub fn classes() -> [BuiltinClass; 7] {
     [
@@ -91,7 +94,7 @@ pub fn classes() -> [BuiltinClass; 7] {
         class::<constant::ConstantOracle>(
             constant::KIND,
             "a per-class constant, fitted by L-BFGS",
-            with_lbfgs![],
+            with_lbfgs!["warm_max_iterations" => WARM_MAX_ITERATIONS],
             constant::load,
         ),
         class::<linear::LinearOracle>(
@@ -99,7 +102,7 @@ pub fn classes() -> [BuiltinClass; 7] {
             "multiclass logistic regression on the features, fitted by L-BFGS",
             with_lbfgs![
                 "l2" => "ridge (λ/2)‖W‖² on the weights, ≥ 0",
-                "warm_max_iterations" => "L-BFGS steps of a warm-started fit inside learning, ≥ 1 (null: full fits)",
+                "warm_max_iterations" => WARM_MAX_ITERATIONS,
             ],
             linear::load,
         ),

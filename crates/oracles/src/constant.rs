@@ -1,7 +1,8 @@
 //! The constant function class `g(φ, y) = t_y` (docs/MATH.md §5): a table over the
 //! classes that ignores the features — the linear class on a single constant
 //! feature, fitted the same way (L-BFGS on the biased logistic loss, Eq. 11/13,
-//! warm-started from the previous table).
+//! warm-started from the previous table, with the linear class's budget of
+//! [`DEFAULT_WARM_MAX_ITERATIONS`] steps per warm fit).
 //!
 //! The oracle minimises `L(t) = Σ_k w_k [ lse(t + b_k) − t_{y_k} − b_k(y_k) ]`,
 //! whose gradient is `Σ_k w_k (softmax(t + b_k) − e_{y_k})`. `L` is unchanged by
@@ -12,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::linear::LinearObjective;
+use crate::linear::{DEFAULT_WARM_MAX_ITERATIONS, LinearObjective};
 use crate::optim::{LbfgsOptions, LbfgsReport, lbfgs_minimize};
 use crate::{FitContext, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, decode};
 
@@ -34,11 +35,28 @@ static ONE: [f64; 1] = [1.0];
 /// model.score(Features::new(&[0.0], 1, 1).unwrap(), &mut s).unwrap();
 /// assert!((s[1] - s[0] - 3f64.ln()).abs() < 1e-4); // log odds 3 : 1
 /// ```
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ConstantOracle {
-    /// Settings of the L-BFGS minimiser (it sees `L / Σ_k w_k`).
+    /// Settings of the L-BFGS minimiser (it sees `L / Σ_k w_k`; a cold fit
+    /// runs to these limits).
     pub lbfgs: LbfgsOptions,
+    /// Most L-BFGS iterations of a warm-started fit (the per-call budget
+    /// inside learning), at most `lbfgs.max_iterations`; `None` fits every
+    /// call to the tolerances of `lbfgs`. Default
+    /// [`DEFAULT_WARM_MAX_ITERATIONS`], as for the linear class: inside
+    /// learning each call starts from the previous table on biases moved by
+    /// one round of message passing, and fits to the tolerances made a
+    /// learning iteration of the Stanford constant/constant cell 9× as long
+    /// as one of zero/zero (docs/guide/performance.md).
+    pub warm_max_iterations: Option<usize>,
+}
+
+impl Default for ConstantOracle {
+    /// Default L-BFGS settings and the default warm-start budget.
+    fn default() -> Self {
+        Self { lbfgs: LbfgsOptions::default(), warm_max_iterations: Some(DEFAULT_WARM_MAX_ITERATIONS) }
+    }
 }
 
 /// `g(φ, y) = t_y` for inputs of dimension `dim` (ignored) and `classes` outputs.
@@ -84,6 +102,16 @@ impl ConstantModel {
 }
 
 impl ConstantOracle {
+    /// The same oracle fitting every call to convergence (no warm-start budget).
+    ///
+    /// ```
+    /// let full = oracles::constant::ConstantOracle::default().full_fit();
+    /// assert_eq!(full.warm_max_iterations, None);
+    /// ```
+    pub fn full_fit(self) -> Self {
+        Self { warm_max_iterations: None, ..self }
+    }
+
     /// Fits the table (warm-started from `warm`, else from 0) and reports the L-BFGS
     /// run. The returned model's loss is never above `warm`'s.
     pub fn fit_constant(
@@ -101,7 +129,13 @@ impl ConstantOracle {
         };
         let mut objective = LinearObjective::new(problem, 1, |_| &ONE[..], 0.0);
         let mut table = start.table.clone();
-        let report = lbfgs_minimize(|t, g| objective.scaled(t, g), &mut table, &self.lbfgs)?;
+        let mut opts = self.lbfgs;
+        if warm.is_some()
+            && let Some(budget) = self.warm_max_iterations
+        {
+            opts.max_iterations = opts.max_iterations.min(budget);
+        }
+        let report = lbfgs_minimize(|t, g| objective.scaled(t, g), &mut table, &opts)?;
         if warm.is_some() && objective.loss(&table, None) > objective.loss(&start.table, None) {
             return Ok((start, report));
         }
@@ -130,7 +164,14 @@ impl Oracle for ConstantOracle {
     }
 
     fn validate(&self) -> Result<(), OracleError> {
-        self.lbfgs.validate()
+        self.lbfgs.validate()?;
+        if self.warm_max_iterations == Some(0) {
+            return Err(OracleError::InvalidHyperParameter {
+                name: "warm_max_iterations",
+                reason: "must be at least 1 (or null for full fits)".to_string(),
+            });
+        }
+        Ok(())
     }
 
     fn fit(
@@ -186,6 +227,7 @@ mod tests {
     fn tight() -> ConstantOracle {
         ConstantOracle {
             lbfgs: LbfgsOptions { gradient_tolerance: 1e-10, relative_decrease_tolerance: 0.0, ..Default::default() },
+            warm_max_iterations: None,
         }
     }
 
@@ -293,14 +335,40 @@ mod tests {
         assert!(matches!(load(&[0xff]), Err(OracleError::Codec { .. })));
     }
 
+    /// A warm fit stops at the budget, a cold one or a full fit is not
+    /// limited by it; the budgeted fit still never raises the loss.
+    #[test]
+    fn warm_fits_stop_at_the_budget() {
+        let labels: Vec<usize> = (0..40).map(|k| k % 2).collect();
+        let x = vec![0.0; labels.len()];
+        let biases = vec![0.0; 3 * labels.len()];
+        let problem = Problem::new(Features::new(&x, labels.len(), 1).unwrap(), &labels, &biases, 3, None).unwrap();
+        let oracle = ConstantOracle::default();
+        let (cold, report) = oracle.fit_constant(&problem, None).unwrap();
+        assert!(report.iterations > DEFAULT_WARM_MAX_ITERATIONS, "{report:?}");
+        assert!(cold.table()[2] < cold.table()[0] - 5.0, "{:?}", cold.table());
+        // A start far from the optimum, as when the biases have moved.
+        let start = ConstantModel::zeros(1, 3);
+        let (warm, report) = oracle.fit_constant(&problem, Some(&start)).unwrap();
+        assert!(report.iterations <= DEFAULT_WARM_MAX_ITERATIONS, "{report:?}");
+        assert!(model_loss(&warm, &problem).unwrap() < model_loss(&start, &problem).unwrap());
+        let (_, report) = oracle.full_fit().fit_constant(&problem, Some(&start)).unwrap();
+        assert!(report.iterations > DEFAULT_WARM_MAX_ITERATIONS, "{report:?}");
+    }
+
     #[test]
     fn bad_input_gives_typed_errors() {
         let data = Data::random(6, 10, 2, 3, 0.0, false);
         let problem = data.problem();
-        let bad = ConstantOracle { lbfgs: LbfgsOptions { memory: 0, ..Default::default() } };
+        let bad = ConstantOracle { lbfgs: LbfgsOptions { memory: 0, ..Default::default() }, ..Default::default() };
         assert!(matches!(
             bad.fit(&problem, None, ctx()),
             Err(OracleError::InvalidHyperParameter { name: "memory", .. })
+        ));
+        let bad = ConstantOracle { warm_max_iterations: Some(0), ..Default::default() };
+        assert!(matches!(
+            bad.fit(&problem, None, ctx()),
+            Err(OracleError::InvalidHyperParameter { name: "warm_max_iterations", .. })
         ));
         let oracle = ConstantOracle::default();
         let wrong = ConstantModel::zeros(2, 4);
@@ -330,7 +398,10 @@ mod tests {
             let problem = data.problem();
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             let warm = ConstantModel::new(2, (0..c).map(|_| scale * rng.random_range(-1.0..1.0)).collect()).unwrap();
-            let oracle = ConstantOracle { lbfgs: LbfgsOptions { max_iterations: iterations, ..Default::default() } };
+            let oracle = ConstantOracle {
+                lbfgs: LbfgsOptions { max_iterations: iterations, ..Default::default() },
+                ..Default::default()
+            };
             let fit = oracle.fit(&problem, Some(&warm), ctx()).unwrap();
             let after = model_loss(fit.as_ref(), &problem).unwrap();
             prop_assert!(after <= model_loss(&warm, &problem).unwrap());

@@ -92,7 +92,7 @@ pub(crate) fn merge_cells(
     let Some(info) = read_run_json(dir).with_context(context)? else {
         bail!("--merge {}: no run.json there (not an output folder of `reproduce`)", dir.display());
     };
-    check_results_version(dir, &info).with_context(context)?;
+    let version = results_version(dir, &info).with_context(context)?;
     let theirs = info.get("preset").cloned().unwrap_or(serde_json::Value::Null);
     // per_class.csv describes the first seed of the run that wrote it.
     let their_first_seed = info.get("first_seed").and_then(serde_json::Value::as_u64);
@@ -101,6 +101,17 @@ pub(crate) fn merge_cells(
         let wanted = into.seeds.contains(&r.seed) && into.cells.contains(&(r.unary.clone(), r.pairwise.clone()));
         let have = done.iter().any(|d| d.seed == r.seed && d.unary == r.unary && d.pairwise == r.pairwise);
         if !wanted || have {
+            continue;
+        }
+        if !cell_reproduced(version, &r.unary, &r.pairwise) {
+            eprintln!(
+                "note: --merge {}: cell {}/{} (seed {}) is of results version {version}, whose numbers for its \
+                 classes this code (version {RESULTS_VERSION}) no longer gives; left out",
+                dir.display(),
+                r.unary,
+                r.pairwise,
+                r.seed
+            );
             continue;
         }
         let (mine, other) =
@@ -164,9 +175,9 @@ pub(crate) fn read_run_json(dir: &Path) -> Result<Option<serde_json::Value>> {
 }
 
 /// The results version a `run.json` records ([`UNRECORDED_RESULTS_VERSION`]
-/// without the field); refuses one other than [`RESULTS_VERSION`], naming
-/// the folder and both versions.
-pub(crate) fn check_results_version(dir: &Path, info: &serde_json::Value) -> Result<()> {
+/// without the field); one that is not a whole number, or newer than this
+/// code's [`RESULTS_VERSION`], is an error naming the file.
+pub(crate) fn results_version(dir: &Path, info: &serde_json::Value) -> Result<u64> {
     let path = dir.join("run.json");
     let version = match info.get("results_version") {
         None => UNRECORDED_RESULTS_VERSION,
@@ -174,12 +185,26 @@ pub(crate) fn check_results_version(dir: &Path, info: &serde_json::Value) -> Res
             format!("{}: `results_version` is `{}`, not a whole number", path.display(), shown(&v.to_string()))
         })?,
     };
+    if version > RESULTS_VERSION {
+        bail!(
+            "{} was written by code of results version {version}, newer than this code's ({RESULTS_VERSION}):              its numbers would not be reproduced by this build; use the newer build",
+            dir.display()
+        );
+    }
+    Ok(version)
+}
+
+/// For `--resume`: refuses a folder of another results version than
+/// [`RESULTS_VERSION`], naming the folder and both versions (its unchanged
+/// cells can be taken with `--merge` into a new folder instead).
+pub(crate) fn check_results_version(dir: &Path, info: &serde_json::Value) -> Result<()> {
+    let version = results_version(dir, info)?;
     if version != RESULTS_VERSION {
         bail!(
-            "{} was written by code of results version {version}{}, this code's is {RESULTS_VERSION}: its numbers \
-             would not be reproduced now, so its cells are not mixed with this run's; rerun them",
+            "{} was written by code of results version {version}{}, this code's is {RESULTS_VERSION}: some of its              numbers would not be reproduced now, so it is not continued; `--merge {}` into another --out takes              the cells this code still reproduces and trains the others",
             dir.display(),
-            if info.get("results_version").is_none() { " (run.json has no results_version)" } else { "" }
+            if info.get("results_version").is_none() { " (run.json has no results_version)" } else { "" },
+            dir.display()
         );
     }
     Ok(())

@@ -57,22 +57,50 @@ pub const NAMES: [&str; 5] = ["Zero", "Const.", "Linear", "Boost.", "MLP"];
 /// A 5 × 5 table of the paper: rows unary class, columns pairwise class.
 pub type PaperTable = [[f64; 5]; 5];
 
-/// The version of the results: `run.json` records it (`results_version`),
-/// and `--merge` and `--resume` refuse a folder whose version differs, so that
-/// one table never mixes cells whose numbers the code would no longer
-/// reproduce.
+/// The version of the results: `run.json` records it (`results_version`).
+/// `--merge` takes a cell of a folder of an older version only where no
+/// later version changed its classes ([`RESULTS_CHANGES`]) and leaves the
+/// others out, naming them (a training run trains them again); `--resume`
+/// refuses a folder of another version. So one table never mixes cells
+/// whose numbers the code would no longer reproduce.
 ///
 /// **The rule**: bump it in the commit that changes any bit of any result of
 /// any experiment (an error, a curve point, an objective, a model), whatever
 /// the reason: a fix, a new default, another order of floating-point
-/// operations. Changes that keep every result bit for bit (speed, memory,
-/// outputs that only report, new options off by default) keep it. When in
-/// doubt, run a `--quick` denoising cell before and after and compare
-/// `curves.csv` and the model bytes.
+/// operations, and say in [`RESULTS_CHANGES`] which classes' cells changed.
+/// Changes that keep every result bit for bit (speed, memory, outputs that
+/// only report, new options off by default) keep it. When in doubt, run a
+/// `--quick` denoising cell before and after and compare `curves.csv` and
+/// the model bytes.
 ///
 /// Version 1: every commit from the first committed results (`docs/results/`)
 /// up to the one that introduced this constant kept the results bit for bit.
-pub const RESULTS_VERSION: u64 = 1;
+pub const RESULTS_VERSION: u64 = 2;
+
+/// Each results version after the first with the function classes whose
+/// cells it changed: a cell (unary/pairwise) of version `v` is still
+/// reproduced by this code when no entry after `v` names its unary or its
+/// pairwise class. An entry naming `"*"` changed every cell.
+///
+/// ```
+/// let (last, _) = experiments::runner::RESULTS_CHANGES.last().unwrap();
+/// assert_eq!(*last, experiments::runner::RESULTS_VERSION);
+/// ```
+pub const RESULTS_CHANGES: &[(u64, &[&str])] = &[
+    // 2: the constant class stops warm fits after 10 L-BFGS steps, like the
+    // linear class (it fitted every call to convergence).
+    (2, &["constant"]),
+];
+
+/// Whether cell `unary`/`pairwise` written by code of results version
+/// `version` has the numbers this code gives ([`RESULTS_CHANGES`]).
+pub(crate) fn cell_reproduced(version: u64, unary: &str, pairwise: &str) -> bool {
+    version <= RESULTS_VERSION
+        && RESULTS_CHANGES
+            .iter()
+            .filter(|(v, _)| *v > version)
+            .all(|(_, classes)| !classes.iter().any(|c| *c == "*" || *c == unary || *c == pairwise))
+}
 
 /// The results version of a folder whose `run.json` has no
 /// `results_version` (written before the field existed): 1, the version of

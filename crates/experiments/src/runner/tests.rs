@@ -544,10 +544,10 @@ fn a_results_only_merge_gives_the_outputs_of_one_run() {
     assert!(!model_path(&trained, 0, "linear", "linear").exists(), "trained again");
 }
 
-/// A folder written with another preset (for the cell's kinds), another
+/// A folder written with another preset (for the cell's kinds), a newer
 /// results version, or a version that is not a number, is refused naming
-/// the folder, the cell or the versions; a folder without the field counts
-/// as version 1.
+/// the folder, the cell or the versions; `--resume` refuses any other
+/// version; a folder without the field counts as version 1.
 #[test]
 fn merge_refuses_another_preset_or_results_version() {
     let dir = tempfile::tempdir().unwrap();
@@ -581,11 +581,52 @@ fn merge_refuses_another_preset_or_results_version() {
         let err = check_same_preset(dir.path(), &quick).unwrap_err().to_string();
         assert!(err.contains("--resume"), "{err}");
     }
+    // An older version: merged (linear/linear is changed by no later
+    // version), but not resumed.
+    info["results_version"] = serde_json::json!(1);
+    std::fs::write(&run_json, info.to_string()).unwrap();
+    assert_eq!(merge(&quick).unwrap().len(), 1);
+    let err = format!("{:#}", check_same_preset(dir.path(), &quick).unwrap_err());
+    assert!(err.contains("results version 1") && err.contains("--merge"), "{err}");
     // Written before the field existed: version 1.
     info.as_object_mut().unwrap().remove("results_version");
     std::fs::write(&run_json, info.to_string()).unwrap();
     assert_eq!(UNRECORDED_RESULTS_VERSION, 1);
-    assert_eq!(merge(&quick).is_ok(), RESULTS_VERSION == UNRECORDED_RESULTS_VERSION);
+    assert_eq!(merge(&quick).unwrap().len(), 1);
+}
+
+/// `--merge` leaves out the cells of an older folder whose classes a later
+/// results version changed ([`RESULTS_CHANGES`]) and takes the others;
+/// the cells left out are trained again (they stay in the to-do list).
+#[test]
+fn merge_leaves_out_cells_a_later_results_version_changed() {
+    assert!(!cell_reproduced(1, "constant", "linear") && !cell_reproduced(1, "zero", "constant"));
+    assert!(cell_reproduced(1, "linear", "mlp") && cell_reproduced(2, "constant", "constant"));
+    assert!(!cell_reproduced(RESULTS_VERSION + 1, "zero", "zero"));
+    let dir = tempfile::tempdir().unwrap();
+    let quick = serde_json::json!({ "name": "quick" });
+    let o = opts();
+    RunInfo { preset: &quick, opts: &o, commit: None, results_only: &[] }.write(dir.path(), &[], 0.0, false).unwrap();
+    let run_json = dir.path().join("run.json");
+    let mut info: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&run_json).unwrap()).unwrap();
+    info["results_version"] = serde_json::json!(1);
+    std::fs::write(&run_json, info.to_string()).unwrap();
+    std::fs::write(
+        dir.path().join("results_by_seed.csv"),
+        format!("{GOOD_RESULTS}0,constant,constant,0.5,0.6,3,1\n0,linear,constant,0.5,0.6,3,1\n"),
+    )
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let cells: Vec<(String, String)> = [("linear", "linear"), ("constant", "constant"), ("linear", "constant")]
+        .iter()
+        .map(|(u, p)| (u.to_string(), p.to_string()))
+        .collect();
+    let into =
+        MergeInto { out: out.path(), preset: &quick, seeds: &[0], cells: &cells, class_names: None, models: false };
+    let mut done = Vec::new();
+    merge_cells(dir.path(), &into, &mut done, &mut Carried::default()).unwrap();
+    let merged: Vec<(&str, &str)> = done.iter().map(|r| (r.unary.as_str(), r.pairwise.as_str())).collect();
+    assert_eq!(merged, [("linear", "linear")]);
 }
 
 /// A cell merged without its model keeps its per-class rows (those of its
