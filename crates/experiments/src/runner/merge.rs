@@ -97,6 +97,7 @@ pub(crate) fn merge_cells(
     // per_class.csv describes the first seed of the run that wrote it.
     let their_first_seed = info.get("first_seed").and_then(serde_json::Value::as_u64);
     let mut per_class = None;
+    let mut outdated = Vec::new();
     for (r, has_model) in read_results(dir).with_context(context)? {
         let wanted = into.seeds.contains(&r.seed) && into.cells.contains(&(r.unary.clone(), r.pairwise.clone()));
         let have = done.iter().any(|d| d.seed == r.seed && d.unary == r.unary && d.pairwise == r.pairwise);
@@ -104,14 +105,7 @@ pub(crate) fn merge_cells(
             continue;
         }
         if !cell_reproduced(version, &r.unary, &r.pairwise) {
-            eprintln!(
-                "note: --merge {}: cell {}/{} (seed {}) is of results version {version}, whose numbers for its \
-                 classes this code (version {RESULTS_VERSION}) no longer gives; left out",
-                dir.display(),
-                r.unary,
-                r.pairwise,
-                r.seed
-            );
+            outdated.push(format!("{}/{} (seed {})", r.unary, r.pairwise, r.seed));
             continue;
         }
         let (mine, other) =
@@ -159,6 +153,15 @@ pub(crate) fn merge_cells(
             carried.results_only.push(((r.seed, r.unary.clone(), r.pairwise.clone()), dir.to_path_buf()));
         }
         done.push(r);
+    }
+    if !outdated.is_empty() {
+        eprintln!(
+            "note: --merge {}: {} cell(s) left out, of results version {version}, whose numbers for their classes \
+             this code (version {RESULTS_VERSION}) no longer gives: {}",
+            dir.display(),
+            outdated.len(),
+            outdated.join(", ")
+        );
     }
     Ok(())
 }
