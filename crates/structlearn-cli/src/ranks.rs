@@ -22,8 +22,17 @@ impl Ranks {
     pub fn start() -> Result<Ranks> {
         let launched = structlearn::mpi::launched_ranks();
         #[cfg(feature = "mpi")]
-        if launched.is_some() {
+        if let Some(launched) = launched {
             let (universe, ranks) = structlearn::mpi::MpiRanks::init()?;
+            if ranks.ranks() != launched {
+                // e.g. `srun --mpi=none -n 4`: four MPI worlds of one process each.
+                anyhow::bail!(
+                    "started by a launcher as one of {launched} processes, but MPI sees {} (without the launcher's \
+                     MPI support each process would train alone): start it with mpirun, or with srun --mpi=pmix \
+                     (or pmi2) under Slurm",
+                    ranks.ranks()
+                );
+            }
             let ranks = Arc::new(ranks);
             return Ok(Ranks { collective: ranks.clone(), mpi: Some((ranks, universe)) });
         }

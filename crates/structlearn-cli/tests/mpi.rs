@@ -108,15 +108,38 @@ fn a_class_that_cannot_spread_its_fits_ends_the_run_on_every_rank() {
 #[cfg(not(feature = "mpi"))]
 #[test]
 fn a_build_without_mpi_refuses_to_run_as_one_of_several_ranks() {
+    // Open MPI's mpirun, and Slurm's srun (with any MPI plugin).
+    for launcher in ["OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"] {
+        let dir = tempfile::tempdir().unwrap();
+        write_data(dir.path());
+        let out = Command::new(BIN)
+            .current_dir(dir.path())
+            .env(launcher, "2")
+            .args(train_args("m.slm", "m.csv", "linear", "linear"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && stderr.contains("built without MPI"), "{launcher}: {stderr}");
+        assert!(!dir.path().join("m.slm").exists());
+    }
+}
+
+/// A launcher that says 2 processes while MPI sees one (`srun --mpi=none`):
+/// an error, not two processes each training alone.
+#[cfg(feature = "mpi")]
+#[test]
+fn a_launcher_without_mpi_support_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     write_data(dir.path());
     let out = Command::new(BIN)
         .current_dir(dir.path())
-        .env("OMPI_COMM_WORLD_SIZE", "2")
+        .env("SLURM_STEP_NUM_TASKS", "2")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .args(train_args("m.slm", "m.csv", "linear", "linear"))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && stderr.contains("built without MPI"), "{stderr}");
+    assert!(!out.status.success() && stderr.contains("one of 2 processes, but MPI sees 1"), "{stderr}");
     assert!(!dir.path().join("m.slm").exists());
 }

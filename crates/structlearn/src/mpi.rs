@@ -121,9 +121,17 @@ mod with_mpi {
     }
 }
 
-/// The number of processes `mpirun` (or another MPI launcher) started this
-/// one among, read from the launcher's environment (`OMPI_COMM_WORLD_SIZE`
-/// of Open MPI, `PMI_SIZE` of MPICH's launcher), without initialising MPI; `None` when not
+/// The environment variables that carry the number of processes a launcher
+/// started, in the order they are read: Open MPI's `mpirun`
+/// (`OMPI_COMM_WORLD_SIZE`), MPICH's launcher and Slurm's `srun --mpi=pmi2`
+/// (`PMI_SIZE`), and Slurm's `srun` with any MPI plugin, PMIx included
+/// (`SLURM_STEP_NUM_TASKS`, set for the tasks of a job step, not in a batch
+/// script itself).
+pub const LAUNCHER_SIZE_VARIABLES: [&str; 3] = ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"];
+
+/// The number of processes `mpirun`, `srun` or another MPI launcher started
+/// this one among, read from the launcher's environment
+/// ([`LAUNCHER_SIZE_VARIABLES`]) without initialising MPI; `None` when not
 /// started by a launcher. Also in builds without the `mpi` feature, so that
 /// such a build can refuse to train alone in each of `R` processes.
 pub fn launched_ranks() -> Option<usize> {
@@ -135,8 +143,10 @@ pub fn launched_ranks() -> Option<usize> {
 /// ```
 /// use structlearn::mpi::launched_ranks_from;
 /// assert_eq!(launched_ranks_from(|v| (v == "OMPI_COMM_WORLD_SIZE").then(|| "4".to_string())), Some(4));
+/// // srun --mpi=pmix sets no MPI variable of its own before MPI starts.
+/// assert_eq!(launched_ranks_from(|v| (v == "SLURM_STEP_NUM_TASKS").then(|| "64".to_string())), Some(64));
 /// assert_eq!(launched_ranks_from(|_| None), None);
 /// ```
 pub fn launched_ranks_from(var: impl Fn(&str) -> Option<String>) -> Option<usize> {
-    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE"].iter().find_map(|name| var(name).and_then(|v| v.trim().parse().ok()))
+    LAUNCHER_SIZE_VARIABLES.iter().find_map(|name| var(name).and_then(|v| v.trim().parse().ok()))
 }
