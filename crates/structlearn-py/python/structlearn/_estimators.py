@@ -24,7 +24,7 @@ LEARNERS = ("algorithm1", "hazan-urtasun", "piecewise", "perceptron-local", "per
 # Training settings that mirror the command line's defaults (structlearn::TrainConfig::default()),
 # so that the same arguments give the same model bytes as `structlearn train`.
 _DEFAULT_EPS = 0.1
-_DEFAULT_MAX_ITER = 10
+_DEFAULT_MAX_ITER = 25
 _DEFAULT_MP_ITER = 25
 
 
@@ -439,7 +439,7 @@ _COMMON_PARAMS = """
         perceptron learners.
     learner : str, default='algorithm1'
         ``'algorithm1'``, ``'hazan-urtasun'``, ``'piecewise'``, ``'perceptron-local'`` or ``'perceptron-global'``.
-    max_iter : int, default=10
+    max_iter : int, default=25
         Learning iterations (for the perceptrons: epochs; ``'piecewise'`` runs one).
     message_passing_iterations : int, default=25
         Message-passing iterations after each fit (not used by the perceptrons).

@@ -45,8 +45,8 @@ use smoothed_inference::{InferenceProblem, Messages, RunOptions, with_thread_wor
 
 pub use checkpoint::CHECKPOINT_MAGIC;
 pub use config::{
-    CheckpointConfig, DEFAULT_EVALUATION, DEFAULT_MESSAGE_PASSING_TOLERANCE, DEFAULT_TRAIN_ERROR_EVERY, EPSILON_RANGE,
-    Evaluate, Step, TrainConfig,
+    CheckpointConfig, DEFAULT_EVALUATION, DEFAULT_LEARNING_ITERATIONS, DEFAULT_MESSAGE_PASSING_TOLERANCE,
+    DEFAULT_TRAIN_ERROR_EVERY, EPSILON_RANGE, Evaluate, Step, TrainConfig,
 };
 use pooled::{
     DENSE_BIAS_ENTRIES, MessageBias, Pooled, Potentials, SCORE_GROUP_ROWS, ThetaSource, example_loss, pool,
