@@ -725,8 +725,8 @@ struct InferArgs {
     /// best labelling and the lowest bound of all stages are reported.
     #[arg(long)]
     anneal: bool,
-    /// The most assignments the constrained decoding may undo before it
-    /// reports that it found no labelling the model allows.
+    /// The most times the constrained decoding may return to an earlier
+    /// variable before it reports that it found no labelling the model allows.
     #[arg(long, value_name = "N", default_value_t = DecodeOptions::default().max_backtracks)]
     max_backtracks: usize,
     /// When the decoding's budget runs out, this many more attempts, each

@@ -21,7 +21,7 @@ use factor_graph::RegionGraph;
 use oracles::{Features, Model, ModelRegistry};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use smoothed_inference::decoding::{DecodeOptions, decode_feasible, score};
+use smoothed_inference::decoding::{DecodeOptions, Search, decode_feasible, score};
 use smoothed_inference::{
     InferenceError, InferenceProblem, Messages, ProblemPlan, RunOptions, RunReport, decode, with_thread_workspace,
 };
@@ -113,14 +113,16 @@ pub struct Prediction {
 /// ([`decode`]) — unless the model forbids that combination (a hard
 /// constraint, `θ = −∞`, where the relaxation is not tight), in which case
 /// the constrained decoding's ([`decode_feasible`], without local search, so
-/// the labels stay those the beliefs favour). Where no allowed labelling is
-/// found the error says so; a forbidden labelling is never returned.
+/// the labels stay those the beliefs favour, and with [`Search::Static`], the
+/// search of earlier versions, so that the predictions and error rates of
+/// learned models stay theirs). Where no allowed labelling is found the error
+/// says so; a forbidden labelling is never returned.
 fn decode_allowed(graph: &RegionGraph, theta: &[f64], beliefs: &[f64]) -> Result<Vec<usize>, InferenceError> {
     let labels = decode(graph, beliefs)?;
     if score(graph, theta, &labels) > f64::NEG_INFINITY {
         return Ok(labels);
     }
-    let opts = DecodeOptions { local_search_sweeps: 0, ..DecodeOptions::default() };
+    let opts = DecodeOptions { local_search_sweeps: 0, search: Search::Static, ..DecodeOptions::default() };
     Ok(decode_feasible(graph, theta, beliefs, &opts)?.labels)
 }
 
