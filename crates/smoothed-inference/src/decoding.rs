@@ -154,6 +154,56 @@ pub fn map_bound(problem: &InferenceProblem<'_>, messages: &Messages) -> f64 {
         .sum()
 }
 
+/// A labelling's certificates ([`certify`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Certificate {
+    /// `θ(ŷ)` ([`score`]); `−∞` when a region forbids the labelling.
+    pub score: f64,
+    /// The ε = 0 dual value at the messages ([`map_bound`]): no labelling
+    /// scores more.
+    pub bound: f64,
+    /// `bound − score` (`+∞` for a forbidden labelling): how far, at most, the
+    /// labelling is from the best one; 0 proves it optimal.
+    pub gap: f64,
+}
+
+/// The score of `labels`, the ε = 0 bound at `messages` and their gap.
+///
+/// ```
+/// use smoothed_inference::{InferenceProblem, Messages};
+/// use smoothed_inference::decoding::certify;
+/// let g = factor_graph::grid(1, 2, 2).unwrap();
+/// let mut theta = vec![0.0; g.total_configs()];
+/// theta[g.config_range(2).start + 3] = 1.0; // the pair rewards (1, 1)
+/// let problem = InferenceProblem::new(&g, &theta, &[1.0, 1.0]).unwrap();
+/// let c = certify(&problem, &Messages::zeros(&g), &[1, 1]).unwrap();
+/// assert_eq!((c.score, c.bound, c.gap), (1.0, 1.0, 0.0));
+/// assert!(certify(&problem, &Messages::zeros(&g), &[1, 2]).is_err()); // label 2 of a binary variable
+/// ```
+///
+/// Errors: [`InferenceError::LabelShape`], [`InferenceError::InvalidLabel`],
+/// [`InferenceError::MessageShape`] for a labelling or messages that do not
+/// fit the problem's graph.
+pub fn certify(
+    problem: &InferenceProblem<'_>,
+    messages: &Messages,
+    labels: &[usize],
+) -> Result<Certificate, InferenceError> {
+    let g = problem.graph();
+    if labels.len() != g.num_variables() {
+        return Err(InferenceError::LabelShape { expected: g.num_variables(), got: labels.len() });
+    }
+    if let Some((variable, &label)) = labels.iter().enumerate().find(|&(v, &y)| y >= g.cardinality(v)) {
+        return Err(InferenceError::InvalidLabel { variable, label, cardinality: g.cardinality(variable) });
+    }
+    if messages.len() != g.total_message_len() {
+        return Err(InferenceError::MessageShape { expected: g.total_message_len(), got: messages.len() });
+    }
+    let score = score(g, problem.theta(), labels);
+    let bound = map_bound(problem, messages);
+    Ok(Certificate { score, bound, gap: bound - score })
+}
+
 /// The regions containing each variable.
 fn regions_of_variables(graph: &RegionGraph) -> Vec<Vec<usize>> {
     let mut of = vec![Vec::new(); graph.num_variables()];

@@ -84,6 +84,12 @@ enum Command {
         /// Also write one PNG label map per grid-shaped example into this folder.
         #[arg(long, value_name = "DIR")]
         png_dir: Option<PathBuf>,
+        /// Also write each labelling's certificates, as `infer` does: "score"
+        /// (θ(ŷ) under the model's energies θ = ε g), "bound" (the ε = 0
+        /// dual bound at the final messages: no labelling scores more) and
+        /// "gap" (bound − score). The labels are the same with or without it.
+        #[arg(long)]
+        certificates: bool,
     },
     /// Segments a photograph (JPEG or PNG) with a model trained by `cargo xtask
     /// reproduce horses|stanford`: reduces and featurises it as in training and
@@ -221,7 +227,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Infer(args) => infer(&args, verbosity),
         Command::Train(args) => train(*args, verbosity),
         Command::PredictImage(args) => predict_image(args),
-        Command::Predict { model, data, output, iterations, tolerance, beliefs, png_dir } => {
+        Command::Predict { model, data, output, iterations, tolerance, beliefs, png_dir, certificates } => {
             structlearn::files::check_distinct(&[("--model", &model), ("--data", &data)], &[("--output", &output)])?;
             let model_path = model;
             let model = StructuredModel::load(&model_path, &ModelRegistry::with_builtin())?;
@@ -233,18 +239,32 @@ fn run(cli: Cli) -> Result<()> {
             }
             let opts = PredictOptions { iterations, tolerance: Some(tolerance) };
             let start = std::time::Instant::now();
-            let predictions = report::predict_all(&model, &data, &opts, "predict", verbosity)
-                .with_context(|| format!("predicting {} with {}", data_path.display(), model_path.display()))?;
+            let context = || format!("predicting {} with {}", data_path.display(), model_path.display());
+            let (predictions, certified) = if certificates {
+                let both =
+                    report::predict_all_certified(&model, &data, &opts, "predict", verbosity).with_context(context)?;
+                let (p, c): (Vec<_>, Vec<_>) = both.into_iter().unzip();
+                (p, Some(c))
+            } else {
+                (report::predict_all(&model, &data, &opts, "predict", verbosity).with_context(context)?, None)
+            };
             let out: Vec<serde_json::Value> = predictions
                 .iter()
                 .zip(data.examples())
-                .map(|(p, ex)| {
+                .enumerate()
+                .map(|(k, (p, ex))| {
                     let mut v = serde_json::json!({
                         "name": ex.name(), "labels": p.labels,
                         "iterations": p.report.iterations, "max_violation": p.report.max_violation,
                     });
                     if beliefs {
                         v["beliefs"] = serde_json::json!(singleton_beliefs(ex.graph(), &p.beliefs));
+                    }
+                    if let Some(c) = certified.as_ref().map(|c| &c[k]) {
+                        // A prediction's labelling is never forbidden, so its score is finite.
+                        v["score"] = serde_json::json!(c.score.is_finite().then_some(c.score));
+                        v["bound"] = serde_json::json!(c.bound);
+                        v["gap"] = serde_json::json!(c.gap.is_finite().then_some(c.gap));
                     }
                     v
                 })
