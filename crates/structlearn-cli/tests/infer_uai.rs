@@ -375,3 +375,59 @@ fn decode_restarts_find_labellings_where_one_search_gives_up() {
     assert!(found["bound"].as_f64().unwrap() >= s - 1e-9);
     assert_eq!(json(&infer(&path, &args))["labels"], found["labels"]);
 }
+
+/// `structlearn infer` is `structlearn::infer::infer_region_model` (the
+/// pipeline Python's `infer_uai` runs too): the same labels, score, bound,
+/// dual value and per-stage figures, bit for bit, with and without the ε
+/// schedule and with a decoding budget that needs restarts.
+#[test]
+fn infer_prints_what_the_library_pipeline_returns() {
+    use structlearn::infer::{InferOptions, infer_region_model};
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.uai");
+    let cfg = datasets::uai_families::GridConfig { height: 4, width: 4, labels: 2, coupling: 2.0 };
+    datasets::uai_families::frustrated_grid(&cfg, 3).write(&grid).unwrap();
+    let odd = write(dir.path(), "odd.uai", ODD_CYCLE_UNDER_A);
+    let cases: [(&Path, &[&str], InferOptions); 4] = [
+        (&grid, &[], InferOptions::default()),
+        (&grid, &["--anneal", "--eps", "0.5"], InferOptions { anneal: true, eps: 0.5, ..InferOptions::default() }),
+        (
+            &grid,
+            &["--anneal", "--eps-min", "0.2", "--iterations", "30", "--polish", "5", "--tolerance", "1e-9"],
+            InferOptions {
+                anneal: true,
+                eps_min: Some(0.2),
+                iterations: 30,
+                polish: 5,
+                tolerance: Some(1e-9),
+                ..InferOptions::default()
+            },
+        ),
+        (
+            &odd,
+            &["--max-backtracks", "0", "--decode-restarts", "5"],
+            InferOptions { max_backtracks: 0, decode_restarts: 5, ..InferOptions::default() },
+        ),
+    ];
+    for (path, flags, options) in cases {
+        let mut args = vec!["-q"];
+        args.extend_from_slice(flags);
+        let v = json(&infer(path, &args));
+        let m = UaiModel::read(path).unwrap().to_region_graph().unwrap();
+        let out = infer_region_model(&m, &options, &mut |_| {}).unwrap();
+        let chosen = out.chosen().as_ref().unwrap();
+        let labels: Vec<usize> = serde_json::from_value(v["labels"].clone()).unwrap();
+        assert_eq!(labels, chosen.labels, "{flags:?}");
+        assert_eq!(v["score"].as_f64().unwrap(), chosen.score + m.constant, "{flags:?}");
+        assert_eq!(v["bound"].as_f64().unwrap(), out.bound, "{flags:?}");
+        assert_eq!(v["dual_value"].as_f64().unwrap(), out.last().report.dual_value + m.constant, "{flags:?}");
+        if options.anneal {
+            let stages = v["anneal"].as_array().unwrap();
+            assert_eq!(stages.len(), out.stages.len());
+            for (s, t) in stages.iter().zip(&out.stages) {
+                assert_eq!((s["eps"].as_f64().unwrap(), s["bound"].as_f64().unwrap()), (t.eps, t.bound));
+            }
+            assert_eq!(v["anneal_best_stage"].as_u64().map(|b| b as usize), out.best);
+        }
+    }
+}
