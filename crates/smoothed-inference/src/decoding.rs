@@ -5,14 +5,19 @@
 //! [`crate::decode`] takes each variable's most believed label on its own. Where
 //! the relaxation is not tight, that combination can have `θ_α(y_α) = −∞` in
 //! some region — probability 0. [`decode_feasible`] instead assigns the
-//! variables one at a time, most confident first, each its most believed label
-//! that no region rules out given the labels already assigned (*forward
-//! checking*: a region with unassigned variables must keep a configuration of
-//! finite `θ` that agrees with the assigned ones). At a dead end it backtracks,
-//! within a budget; beyond it, it reports that no feasible labelling was found
-//! rather than answering with a forbidden one. [`improve`] then changes one
-//! variable at a time to its best label given the others (ICM), which never
-//! lowers the score `θ(y) = Σ_α θ_α(y_α)` ([`score`]).
+//! variables one at a time, each its most believed label that the hard
+//! constraints still allow, keeping every region able to complete the
+//! assignment (*forward checking*: after each assignment every unassigned
+//! variable loses the labels that some region containing it rules out given
+//! the labels already assigned and still possible; the next variable is the
+//! one with the fewest labels left, ties broken by confidence; an emptied
+//! domain is a dead end at once, [`Search::ForwardChecking`]). At a dead end
+//! it backtracks, within a budget; beyond it, it reports that no feasible
+//! labelling was found rather than answering with a forbidden one.
+//! [`Search::Static`] is the earlier, weaker search (a fixed order, most
+//! confident variable first, each region checked on its own). [`improve`]
+//! then changes one variable at a time to its best label given the others
+//! (ICM), which never lowers the score `θ(y) = Σ_α θ_α(y_α)` ([`score`]).
 //!
 //! [`map_bound`] is the ε = 0 dual value `Σ_α max_{y_α} θ̃_α(y_α)` at the given
 //! messages: since the messages cancel in `Σ_α θ̃_α(y_α) = Σ_α θ_α(y_α)`, it is
@@ -39,6 +44,32 @@ use factor_graph::RegionGraph;
 
 use crate::{InferenceError, InferenceProblem, Messages};
 
+mod forward;
+
+/// How [`decode_feasible`] searches for an allowed labelling.
+///
+/// Both are complete (given an unlimited budget they find an allowed
+/// labelling whenever one exists) and never return a forbidden one; they
+/// differ in how early they see a dead end, so in how much of the budget a
+/// search needs. On models without `−∞` entries both return each variable's
+/// most believed label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Search {
+    /// Forward checking with the fewest-labels-left variable first (module
+    /// docs): after each assignment the regions with `−∞` entries (up to
+    /// [`DecodeOptions::max_check_configs`] configurations) remove the labels
+    /// of unassigned variables that no allowed configuration still supports,
+    /// until nothing changes; an emptied domain undoes the assignment at once.
+    #[default]
+    ForwardChecking,
+    /// The search of earlier versions: a fixed order (largest singleton
+    /// belief first), each label checked against the regions containing the
+    /// variable alone. `structlearn`'s prediction keeps it so that its
+    /// results (error rates of learned models with hard constraints) stay
+    /// those of earlier versions.
+    Static,
+}
+
 /// Settings of [`decode_feasible`].
 ///
 /// ```
@@ -47,8 +78,8 @@ use crate::{InferenceError, InferenceProblem, Messages};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DecodeOptions {
-    /// The most times the search may undo an assignment before it reports
-    /// that it found no feasible labelling.
+    /// The most times the search may return to an earlier variable
+    /// (backtrack) before it reports that it found no feasible labelling.
     pub max_backtracks: usize,
     /// Largest number of configurations of a region that forward checking
     /// enumerates; larger regions are checked once all their variables are
@@ -56,11 +87,18 @@ pub struct DecodeOptions {
     pub max_check_configs: usize,
     /// Sweeps of the local search ([`improve`]) after decoding; 0 skips it.
     pub local_search_sweeps: usize,
+    /// The search ([`Search::ForwardChecking`] by default).
+    pub search: Search,
 }
 
 impl Default for DecodeOptions {
     fn default() -> Self {
-        Self { max_backtracks: 100_000, max_check_configs: 1 << 12, local_search_sweeps: 50 }
+        Self {
+            max_backtracks: 100_000,
+            max_check_configs: 1 << 12,
+            local_search_sweeps: 50,
+            search: Search::ForwardChecking,
+        }
     }
 }
 
@@ -116,6 +154,56 @@ pub fn map_bound(problem: &InferenceProblem<'_>, messages: &Messages) -> f64 {
         .sum()
 }
 
+/// A labelling's certificates ([`certify`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Certificate {
+    /// `θ(ŷ)` ([`score`]); `−∞` when a region forbids the labelling.
+    pub score: f64,
+    /// The ε = 0 dual value at the messages ([`map_bound`]): no labelling
+    /// scores more.
+    pub bound: f64,
+    /// `bound − score` (`+∞` for a forbidden labelling): how far, at most, the
+    /// labelling is from the best one; 0 proves it optimal.
+    pub gap: f64,
+}
+
+/// The score of `labels`, the ε = 0 bound at `messages` and their gap.
+///
+/// ```
+/// use smoothed_inference::{InferenceProblem, Messages};
+/// use smoothed_inference::decoding::certify;
+/// let g = factor_graph::grid(1, 2, 2).unwrap();
+/// let mut theta = vec![0.0; g.total_configs()];
+/// theta[g.config_range(2).start + 3] = 1.0; // the pair rewards (1, 1)
+/// let problem = InferenceProblem::new(&g, &theta, &[1.0, 1.0]).unwrap();
+/// let c = certify(&problem, &Messages::zeros(&g), &[1, 1]).unwrap();
+/// assert_eq!((c.score, c.bound, c.gap), (1.0, 1.0, 0.0));
+/// assert!(certify(&problem, &Messages::zeros(&g), &[1, 2]).is_err()); // label 2 of a binary variable
+/// ```
+///
+/// Errors: [`InferenceError::LabelShape`], [`InferenceError::InvalidLabel`],
+/// [`InferenceError::MessageShape`] for a labelling or messages that do not
+/// fit the problem's graph.
+pub fn certify(
+    problem: &InferenceProblem<'_>,
+    messages: &Messages,
+    labels: &[usize],
+) -> Result<Certificate, InferenceError> {
+    let g = problem.graph();
+    if labels.len() != g.num_variables() {
+        return Err(InferenceError::LabelShape { expected: g.num_variables(), got: labels.len() });
+    }
+    if let Some((variable, &label)) = labels.iter().enumerate().find(|&(v, &y)| y >= g.cardinality(v)) {
+        return Err(InferenceError::InvalidLabel { variable, label, cardinality: g.cardinality(variable) });
+    }
+    if messages.len() != g.total_message_len() {
+        return Err(InferenceError::MessageShape { expected: g.total_message_len(), got: messages.len() });
+    }
+    let score = score(g, problem.theta(), labels);
+    let bound = map_bound(problem, messages);
+    Ok(Certificate { score, bound, gap: bound - score })
+}
+
 /// The regions containing each variable.
 fn regions_of_variables(graph: &RegionGraph) -> Vec<Vec<usize>> {
     let mut of = vec![Vec::new(); graph.num_variables()];
@@ -152,10 +240,11 @@ fn region_allows(graph: &RegionGraph, theta: &[f64], labels: &[usize], r: usize,
 }
 
 /// A labelling that no region forbids, decoded from the beliefs (module docs):
-/// variables in order of their largest singleton belief (most confident
-/// first), each given its most believed label that forward checking allows,
-/// with backtracking within [`DecodeOptions::max_backtracks`]; then
-/// [`improve`] for [`DecodeOptions::local_search_sweeps`] sweeps.
+/// each variable its most believed label that the search
+/// ([`DecodeOptions::search`]) allows, with backtracking within
+/// [`DecodeOptions::max_backtracks`] (each time the search returns to an
+/// earlier variable counts one); then [`improve`] for
+/// [`DecodeOptions::local_search_sweeps`] sweeps.
 ///
 /// Errors: [`InferenceError::BeliefShape`] / [`InferenceError::ThetaShape`] for
 /// arrays of the wrong length, [`InferenceError::MissingSingleton`] for a
@@ -187,9 +276,38 @@ pub fn decode_feasible(
         confidence.push(mu[order[0]]);
         candidates.push(order);
     }
+    let regions = regions_of_variables(graph);
+    let (mut labels, backtracks) = match opts.search {
+        Search::ForwardChecking => {
+            forward::search(graph, theta, beliefs, &regions, &candidates, opts.max_check_configs, opts.max_backtracks)?
+        }
+        Search::Static => static_search(graph, theta, &regions, &candidates, &confidence, opts)?,
+    };
+    // Both searches leave every region an allowed configuration; checked
+    // again so that a forbidden labelling can never be reported as found.
+    if score(graph, theta, &labels) == f64::NEG_INFINITY {
+        return Err(InferenceError::NoFeasibleLabeling { backtracks, exhausted: false });
+    }
+    let improved = improve_with(graph, theta, &regions, &mut labels, opts.local_search_sweeps);
+    let score = score(graph, theta, &labels);
+    Ok(Decoded { labels, score, backtracks, improved })
+}
+
+/// [`Search::Static`]: variables in a fixed order, most confident first, each
+/// given its most believed label that every region containing it still
+/// allows ([`region_allows`]), with chronological backtracking. Returns the
+/// labels and the backtracks.
+fn static_search(
+    graph: &RegionGraph,
+    theta: &[f64],
+    regions: &[Vec<usize>],
+    candidates: &[Vec<usize>],
+    confidence: &[f64],
+    opts: &DecodeOptions,
+) -> Result<(Vec<usize>, usize), InferenceError> {
+    let n = graph.num_variables();
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| confidence[b].partial_cmp(&confidence[a]).unwrap_or(std::cmp::Ordering::Less));
-    let regions = regions_of_variables(graph);
     let mut labels = vec![UNASSIGNED; n];
     // next[d]: the next candidate index to try for the variable at depth d.
     let mut next = vec![0usize; n];
@@ -219,9 +337,7 @@ pub fn decode_feasible(
         depth -= 1;
         labels[order[depth]] = UNASSIGNED;
     }
-    let improved = improve_with(graph, theta, &regions, &mut labels, opts.local_search_sweeps);
-    let score = score(graph, theta, &labels);
-    Ok(Decoded { labels, score, backtracks, improved })
+    Ok((labels, backtracks))
 }
 
 /// Iterated conditional modes: sweeps over the variables, setting each to the

@@ -102,6 +102,24 @@ pub enum InferenceError {
         /// is allowed) rather than out of its budget.
         exhausted: bool,
     },
+    /// A labelling does not have one label per variable.
+    #[error("the labelling has {got} labels, but the graph has {expected} variables")]
+    LabelShape {
+        /// `graph.num_variables()`.
+        expected: usize,
+        /// Labels given.
+        got: usize,
+    },
+    /// A label beyond its variable's cardinality.
+    #[error("variable {variable} has label {label}, but only {cardinality} labels")]
+    InvalidLabel {
+        /// The variable.
+        variable: usize,
+        /// The label given.
+        label: usize,
+        /// The variable's number of labels.
+        cardinality: usize,
+    },
     /// Decoding needs the singleton region of every variable.
     #[error("variable {variable} has no singleton region to decode from")]
     MissingSingleton {

@@ -5,12 +5,10 @@
 //! library proper is the `structlearn` crate, which depends on no terminal,
 //! CLI or plotting crate.
 
-mod anneal;
 mod checks;
 pub mod ranks;
 mod resume;
 
-pub use anneal::{ANNEAL_FLOOR_RATIO, anneal_schedule};
 pub use checks::{EPS_RANGE, error_text, parse_eps, parse_tolerance};
 pub use reporting::{ItemProgress, ProgressMode, ProgressObserver, Verbosity, human_duration, plots};
 pub use resume::{check_or_record_settings, resume_settings, settings_path};

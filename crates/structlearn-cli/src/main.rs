@@ -11,17 +11,16 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use factor_graph::{UaiEvidence, UaiModel};
 use oracles::ModelRegistry;
-use smoothed_inference::decoding::{DecodeOptions, decode_feasible, map_bound};
-use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace};
+use smoothed_inference::decoding::DecodeOptions;
 use structlearn::files::write_atomic;
+use structlearn::infer::{InferError, InferNote, InferOptions, infer_region_model};
 use structlearn::oracle_config::{RunConfig, oracle_help, parse_oracle_arg};
 use structlearn::{
     CheckpointConfig, ConfusionMatrix, CsvCurveWriter, Dataset, EarlyStopping, LearnerKind, PredictOptions,
     StructuredModel, TrainConfig, build_learner,
 };
 use structlearn_cli::{
-    ANNEAL_FLOOR_RATIO, EPS_RANGE, ProgressObserver, Verbosity, anneal_schedule, check_or_record_settings, error_text,
-    parse_eps, parse_tolerance, resume_settings,
+    ProgressObserver, Verbosity, check_or_record_settings, error_text, parse_eps, parse_tolerance, resume_settings,
 };
 
 #[derive(Parser)]
@@ -84,6 +83,12 @@ enum Command {
         /// Also write one PNG label map per grid-shaped example into this folder.
         #[arg(long, value_name = "DIR")]
         png_dir: Option<PathBuf>,
+        /// Also write each labelling's certificates, as `infer` does: "score"
+        /// (θ(ŷ) under the model's energies θ = ε g), "bound" (the ε = 0
+        /// dual bound at the final messages: no labelling scores more) and
+        /// "gap" (bound − score). The labels are the same with or without it.
+        #[arg(long)]
+        certificates: bool,
     },
     /// Segments a photograph (JPEG or PNG) with a model trained by `cargo xtask
     /// reproduce horses|stanford`: reduces and featurises it as in training and
@@ -221,7 +226,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Infer(args) => infer(&args, verbosity),
         Command::Train(args) => train(*args, verbosity),
         Command::PredictImage(args) => predict_image(args),
-        Command::Predict { model, data, output, iterations, tolerance, beliefs, png_dir } => {
+        Command::Predict { model, data, output, iterations, tolerance, beliefs, png_dir, certificates } => {
             structlearn::files::check_distinct(&[("--model", &model), ("--data", &data)], &[("--output", &output)])?;
             let model_path = model;
             let model = StructuredModel::load(&model_path, &ModelRegistry::with_builtin())?;
@@ -233,18 +238,32 @@ fn run(cli: Cli) -> Result<()> {
             }
             let opts = PredictOptions { iterations, tolerance: Some(tolerance) };
             let start = std::time::Instant::now();
-            let predictions = report::predict_all(&model, &data, &opts, "predict", verbosity)
-                .with_context(|| format!("predicting {} with {}", data_path.display(), model_path.display()))?;
+            let context = || format!("predicting {} with {}", data_path.display(), model_path.display());
+            let (predictions, certified) = if certificates {
+                let both =
+                    report::predict_all_certified(&model, &data, &opts, "predict", verbosity).with_context(context)?;
+                let (p, c): (Vec<_>, Vec<_>) = both.into_iter().unzip();
+                (p, Some(c))
+            } else {
+                (report::predict_all(&model, &data, &opts, "predict", verbosity).with_context(context)?, None)
+            };
             let out: Vec<serde_json::Value> = predictions
                 .iter()
                 .zip(data.examples())
-                .map(|(p, ex)| {
+                .enumerate()
+                .map(|(k, (p, ex))| {
                     let mut v = serde_json::json!({
                         "name": ex.name(), "labels": p.labels,
                         "iterations": p.report.iterations, "max_violation": p.report.max_violation,
                     });
                     if beliefs {
                         v["beliefs"] = serde_json::json!(singleton_beliefs(ex.graph(), &p.beliefs));
+                    }
+                    if let Some(c) = certified.as_ref().map(|c| &c[k]) {
+                        // A prediction's labelling is never forbidden, so its score is finite.
+                        v["score"] = serde_json::json!(c.score.is_finite().then_some(c.score));
+                        v["bound"] = serde_json::json!(c.bound);
+                        v["gap"] = serde_json::json!(c.gap.is_finite().then_some(c.gap));
                     }
                     v
                 })
@@ -346,99 +365,6 @@ fn write_json(path: &Path, value: &serde_json::Value) -> Result<()> {
     Ok(())
 }
 
-/// One ε stage of `infer`: what its messages certify and decode to.
-struct Stage {
-    eps: f64,
-    report: smoothed_inference::RunReport,
-    bound: f64,
-    decoded: Result<smoothed_inference::decoding::Decoded, smoothed_inference::InferenceError>,
-}
-
-/// Star updates from the given messages, then the dual polish if they did
-/// not converge, then the checks that the model is not infeasible.
-fn solve_at(
-    problem: &InferenceProblem<'_>,
-    messages: &mut Messages,
-    args: &InferArgs,
-    ws: &mut Workspace,
-    verbosity: Verbosity,
-) -> Result<smoothed_inference::RunReport> {
-    let path = &args.model;
-    let (iterations, tolerance, polish) = (args.iterations, args.tolerance, args.polish);
-    let mut report = problem.run(messages, &RunOptions { iterations, tolerance, order: None }, ws)?;
-    let polished = !report.converged && polish > 0;
-    if polished {
-        let star_iterations = report.iterations;
-        report = polish_dual(problem, messages, polish, tolerance)?;
-        report.iterations = star_iterations;
-    }
-    if !report.dual_value.is_finite() {
-        bail!(
-            "{}: the smoothed dual value is {} (the model may give every labelling probability 0)",
-            path.display(),
-            report.dual_value
-        );
-    }
-    if let Some(certificate) = infeasibility_certificate(problem, messages) {
-        bail!(
-            "{}: the model gives every labelling probability 0{}: zero entries of different factors contradict each other \
-             (message passing proves it: a labelling of positive probability would have to score at most {:.6e} \
-             and at least {:.6e}); check the factors' zero entries",
-            path.display(),
-            if args.evidence.is_some() { " with this evidence" } else { "" },
-            certificate.bound,
-            certificate.least_score
-        );
-    }
-    if polished {
-        match tolerance {
-            Some(t) if !report.converged => eprintln!(
-                "warning: the dual polish stopped at a largest violation of {:.3e}, above --tolerance {t:e}; \
-                 the beliefs are not marginalisation-consistent to that tolerance (raise --polish or --iterations)",
-                report.max_violation
-            ),
-            _ if verbosity.normal() => {
-                eprintln!("dual polish reached a largest violation of {:.3e}", report.max_violation)
-            }
-            _ => {}
-        }
-    }
-    Ok(report)
-}
-
-/// [`decode_feasible`], and when its budget runs out, up to `restarts` more
-/// attempts with the beliefs multiplied by seeded factors in [0.5, 1.5)
-/// (a different order of the variables and labels the beliefs nearly tie).
-fn decode_with_restarts(
-    g: &factor_graph::RegionGraph,
-    theta: &[f64],
-    beliefs: &[f64],
-    opts: &DecodeOptions,
-    restarts: usize,
-) -> Result<smoothed_inference::decoding::Decoded, smoothed_inference::InferenceError> {
-    let first = decode_feasible(g, theta, beliefs, opts);
-    if !matches!(first, Err(smoothed_inference::InferenceError::NoFeasibleLabeling { exhausted: false, .. })) {
-        return first;
-    }
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut noisy = beliefs.to_vec();
-    for _ in 0..restarts {
-        for (x, &b) in noisy.iter_mut().zip(beliefs) {
-            // splitmix64
-            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            *x = b * (0.5 + (z >> 11) as f64 / (1u64 << 53) as f64);
-        }
-        if let Ok(d) = decode_feasible(g, theta, &noisy, opts) {
-            return Ok(d);
-        }
-    }
-    first
-}
-
 fn infer(args: &InferArgs, verbosity: Verbosity) -> Result<()> {
     let path = args.model.as_path();
     let mut inputs = vec![("the model", path)];
@@ -476,48 +402,58 @@ fn infer(args: &InferArgs, verbosity: Verbosity) -> Result<()> {
         None => e.in_file(path).into(),
     })?;
     let g = &m.graph;
-    let schedule = if args.anneal {
-        anneal_schedule(args.eps, args.eps_min.unwrap_or((args.eps * ANNEAL_FLOOR_RATIO).max(EPS_RANGE.0)))
-    } else {
-        vec![args.eps]
+    let options = InferOptions {
+        eps: args.eps,
+        iterations: args.iterations,
+        tolerance: args.tolerance,
+        polish: args.polish,
+        anneal: args.anneal,
+        eps_min: args.eps_min,
+        max_backtracks: args.max_backtracks,
+        decode_restarts: args.decode_restarts,
     };
-    let mut messages = Messages::zeros(g);
-    let mut ws = Workspace::new(g);
-    let mut beliefs = vec![0.0; g.total_configs()];
-    let mut stages: Vec<Stage> = Vec::with_capacity(schedule.len());
-    let mut best: Option<usize> = None;
-    for &eps in &schedule {
-        let eps_types = vec![eps; g.factor_types().len()];
-        let problem = InferenceProblem::new(g, &m.theta, &eps_types).with_context(|| path.display().to_string())?;
-        // Messages carry over: each stage starts from the previous one's.
-        let report = solve_at(&problem, &mut messages, args, &mut ws, verbosity)?;
-        problem.beliefs(&messages, &mut beliefs);
-        // Each variable's most believed label on its own can be a labelling the
-        // model forbids where the relaxation is not tight: decode respecting the
-        // zeros instead, then raise the score by local search (decoding module docs).
-        let decode_options = DecodeOptions { max_backtracks: args.max_backtracks, ..DecodeOptions::default() };
-        let decoded = decode_with_restarts(g, &m.theta, &beliefs, &decode_options, args.decode_restarts);
-        let bound = map_bound(&problem, &messages) + m.constant;
-        if args.anneal && verbosity.normal() {
-            eprintln!(
-                "anneal: ε = {eps:e}: dual {:.6e}, bound {bound:.6e}, score {}",
-                report.dual_value + m.constant,
-                decoded.as_ref().map_or_else(|_| "none".to_string(), |d| format!("{:.6e}", d.score + m.constant))
-            );
+    let mut notes = |note: &InferNote| match note {
+        InferNote::PolishStoppedEarly(e) => eprintln!("warning: dual polish stopped early: {e}"),
+        InferNote::Polished { max_violation, tolerance, converged } => match tolerance {
+            Some(t) if !converged => eprintln!(
+                "warning: the dual polish stopped at a largest violation of {max_violation:.3e}, above --tolerance {t:e}; \
+                 the beliefs are not marginalisation-consistent to that tolerance (raise --polish or --iterations)"
+            ),
+            _ if verbosity.normal() => eprintln!("dual polish reached a largest violation of {max_violation:.3e}"),
+            _ => {}
+        },
+        InferNote::Stage { eps, dual_value, bound, score } => {
+            if args.anneal && verbosity.normal() {
+                eprintln!(
+                    "anneal: ε = {eps:e}: dual {dual_value:.6e}, bound {bound:.6e}, score {}",
+                    score.map_or_else(|| "none".to_string(), |s| format!("{s:.6e}"))
+                );
+            }
         }
-        if let Ok(d) = &decoded
-            && best.is_none_or(|b| stages[b].decoded.as_ref().is_ok_and(|bd| d.score > bd.score))
-        {
-            best = Some(stages.len());
-        }
-        stages.push(Stage { eps, report, bound, decoded });
-    }
-    let last = stages.last().context("no ε stage ran")?;
+    };
+    let outcome = infer_region_model(&m, &options, &mut notes).map_err(|e| match e {
+        InferError::Infeasible { bound, least_score } => anyhow::anyhow!(
+            "{}: the model gives every labelling probability 0{}: zero entries of different factors contradict each other \
+             (message passing proves it: a labelling of positive probability would have to score at most {:.6e} \
+             and at least {:.6e}); check the factors' zero entries",
+            path.display(),
+            if args.evidence.is_some() { " with this evidence" } else { "" },
+            bound,
+            least_score
+        ),
+        InferError::Problem(e) => anyhow::Error::new(e).context(path.display().to_string()),
+        InferError::Run(e) => e.into(),
+        e => anyhow::anyhow!("{}: {e}", path.display()),
+    })?;
+    let stages = &outcome.stages;
+    let best = outcome.best;
+    let last = outcome.last();
     let eps = last.eps;
     let report = &last.report;
+    let beliefs = &outcome.beliefs;
     // Every stage's bound is valid: the lowest is reported.
-    let bound = stages.iter().map(|s| s.bound).fold(f64::INFINITY, f64::min);
-    let chosen = &stages[best.unwrap_or(stages.len() - 1)].decoded;
+    let bound = outcome.bound;
+    let chosen = outcome.chosen();
     let (labels, score) = match chosen {
         Ok(d) => (Some(&d.labels), Some(d.score + m.constant)),
         Err(e) => {
@@ -542,7 +478,7 @@ fn infer(args: &InferArgs, verbosity: Verbosity) -> Result<()> {
             None => vec![1.0],
         })
         .collect();
-    let variables = singleton_beliefs(g, &beliefs);
+    let variables = singleton_beliefs(g, beliefs);
     let mut value = serde_json::json!({
         "dual_value": report.dual_value + m.constant,
         "max_violation": report.max_violation,
@@ -606,97 +542,6 @@ fn print_stdout(text: &str) -> Result<()> {
     out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("writing the result to standard output")
 }
 
-/// Proof, from the messages, that no labelling has positive probability
-/// ([`infeasibility_certificate`]).
-struct Infeasible {
-    /// `Σ_α max θ̃_α` over the configurations with finite `θ`.
-    bound: f64,
-    /// `Σ_α min θ_α` over the configurations with finite `θ`.
-    least_score: f64,
-}
-
-/// Whether the messages prove that every labelling has probability 0.
-///
-/// For a labelling `y` whose configurations all have finite `θ`, the messages
-/// cancel in `Σ_α θ̃_α(y_α) = Σ_α θ_α(y_α)` (docs/MATH.md §3), so its score is
-/// at most `bound = Σ_α max θ̃_α` (over finite-θ configurations) and at least
-/// `least_score = Σ_α min θ_α`. `bound < least_score` (by more than rounding
-/// could explain: 1e-9 of the magnitudes involved) leaves no such labelling.
-/// This is what happens when the zeros of different factors contradict each
-/// other in a way zero propagation does not see: the dual `A ≥ bound` is then
-/// unbounded below and message passing drives it towards −∞. A feasible model
-/// never passes the test, converged or not.
-fn infeasibility_certificate(problem: &InferenceProblem<'_>, messages: &Messages) -> Option<Infeasible> {
-    let g = problem.graph();
-    let theta = problem.theta();
-    let mut tt = vec![0.0; g.total_configs()];
-    problem.reparameterized(messages, &mut tt);
-    let (mut bound, mut least_score, mut scale) = (0.0f64, 0.0f64, 1.0f64);
-    for r in 0..g.num_regions() {
-        let range = g.config_range(r);
-        let (mut hi, mut lo, mut size) = (f64::NEG_INFINITY, f64::INFINITY, 0.0f64);
-        for (&t, &reparameterized) in theta[range.clone()].iter().zip(&tt[range]) {
-            if t.is_finite() {
-                hi = hi.max(reparameterized);
-                lo = lo.min(t);
-                size = size.max(t.abs()).max(reparameterized.abs());
-            }
-        }
-        bound += hi;
-        least_score += lo;
-        scale += size;
-    }
-    scale += 2.0 * messages.as_slice().iter().fold(0.0f64, |acc, &v| acc + v.abs());
-    (bound.is_finite() && least_score.is_finite() && bound < least_score - 1e-9 * scale)
-        .then_some(Infeasible { bound, least_score })
-}
-
-/// Minimises the smooth convex dual `A(λ, θ)` over the messages by L-BFGS from
-/// the current messages (gradient `μ_{αβ} − μ_β`, docs/MATH.md §3). Block-coordinate star
-/// updates can crawl along flat valleys on small, strongly coupled loops; a
-/// quasi-Newton method does not. The optimiser never returns a point with a
-/// larger `A`, and non-finite trial points are backtracked from.
-fn polish_dual(
-    problem: &InferenceProblem<'_>,
-    messages: &mut Messages,
-    iterations: usize,
-    tolerance: Option<f64>,
-) -> Result<smoothed_inference::RunReport> {
-    let g = problem.graph();
-    let mut lambda = messages.as_slice().to_vec();
-    let mut trial = messages.clone();
-    let opts = oracles::optim::LbfgsOptions {
-        max_iterations: iterations,
-        memory: 20,
-        gradient_tolerance: tolerance.map_or(1e-12, |t| t * 1e-3),
-        relative_decrease_tolerance: 0.0,
-    };
-    let report = oracles::optim::lbfgs_minimize(
-        |x, grad| {
-            trial.as_mut_slice().copy_from_slice(x);
-            if x.iter().any(|v| !v.is_finite()) {
-                return f64::INFINITY;
-            }
-            problem.dual_gradient(&trial, grad);
-            problem.dual_value(&trial)
-        },
-        &mut lambda,
-        &opts,
-    );
-    // A failed line search still leaves the best point found in `lambda`.
-    if let Err(e) = report {
-        eprintln!("warning: dual polish stopped early: {e}");
-    }
-    *messages = Messages::from_vec(g, lambda)?;
-    let max_violation = problem.max_violation(messages);
-    Ok(smoothed_inference::RunReport {
-        iterations: 0,
-        dual_value: problem.dual_value(messages),
-        max_violation,
-        converged: tolerance.is_some_and(|t| max_violation < t),
-    })
-}
-
 /// Arguments of `structlearn infer`.
 #[derive(clap::Args)]
 struct InferArgs {
@@ -725,8 +570,8 @@ struct InferArgs {
     /// best labelling and the lowest bound of all stages are reported.
     #[arg(long)]
     anneal: bool,
-    /// The most assignments the constrained decoding may undo before it
-    /// reports that it found no labelling the model allows.
+    /// The most times the constrained decoding may return to an earlier
+    /// variable before it reports that it found no labelling the model allows.
     #[arg(long, value_name = "N", default_value_t = DecodeOptions::default().max_backtracks)]
     max_backtracks: usize,
     /// When the decoding's budget runs out, this many more attempts, each
@@ -980,7 +825,9 @@ fn train_on(a: TrainArgs, verbosity: Verbosity, ranks: &structlearn_cli::ranks::
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use factor_graph::UaiModel;
+    use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace};
+    use structlearn::infer::{infeasibility_certificate, polish_dual};
 
     /// The certificate of `infer`'s infeasibility check never fires on a
     /// feasible model, whether message passing has converged or not (here
@@ -1005,7 +852,7 @@ mod tests {
                     problem.run(&mut messages, &opts, &mut ws).unwrap();
                     found |= infeasibility_certificate(&problem, &messages).is_some();
                 }
-                polish_dual(&problem, &mut messages, 200, None).unwrap();
+                polish_dual(&problem, &mut messages, 200, None, &mut |_| {}).unwrap();
                 found |= infeasibility_certificate(&problem, &messages).is_some();
                 assert_eq!(found, !feasible, "feasible {feasible}, eps {eps:?}");
             }
@@ -1025,7 +872,7 @@ mod tests {
         let mut ws = Workspace::new(&m.graph);
         let star =
             problem.run(&mut messages, &RunOptions { iterations: 200, tolerance: None, order: None }, &mut ws).unwrap();
-        let polished = polish_dual(&problem, &mut messages, 2000, Some(1e-10)).unwrap();
+        let polished = polish_dual(&problem, &mut messages, 2000, Some(1e-10), &mut |_| {}).unwrap();
         assert!(polished.dual_value <= star.dual_value, "{} > {}", polished.dual_value, star.dual_value);
         assert!(polished.max_violation < 1e-7, "violation {}", polished.max_violation);
         assert!(star.max_violation > 100.0 * polished.max_violation);

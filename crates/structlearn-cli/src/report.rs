@@ -10,6 +10,7 @@ use factor_graph::GridLayout;
 use rayon::prelude::*;
 use reporting::plots::{CurveData, plot_learning_curve};
 use reporting::{ItemProgress, Verbosity};
+use smoothed_inference::decoding::Certificate;
 use structlearn::{Dataset, MetricsReport, PredictOptions, Prediction, Record, StructuredModel};
 
 /// Predicts every example in parallel, with progress over examples.
@@ -20,13 +21,36 @@ pub fn predict_all(
     label: &str,
     verbosity: Verbosity,
 ) -> Result<Vec<Prediction>> {
+    each_example(model, data, label, verbosity, |k| model.predict_example(data, k, opts))
+}
+
+/// [`predict_all`] with each labelling's certificates
+/// ([`StructuredModel::predict_example_certified`]): the same predictions.
+pub fn predict_all_certified(
+    model: &StructuredModel,
+    data: &Dataset,
+    opts: &PredictOptions,
+    label: &str,
+    verbosity: Verbosity,
+) -> Result<Vec<(Prediction, Certificate)>> {
+    each_example(model, data, label, verbosity, |k| model.predict_example_certified(data, k, opts))
+}
+
+/// `predict(k)` for every example in parallel, with progress over examples.
+fn each_example<T: Send>(
+    model: &StructuredModel,
+    data: &Dataset,
+    label: &str,
+    verbosity: Verbosity,
+    predict: impl Fn(usize) -> Result<T, structlearn::LearnError> + Sync,
+) -> Result<Vec<T>> {
     model.check_dataset(data)?;
     let progress = ItemProgress::new(label, "examples", data.len(), verbosity);
     let predictions = (0..data.len())
         .into_par_iter()
         .with_max_len(1)
         .map(|k| {
-            let p = model.predict_example(data, k, opts);
+            let p = predict(k);
             progress.inc();
             p
         })

@@ -260,19 +260,49 @@ fn anneal_improves_frustrated_grids_in_aggregate() {
     assert!(anneal_gap < plain_gap, "gaps: anneal {anneal_gap} vs single ε {plain_gap}");
 }
 
-/// `--max-backtracks` is the decoding's budget: a pedigree whose decoding
-/// undoes an assignment gets no labelling with a budget of 0 (a warning that
-/// names the option) and a feasible one with the default.
+/// The generated pedigrees on which the static search gave up after 100 000
+/// backtracks at the default settings (seeds 5 and 9, docs/inference.md):
+/// forward checking finds a labelling the model allows on both.
+#[test]
+fn the_default_decoding_finds_labellings_on_the_pedigrees_the_static_search_gave_up_on() {
+    let dir = tempfile::tempdir().unwrap();
+    for seed in [5, 9] {
+        let path = dir.path().join(format!("pedigree-{seed}.uai"));
+        let (model, planted) =
+            datasets::uai_families::pedigree(&datasets::uai_families::PedigreeConfig::default(), seed);
+        model.write(&path).unwrap();
+        assert!(score(&model, None, &planted).is_finite());
+        let v = json(&infer(&path, &["-q"]));
+        let labels: Vec<usize> = serde_json::from_value(v["labels"].clone()).unwrap_or_default();
+        assert_eq!(labels.len(), planted.len(), "seed {seed}: no labelling: {}", v["decoding"]);
+        let s = score(&model, None, &labels);
+        assert!(s.is_finite() && (s - v["score"].as_f64().unwrap()).abs() < 1e-9, "seed {seed}");
+        assert!(v["bound"].as_f64().unwrap() >= s - 1e-9);
+    }
+}
+
+/// A model whose decoding must backtrack even with forward checking: `A`
+/// (variable 0) favours label 1 strongly, and with `A = 1` the three ternary
+/// factors say `B ≠ C`, `C ≠ D`, `B ≠ D` (an odd cycle of binary variables:
+/// impossible, though every factor alone is still satisfiable, so forward
+/// checking does not see it). The beliefs favour `A = 1`, so the search
+/// assigns it first, fails on `B` either way and backtracks once to `A = 0`.
+const ODD_CYCLE_UNDER_A: &str = "MARKOV\n4\n2 2 2 2\n4\n1 0\n3 0 1 2\n3 0 2 3\n3 0 1 3\n\
+    2\n1 20\n8\n1 1 1 1 0 1 1 0\n8\n1 1 1 1 0 1 1 0\n8\n1 1 1 1 0 1 1 0\n";
+
+/// `--max-backtracks` is the decoding's budget: a model whose decoding
+/// returns to an earlier variable gets no labelling with a smaller budget (a
+/// warning that names the option) and a feasible one with the default.
 #[test]
 fn max_backtracks_is_the_decoding_budget() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("pedigree-1.uai");
-    let (model, _) = datasets::uai_families::pedigree(&datasets::uai_families::PedigreeConfig::default(), 1);
-    model.write(&path).unwrap();
+    let path = write(dir.path(), "odd.uai", ODD_CYCLE_UNDER_A);
+    let model = UaiModel::read(&path).unwrap();
     let v = json(&infer(&path, &["-q"]));
     let backtracks = v["decoding"]["backtracks"].as_u64().unwrap();
     assert!(backtracks >= 1, "{}", v["decoding"]);
     let labels: Vec<usize> = serde_json::from_value(v["labels"].clone()).unwrap();
+    assert_eq!(labels[0], 0);
     assert!(score(&model, None, &labels).is_finite());
     let o = infer(&path, &["-q", "--max-backtracks", &(backtracks - 1).to_string()]);
     let e = stderr(&o);
@@ -324,23 +354,80 @@ fn evidence_equals_the_hand_conditioned_model_through_infer() {
     }
 }
 
-/// `--decode-restarts`: where the decoding's budget runs out (a pedigree
-/// whose decoding needs about 165 000 backtracks, with a budget of 1000),
-/// restarts with perturbed beliefs find a labelling the model allows; without
-/// them there is none. Seeded: the same run gives the same labelling.
+/// `--decode-restarts`: where the decoding's budget runs out (the model of
+/// [`ODD_CYCLE_UNDER_A`] with a budget of 0 backtracks), restarts with
+/// perturbed beliefs find a labelling the model allows (an order that does
+/// not assign `A` first sees `A = 1` fail at its own assignment, which costs
+/// no backtrack); without them there is none. Seeded: the same run gives the
+/// same labelling.
 #[test]
 fn decode_restarts_find_labellings_where_one_search_gives_up() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("pedigree-9.uai");
-    let (model, _) = datasets::uai_families::pedigree(&datasets::uai_families::PedigreeConfig::default(), 9);
-    model.write(&path).unwrap();
-    let none = json(&infer(&path, &["-q", "--max-backtracks", "1000"]));
+    let path = write(dir.path(), "odd.uai", ODD_CYCLE_UNDER_A);
+    let model = UaiModel::read(&path).unwrap();
+    let none = json(&infer(&path, &["-q", "--max-backtracks", "0"]));
     assert!(none["labels"].is_null(), "{}", none["decoding"]);
-    let args = ["-q", "--max-backtracks", "1000", "--decode-restarts", "100"];
+    let args = ["-q", "--max-backtracks", "0", "--decode-restarts", "100"];
     let found = json(&infer(&path, &args));
     let labels: Vec<usize> = serde_json::from_value(found["labels"].clone()).unwrap();
     let s = score(&model, None, &labels);
     assert!(s.is_finite() && (s - found["score"].as_f64().unwrap()).abs() < 1e-9);
     assert!(found["bound"].as_f64().unwrap() >= s - 1e-9);
     assert_eq!(json(&infer(&path, &args))["labels"], found["labels"]);
+}
+
+/// `structlearn infer` is `structlearn::infer::infer_region_model` (the
+/// pipeline Python's `infer_uai` runs too): the same labels, score, bound,
+/// dual value and per-stage figures, bit for bit, with and without the ε
+/// schedule and with a decoding budget that needs restarts.
+#[test]
+fn infer_prints_what_the_library_pipeline_returns() {
+    use structlearn::infer::{InferOptions, infer_region_model};
+    let dir = tempfile::tempdir().unwrap();
+    let grid = dir.path().join("grid.uai");
+    let cfg = datasets::uai_families::GridConfig { height: 4, width: 4, labels: 2, coupling: 2.0 };
+    datasets::uai_families::frustrated_grid(&cfg, 3).write(&grid).unwrap();
+    let odd = write(dir.path(), "odd.uai", ODD_CYCLE_UNDER_A);
+    let cases: [(&Path, &[&str], InferOptions); 4] = [
+        (&grid, &[], InferOptions::default()),
+        (&grid, &["--anneal", "--eps", "0.5"], InferOptions { anneal: true, eps: 0.5, ..InferOptions::default() }),
+        (
+            &grid,
+            &["--anneal", "--eps-min", "0.2", "--iterations", "30", "--polish", "5", "--tolerance", "1e-9"],
+            InferOptions {
+                anneal: true,
+                eps_min: Some(0.2),
+                iterations: 30,
+                polish: 5,
+                tolerance: Some(1e-9),
+                ..InferOptions::default()
+            },
+        ),
+        (
+            &odd,
+            &["--max-backtracks", "0", "--decode-restarts", "5"],
+            InferOptions { max_backtracks: 0, decode_restarts: 5, ..InferOptions::default() },
+        ),
+    ];
+    for (path, flags, options) in cases {
+        let mut args = vec!["-q"];
+        args.extend_from_slice(flags);
+        let v = json(&infer(path, &args));
+        let m = UaiModel::read(path).unwrap().to_region_graph().unwrap();
+        let out = infer_region_model(&m, &options, &mut |_| {}).unwrap();
+        let chosen = out.chosen().as_ref().unwrap();
+        let labels: Vec<usize> = serde_json::from_value(v["labels"].clone()).unwrap();
+        assert_eq!(labels, chosen.labels, "{flags:?}");
+        assert_eq!(v["score"].as_f64().unwrap(), chosen.score + m.constant, "{flags:?}");
+        assert_eq!(v["bound"].as_f64().unwrap(), out.bound, "{flags:?}");
+        assert_eq!(v["dual_value"].as_f64().unwrap(), out.last().report.dual_value + m.constant, "{flags:?}");
+        if options.anneal {
+            let stages = v["anneal"].as_array().unwrap();
+            assert_eq!(stages.len(), out.stages.len());
+            for (s, t) in stages.iter().zip(&out.stages) {
+                assert_eq!((s["eps"].as_f64().unwrap(), s["bound"].as_f64().unwrap()), (t.eps, t.bound));
+            }
+            assert_eq!(v["anneal_best_stage"].as_u64().map(|b| b as usize), out.best);
+        }
+    }
 }

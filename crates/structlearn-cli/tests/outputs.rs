@@ -172,6 +172,30 @@ fn eval_reports_metrics_as_text_and_json_and_predict_writes_label_maps() {
     assert!(err.contains("wrote p.json") && err.contains("wrote 2 label-map PNGs"), "{err}");
     let map = image_size(&dir.path().join("maps").join("0000-img2.png"));
     assert_eq!(map, (6, 6));
+
+    // --certificates adds score, bound and gap to each prediction, nothing else.
+    let certified = run(
+        dir.path(),
+        &["predict", "--model", "m.slm", "--data", "valid.sld", "--output", "c.json", "--certificates"],
+    );
+    assert!(certified.status.success(), "{}", text(&certified.stderr));
+    let read = |f: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join(f)).unwrap()).unwrap()
+    };
+    let (plain, with) = (read("p.json"), read("c.json"));
+    let (plain, with) = (plain["predictions"].as_array().unwrap(), with["predictions"].as_array().unwrap());
+    assert_eq!(plain.len(), 2);
+    for (p, c) in plain.iter().zip(with) {
+        assert!(p.get("score").is_none() && p.get("bound").is_none() && p.get("gap").is_none(), "{p}");
+        let mut stripped = c.clone();
+        for key in ["score", "bound", "gap"] {
+            stripped.as_object_mut().unwrap().remove(key);
+        }
+        assert_eq!(&stripped, p);
+        let (score, bound, gap) =
+            (c["score"].as_f64().unwrap(), c["bound"].as_f64().unwrap(), c["gap"].as_f64().unwrap());
+        assert!(bound >= score - 1e-9 && (gap - (bound - score)).abs() <= 1e-12 * bound.abs().max(1.0), "{c}");
+    }
 }
 
 /// Width and height from a PNG's IHDR chunk.

@@ -427,28 +427,52 @@ pub fn ignored_settings(learner: &str) -> PyResult<Vec<&'static str>> {
     Ok(kind.ignored_settings().iter().map(|(name, _)| *name).collect())
 }
 
-/// `infer_uai(path, eps, iterations, tolerance, evidence)`: entropy-smoothed
-/// LP inference on a UAI MARKOV or BAYES model file, observed variables of a
-/// `.evid` file clamped; returns a dict with `dual_value`, `max_violation`,
-/// `iterations`, `converged`, `labels` (a labelling the model allows, by
-/// `decode_feasible`, or `None` if the search found none), `score` (its
-/// `θ(y)`), `bound` (the ε = 0 dual bound at the final messages), `gap`, and
-/// `beliefs` (one array per variable: the ε-smoothed LP pseudo-marginals).
+/// `infer_uai(path, eps, iterations, tolerance, evidence, anneal, eps_min,
+/// decode_restarts, max_backtracks, polish)`: the pipeline of `structlearn
+/// infer` (`structlearn::infer::infer_region_model`) on a UAI MARKOV or BAYES
+/// model file, observed variables of a `.evid` file clamped; returns a dict
+/// with `dual_value`, `max_violation`, `iterations`, `converged` (of the last
+/// ε stage), `labels` (a labelling the model allows, by `decode_feasible`, or
+/// `None` if the search found none), `score` (its `θ(y)`), `bound` (the
+/// lowest ε = 0 dual bound of the stages), `gap`, `beliefs` (one array per
+/// variable: the last stage's ε-smoothed LP pseudo-marginals), and with
+/// `anneal` the per-stage figures (`anneal`) and the chosen stage
+/// (`anneal_best_stage`). Bad settings are `ValueError`s naming the argument.
 #[pyfunction]
-#[pyo3(signature = (path, eps=1.0, iterations=1000, tolerance=Some(1e-6), evidence=None))]
+#[pyo3(signature = (
+    path, eps=1.0, iterations=1000, tolerance=Some(1e-6), evidence=None, anneal=false, eps_min=None,
+    decode_restarts=0, max_backtracks=100_000, polish=2000
+))]
+#[allow(clippy::too_many_arguments)]
 pub fn infer_uai<'py>(
     py: Python<'py>,
     path: PathBuf,
     eps: f64,
-    iterations: usize,
+    iterations: i64,
     tolerance: Option<f64>,
     evidence: Option<PathBuf>,
+    anneal: bool,
+    eps_min: Option<f64>,
+    decode_restarts: i64,
+    max_backtracks: i64,
+    polish: i64,
 ) -> PyResult<Bound<'py, PyDict>> {
-    use smoothed_inference::decoding::{DecodeOptions, decode_feasible, map_bound, score};
-    use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace};
-    if !(eps.is_finite() && eps > 0.0) {
-        return Err(PyValueError::new_err(format!("eps: {eps} is not a positive finite number")));
-    }
+    use structlearn::infer::{InferError, InferOptions, infer_region_model};
+    let count = |name: &str, v: i64| {
+        usize::try_from(v).map_err(|_| PyValueError::new_err(format!("{name}: {v} is not a count (an integer >= 0)")))
+    };
+    let options = InferOptions {
+        eps,
+        iterations: count("iterations", iterations)?,
+        tolerance,
+        polish: count("polish", polish)?,
+        anneal,
+        eps_min,
+        max_backtracks: count("max_backtracks", max_backtracks)?,
+        decode_restarts: count("decode_restarts", decode_restarts)?,
+    };
+    // Settings first (named as the keyword arguments are), before any file is read.
+    options.validate().map_err(|e| PyValueError::new_err(e.to_string()))?;
     let err = |e: &dyn std::fmt::Display| PyValueError::new_err(format!("{}: {e}", path.display()));
     let uai = factor_graph::UaiModel::read(&path).map_err(|e| err(&e))?;
     let mut m = uai.to_region_graph().map_err(|e| err(&e))?;
@@ -462,33 +486,41 @@ pub fn infer_uai<'py>(
         Some(ev) => PyValueError::new_err(format!("{}: with the evidence of {}: {e}", path.display(), ev.display())),
         None => err(&e),
     })?;
+    let outcome = py.detach(|| infer_region_model(&m, &options, &mut |_| {})).map_err(|e| match e {
+        InferError::Infeasible { .. } if evidence.is_some() => err(&format!("with this evidence: {e}")),
+        e => err(&e),
+    })?;
     let g = &m.graph;
-    let eps_types = vec![eps; g.factor_types().len()];
-    let problem = InferenceProblem::new(g, &m.theta, &eps_types).map_err(|e| err(&e))?;
-    let mut messages = Messages::zeros(g);
-    let mut ws = Workspace::new(g);
-    let report = py
-        .detach(|| problem.run(&mut messages, &RunOptions { iterations, tolerance, order: None }, &mut ws))
-        .map_err(|e| err(&e))?;
-    let mut beliefs = vec![0.0; g.total_configs()];
-    problem.beliefs(&messages, &mut beliefs);
-    // A labelling the model allows (decoding module docs), or none if the search finds none.
-    let decoded = py.detach(|| decode_feasible(g, &m.theta, &beliefs, &DecodeOptions::default()));
-    let labels = decoded.ok().map(|d| d.labels);
-    let bound = map_bound(&problem, &messages) + m.constant;
-    let labelling_score = labels.as_ref().map(|y| score(g, &m.theta, y) + m.constant);
+    let last = outcome.last();
+    let chosen = outcome.chosen().as_ref().ok();
+    let labelling_score = chosen.map(|d| d.score + m.constant);
     let d = PyDict::new(py);
-    d.set_item("dual_value", report.dual_value + m.constant)?;
-    d.set_item("max_violation", report.max_violation)?;
-    d.set_item("iterations", report.iterations)?;
-    d.set_item("converged", tolerance.map(|_| report.converged))?;
-    d.set_item("labels", labels.map(|y| PyArray1::from_vec(py, y.iter().map(|&v| v as i64).collect())))?;
+    d.set_item("dual_value", last.report.dual_value + m.constant)?;
+    d.set_item("max_violation", last.report.max_violation)?;
+    d.set_item("iterations", last.report.iterations)?;
+    d.set_item("converged", tolerance.map(|_| last.report.converged))?;
+    d.set_item("labels", chosen.map(|c| PyArray1::from_vec(py, c.labels.iter().map(|&v| v as i64).collect())))?;
     d.set_item("score", labelling_score)?;
-    d.set_item("bound", bound)?;
-    d.set_item("gap", labelling_score.map(|s| bound - s))?;
+    d.set_item("bound", outcome.bound)?;
+    d.set_item("gap", labelling_score.map(|s| outcome.bound - s))?;
     let per_variable: Vec<Bound<'py, PyArray1<f64>>> = (0..g.num_variables())
-        .map(|v| PyArray1::from_slice(py, g.singleton(v).map_or(&[][..], |r| &beliefs[g.config_range(r)])))
+        .map(|v| PyArray1::from_slice(py, g.singleton(v).map_or(&[][..], |r| &outcome.beliefs[g.config_range(r)])))
         .collect();
     d.set_item("beliefs", per_variable)?;
+    if anneal {
+        let stages = PyList::empty(py);
+        for s in &outcome.stages {
+            let stage = PyDict::new(py);
+            stage.set_item("eps", s.eps)?;
+            stage.set_item("iterations", s.report.iterations)?;
+            stage.set_item("dual_value", s.report.dual_value + m.constant)?;
+            stage.set_item("max_violation", s.report.max_violation)?;
+            stage.set_item("bound", s.bound)?;
+            stage.set_item("score", s.decoded.as_ref().ok().map(|d| d.score + m.constant))?;
+            stages.append(stage)?;
+        }
+        d.set_item("anneal", stages)?;
+        d.set_item("anneal_best_stage", outcome.best)?;
+    }
     Ok(d)
 }

@@ -143,6 +143,70 @@ def test_infer_uai_respects_hard_zeros_and_evidence(tmp_path):
         structlearn.infer_uai(tmp_path / "c.uai", evidence=tmp_path / "zero.evid")
 
 
+# A model whose decoding must backtrack: A (variable 0) strongly prefers 1, and with A = 1 three
+# ternary factors demand B != C, C != D, B != D (impossible for binary variables).
+ODD_CYCLE_UNDER_A = (
+    "MARKOV\n4\n2 2 2 2\n4\n1 0\n3 0 1 2\n3 0 2 3\n3 0 1 3\n"
+    "2\n1 20\n8\n1 1 1 1 0 1 1 0\n8\n1 1 1 1 0 1 1 0\n8\n1 1 1 1 0 1 1 0\n"
+)
+
+
+def test_infer_uai_is_the_cli_pipeline_with_anneal_and_decoding_settings(tmp_path, cli):
+    """anneal / eps_min / decode_restarts / max_backtracks are the command line's options: the same
+    labels, score, bound and per-stage figures as `structlearn infer` with them."""
+    import json
+    import subprocess
+
+    grid = ["MARKOV", "4", "2 2 2 2", "8", "1 0", "1 1", "1 2", "1 3", "2 0 1", "2 1 3", "2 3 2", "2 2 0"]
+    tables = ["2\n1 2.5", "2\n3 1", "2\n1 1.5", "2\n2 1"] + ["4\n0.2 3 3 0.2", "4\n3 0.2 0.2 3"] * 2
+    (tmp_path / "g.uai").write_text("\n".join(grid) + "\n" + "\n".join(tables) + "\n")
+    for kwargs, flags in [
+        ({}, []),
+        ({"anneal": True}, ["--anneal"]),
+        ({"anneal": True, "eps_min": 0.1, "eps": 0.8}, ["--anneal", "--eps-min", "0.1", "--eps", "0.8"]),
+    ]:
+        out = structlearn.infer_uai(tmp_path / "g.uai", tol=None, **kwargs)
+        run = subprocess.run(
+            [cli, "infer", str(tmp_path / "g.uai"), "-q", *flags], check=True, capture_output=True, text=True
+        )
+        want = json.loads(run.stdout)
+        assert out["labels"].tolist() == want["labels"]
+        for key in ["score", "bound", "gap", "dual_value", "max_violation"]:
+            assert out[key] == want[key], key
+        if kwargs:
+            assert [s["eps"] for s in out["anneal"]] == [s["eps"] for s in want["anneal"]]
+            assert [s["bound"] for s in out["anneal"]] == [s["bound"] for s in want["anneal"]]
+            assert out["anneal_best_stage"] == want["anneal_best_stage"]
+        else:
+            assert "anneal" not in out
+    (tmp_path / "odd.uai").write_text(ODD_CYCLE_UNDER_A)
+    assert structlearn.infer_uai(tmp_path / "odd.uai")["labels"].tolist()[0] == 0
+    assert structlearn.infer_uai(tmp_path / "odd.uai", max_backtracks=0)["labels"] is None
+    found = structlearn.infer_uai(tmp_path / "odd.uai", max_backtracks=0, decode_restarts=100)
+    assert found["labels"] is not None and np.isfinite(found["score"])
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"eps": -1.0}, "eps"),
+        ({"eps": "x"}, "eps"),
+        ({"eps_min": 0.1}, "eps_min"),
+        ({"anneal": True, "eps_min": 0.0}, "eps_min"),
+        ({"decode_restarts": -1}, "decode_restarts"),
+        ({"max_backtracks": 1.5}, "max_backtracks"),
+        ({"max_backtracks": None}, "max_backtracks"),
+        ({"polish": -3}, "polish"),
+        ({"iterations": "many"}, "iterations"),
+        ({"tol": 0.0}, "tol"),
+    ],
+)
+def test_infer_uai_names_the_bad_argument(tmp_path, kwargs, name):
+    (tmp_path / "odd.uai").write_text(ODD_CYCLE_UNDER_A)
+    with pytest.raises(ValueError, match=f"^{name}: "):
+        structlearn.infer_uai(tmp_path / "odd.uai", **kwargs)
+
+
 def test_readme_quick_start_is_the_example_and_prints_what_the_readme_says(tmp_path):
     """The README's Python snippet is examples/python/quickstart.py verbatim, and running it prints
     the output the README shows."""

@@ -22,6 +22,7 @@ mod error;
 pub mod exact;
 pub mod executor;
 pub mod files;
+pub mod infer;
 pub mod learner;
 pub mod metrics;
 pub mod model;

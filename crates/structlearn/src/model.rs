@@ -21,7 +21,7 @@ use factor_graph::RegionGraph;
 use oracles::{Features, Model, ModelRegistry};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use smoothed_inference::decoding::{DecodeOptions, decode_feasible, score};
+use smoothed_inference::decoding::{Certificate, DecodeOptions, Search, certify, decode_feasible, score};
 use smoothed_inference::{
     InferenceError, InferenceProblem, Messages, ProblemPlan, RunOptions, RunReport, decode, with_thread_workspace,
 };
@@ -113,14 +113,16 @@ pub struct Prediction {
 /// ([`decode`]) — unless the model forbids that combination (a hard
 /// constraint, `θ = −∞`, where the relaxation is not tight), in which case
 /// the constrained decoding's ([`decode_feasible`], without local search, so
-/// the labels stay those the beliefs favour). Where no allowed labelling is
-/// found the error says so; a forbidden labelling is never returned.
+/// the labels stay those the beliefs favour, and with [`Search::Static`], the
+/// search of earlier versions, so that the predictions and error rates of
+/// learned models stay theirs). Where no allowed labelling is found the error
+/// says so; a forbidden labelling is never returned.
 fn decode_allowed(graph: &RegionGraph, theta: &[f64], beliefs: &[f64]) -> Result<Vec<usize>, InferenceError> {
     let labels = decode(graph, beliefs)?;
     if score(graph, theta, &labels) > f64::NEG_INFINITY {
         return Ok(labels);
     }
-    let opts = DecodeOptions { local_search_sweeps: 0, ..DecodeOptions::default() };
+    let opts = DecodeOptions { local_search_sweeps: 0, search: Search::Static, ..DecodeOptions::default() };
     Ok(decode_feasible(graph, theta, beliefs, &opts)?.labels)
 }
 
@@ -332,6 +334,46 @@ impl StructuredModel {
     pub fn predict_example(&self, data: &Dataset, k: usize, opts: &PredictOptions) -> Result<Prediction, LearnError> {
         let mut messages = Messages::zeros(data.example(k)?.graph());
         self.predict_example_from(data, k, opts, &mut messages)
+    }
+
+    /// [`StructuredModel::predict_example`] (the same prediction) with the
+    /// certificates of its labelling ([`smoothed_inference::decoding::certify`]):
+    /// its score `θ(ŷ) = Σ_α θ_α(ŷ_α)` under the energies `θ = ε g`
+    /// ([`StructuredModel::energies`]), the ε = 0 bound `Σ_α max θ̃_α` at the
+    /// final messages (no labelling scores more) and the gap between them. It
+    /// costs a second scoring of the example's features.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock, StructuredModel};
+    /// # let graph = Arc::new(factor_graph::grid(2, 2, 2).unwrap());
+    /// # let ex = Example::new("a", graph, None,
+    /// #     vec![FeatureBlock { dim: 1, values: vec![0.0, 0.3, 0.6, 1.0] }, FeatureBlock { dim: 1, values: vec![1.0; 4] }]);
+    /// # let data = Dataset::new(vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)], vec![ex]).unwrap();
+    /// # let unary = Box::new(oracles::linear::LinearModel::new(1, 2, vec![-2.0, 2.0]).unwrap()) as Box<dyn oracles::Model>;
+    /// # let pair = Box::new(oracles::linear::LinearModel::new(1, 4, vec![1.0, 0.0, 0.0, 1.0]).unwrap()) as Box<dyn oracles::Model>;
+    /// # let model = StructuredModel::new(data.factor_types().to_vec(), vec![0.5, 0.5], vec![unary, pair]).unwrap();
+    /// use structlearn::PredictOptions;
+    /// let opts = PredictOptions::default();
+    /// let (p, c) = model.predict_example_certified(&data, 0, &opts).unwrap();
+    /// assert_eq!(p.labels, model.predict_example(&data, 0, &opts).unwrap().labels);
+    /// assert!(c.bound >= c.score - 1e-9 && c.gap == c.bound - c.score); // up to rounding where the bound is tight
+    /// ```
+    pub fn predict_example_certified(
+        &self,
+        data: &Dataset,
+        k: usize,
+        opts: &PredictOptions,
+    ) -> Result<(Prediction, Certificate), LearnError> {
+        let mut messages = Messages::zeros(data.example(k)?.graph());
+        let prediction = self.predict_example_from(data, k, opts, &mut messages)?;
+        let graph = &data.example(k)?.graph();
+        let theta = self.energies(data, k)?;
+        let inference = |source| LearnError::Inference { example: k, source };
+        let problem =
+            InferenceProblem::new(graph, &theta, &graph_epsilon(data, k, &self.epsilon)).map_err(inference)?;
+        let certificate = certify(&problem, &messages, &prediction.labels).map_err(inference)?;
+        Ok((prediction, certificate))
     }
 
     /// Like [`StructuredModel::predict_example`], but message passing starts

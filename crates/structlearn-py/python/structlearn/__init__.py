@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from . import _core, datasets, oracles
 from ._estimators import LEARNERS, GraphCRF, GridCRF
 
@@ -25,34 +27,100 @@ __version__ = _core.__version__
 __all__ = ["GraphCRF", "GridCRF", "LEARNERS", "infer_uai", "load_dataset", "oracle_kinds", "datasets", "oracles"]
 
 
-def infer_uai(path, eps=1.0, iterations=1000, tol=1e-6, evidence=None):
-    """Entropy-smoothed LP inference on a UAI ``MARKOV`` or ``BAYES`` model file.
+def _number(name, value, kind):
+    """``value`` as ``kind`` (int or float), or a ValueError naming the argument."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name}: expected a number, got {value!r}")
+    if kind is int:
+        if isinstance(value, (float, np.floating)) and not float(value).is_integer():
+            raise ValueError(f"{name}: expected an integer, got {value!r}")
+        value = int(value)
+        if value < 0:
+            raise ValueError(f"{name}: {value} is not a count (an integer >= 0)")
+        return value
+    return float(value)
+
+
+def infer_uai(
+    path,
+    eps=1.0,
+    iterations=1000,
+    tol=1e-6,
+    evidence=None,
+    *,
+    anneal=False,
+    eps_min=None,
+    decode_restarts=0,
+    max_backtracks=100000,
+    polish=2000,
+):
+    """Entropy-smoothed LP inference on a UAI ``MARKOV`` or ``BAYES`` model file, with a labelling
+    the model allows and its certificates: the pipeline of ``structlearn infer``.
 
     Parameters
     ----------
     path : str or os.PathLike
         The ``.uai`` file.
     eps : float, default=1.0
-        Entropy weight ε.
+        Entropy weight ε (between 1e-6 and 1e6); with ``anneal``, the first stage's.
     iterations : int, default=1000
-        Most message-passing iterations.
+        Most message-passing iterations (with ``anneal``: per stage).
     tol : float or None, default=1e-6
         Stop once the largest marginalisation violation is below this.
     evidence : str or os.PathLike, optional
         A UAI evidence file (``.evid``): its observed variables are clamped to their values
         (as ``structlearn infer --evidence``).
+    anneal : bool, default=False
+        The ε schedule: ε halved from ``eps`` down to ``eps_min``, each stage starting from the
+        previous one's messages; the best stage's labelling and the lowest bound are reported.
+    eps_min : float, optional
+        With ``anneal``: the last ε (default ``eps / 100``).
+    decode_restarts : int, default=0
+        When the decoding's budget runs out, this many more attempts with seeded perturbations of
+        the beliefs.
+    max_backtracks : int, default=100000
+        The most times the constrained decoding may return to an earlier variable before it
+        reports that it found no labelling.
+    polish : int, default=2000
+        L-BFGS iterations on the smooth dual after message passing that did not reach ``tol``
+        (with ``anneal``: per stage); 0 disables it.
 
     Returns
     -------
     dict
-        ``dual_value``, ``max_violation``, ``iterations``, ``converged``; ``labels`` (int64 array: a
-        labelling the model allows, decoded respecting its zeros, or None if the search found none),
-        ``score`` (its log-potential θ(y)), ``bound`` (the ε = 0 dual bound: no labelling scores more),
-        ``gap`` (``bound − score``); and ``beliefs`` (one array per variable: ε-smoothed LP
-        pseudo-marginals, not exact marginals).
+        ``dual_value``, ``max_violation``, ``iterations``, ``converged`` (of the last stage);
+        ``labels`` (int64 array: a labelling the model allows, decoded respecting its zeros, or None
+        if the search found none), ``score`` (its log-potential θ(y)), ``bound`` (the ε = 0 dual
+        bound: no labelling scores more), ``gap`` (``bound − score``); ``beliefs`` (one array per
+        variable: ε-smoothed LP pseudo-marginals of the last stage, not exact marginals); with
+        ``anneal`` also ``anneal`` (per stage: ``eps``, ``iterations``, ``dual_value``,
+        ``max_violation``, ``bound``, ``score``) and ``anneal_best_stage``.
+
+    Raises
+    ------
+    ValueError
+        A bad argument (the message names it), an unreadable model or evidence file, or a model
+        that allows no labelling.
     """
     ev = None if evidence is None else os.fspath(evidence)
-    return _core.infer_uai(os.fspath(path), float(eps), int(iterations), tol, ev)
+    if tol is not None:
+        tol = _number("tol", tol, float)
+        if not (np.isfinite(tol) and tol > 0):
+            raise ValueError(f"tol: {tol} is not a positive number")
+    if eps_min is not None:
+        eps_min = _number("eps_min", eps_min, float)
+    return _core.infer_uai(
+        os.fspath(path),
+        _number("eps", eps, float),
+        _number("iterations", iterations, int),
+        tol,
+        ev,
+        bool(anneal),
+        eps_min,
+        _number("decode_restarts", decode_restarts, int),
+        _number("max_backtracks", max_backtracks, int),
+        _number("polish", polish, int),
+    )
 
 
 def load_dataset(path, format="graph"):

@@ -19,6 +19,12 @@ def infer_uai(
     iterations: int = 1000,
     tol: Optional[float] = 1e-6,
     evidence: Optional[Union[str, PathLike[str]]] = None,
+    *,
+    anneal: bool = False,
+    eps_min: Optional[float] = None,
+    decode_restarts: int = 0,
+    max_backtracks: int = 100000,
+    polish: int = 2000,
 ) -> dict[str, Any]: ...
 def load_dataset(path: Union[str, PathLike[str]], format: str = "graph") -> tuple[list[Any], list[Optional[npt.NDArray[np.int64]]]]: ...
 def oracle_kinds() -> dict[str, str]: ...

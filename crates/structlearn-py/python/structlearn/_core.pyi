@@ -56,4 +56,9 @@ def infer_uai(
     iterations: int = 1000,
     tolerance: Optional[float] = 1e-6,
     evidence: Optional[Union[str, PathLike[str]]] = None,
+    anneal: bool = False,
+    eps_min: Optional[float] = None,
+    decode_restarts: int = 0,
+    max_backtracks: int = 100000,
+    polish: int = 2000,
 ) -> dict[str, Any]: ...
