@@ -95,8 +95,9 @@ enum Command {
         #[arg(long)]
         no_cache: bool,
         /// Take the finished cells of another output folder of the same preset
-        /// and results version (repeatable; e.g. cells run in parallel) instead
-        /// of training them. Presets may differ in the extra settings
+        /// (repeatable; e.g. cells run in parallel) instead of training them;
+        /// cells of an older results version whose classes a later version
+        /// changed are left out, named, and trained. Presets may differ in the extra settings
         /// (`oracles.KIND`) of oracle kinds a merged cell does not use. A cell
         /// whose model the folder lacks (committed results) is merged results-only:
         /// its errors, curve and per-class rows, left out of figures drawn from models.
