@@ -101,13 +101,7 @@ fn planted_csp(
     let mut seen = std::collections::HashSet::new();
     while scopes.len() < factors {
         let arity = rng.random_range(2..=4usize.min(n));
-        let mut vars: Vec<usize> = Vec::new();
-        while vars.len() < arity {
-            let v = rng.random_range(0..n);
-            if !vars.contains(&v) {
-                vars.push(v);
-            }
-        }
+        let vars = distinct_variables(rng, n, arity);
         let mut key = vars.clone();
         key.sort_unstable();
         if seen.insert(key) {

@@ -11,6 +11,19 @@ pub fn rng(seed: u64) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(seed)
 }
 
+/// `k ≤ n` distinct variables of `0..n`, in the order drawn (rejection:
+/// a repeat is drawn again).
+pub fn distinct_variables<R: Rng>(rng: &mut R, n: usize, k: usize) -> Vec<usize> {
+    let mut vars: Vec<usize> = Vec::with_capacity(k);
+    while vars.len() < k {
+        let v = rng.random_range(0..n);
+        if !vars.contains(&v) {
+            vars.push(v);
+        }
+    }
+    vars
+}
+
 /// A random "factors over singletons" graph: `n` variables with cardinalities
 /// in `1..=max_card`, up to `factors` distinct scopes of 2 or 3 variables in
 /// random order, factor types drawn from `types` names.
@@ -23,13 +36,7 @@ pub fn random_graph<R: Rng>(rng: &mut R, n: usize, max_card: usize, factors: usi
             break;
         }
         let size = if n >= 3 && rng.random::<f64>() < 0.3 { 3 } else { 2 };
-        let mut vars: Vec<usize> = Vec::new();
-        while vars.len() < size {
-            let v = rng.random_range(0..n);
-            if !vars.contains(&v) {
-                vars.push(v);
-            }
-        }
+        let vars = distinct_variables(rng, n, size);
         let mut key = vars.clone();
         key.sort_unstable();
         if seen.contains(&key) {
