@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::linear::{DEFAULT_WARM_MAX_ITERATIONS, LinearObjective};
+use crate::linear::{DEFAULT_WARM_MAX_ITERATIONS, LinearObjective, check_warm_max_iterations, warm_budgeted};
 use crate::optim::{LbfgsOptions, LbfgsReport, lbfgs_minimize};
 use crate::{FitContext, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, decode};
 
@@ -129,12 +129,7 @@ impl ConstantOracle {
         };
         let mut objective = LinearObjective::new(problem, 1, |_| &ONE[..], 0.0);
         let mut table = start.table.clone();
-        let mut opts = self.lbfgs;
-        if warm.is_some()
-            && let Some(budget) = self.warm_max_iterations
-        {
-            opts.max_iterations = opts.max_iterations.min(budget);
-        }
+        let opts = warm_budgeted(self.lbfgs, self.warm_max_iterations, warm.is_some());
         let report = lbfgs_minimize(|t, g| objective.scaled(t, g), &mut table, &opts)?;
         if warm.is_some() && objective.loss(&table, None) > objective.loss(&start.table, None) {
             return Ok((start, report));
@@ -165,13 +160,7 @@ impl Oracle for ConstantOracle {
 
     fn validate(&self) -> Result<(), OracleError> {
         self.lbfgs.validate()?;
-        if self.warm_max_iterations == Some(0) {
-            return Err(OracleError::InvalidHyperParameter {
-                name: "warm_max_iterations",
-                reason: "must be at least 1 (or null for full fits)".to_string(),
-            });
-        }
-        Ok(())
+        check_warm_max_iterations(self.warm_max_iterations)
     }
 
     fn fit(

@@ -76,6 +76,27 @@ pub struct LinearOracle {
     pub warm_max_iterations: Option<usize>,
 }
 
+/// The L-BFGS settings of one fit of a class with a warm-start budget
+/// (linear, constant): `lbfgs` with at most `warm_max_iterations` steps when
+/// the fit is `warm`-started.
+pub(crate) fn warm_budgeted(lbfgs: LbfgsOptions, warm_max_iterations: Option<usize>, warm: bool) -> LbfgsOptions {
+    match warm_max_iterations {
+        Some(budget) if warm => LbfgsOptions { max_iterations: lbfgs.max_iterations.min(budget), ..lbfgs },
+        _ => lbfgs,
+    }
+}
+
+/// Checks a `warm_max_iterations` setting: at least 1, or `None` for full fits.
+pub(crate) fn check_warm_max_iterations(warm_max_iterations: Option<usize>) -> Result<(), OracleError> {
+    if warm_max_iterations == Some(0) {
+        return Err(OracleError::InvalidHyperParameter {
+            name: "warm_max_iterations",
+            reason: "must be at least 1 (or null for full fits)".to_string(),
+        });
+    }
+    Ok(())
+}
+
 fn default_warm_max_iterations() -> Option<usize> {
     Some(DEFAULT_WARM_MAX_ITERATIONS)
 }
@@ -187,12 +208,7 @@ impl LinearOracle {
         let features = problem.features();
         let mut objective = LinearObjective::new(problem, d, move |k| features.row(k), self.l2);
         let mut weights = start.weights.clone();
-        let mut opts = self.lbfgs;
-        if warm.is_some()
-            && let Some(budget) = self.warm_max_iterations
-        {
-            opts.max_iterations = opts.max_iterations.min(budget);
-        }
+        let opts = warm_budgeted(self.lbfgs, self.warm_max_iterations, warm.is_some());
         // Every evaluated point with its unpenalised loss: the start is the first,
         // the returned point one of them (L-BFGS returns an evaluated point).
         let mut evaluated: Vec<(Vec<f64>, f64)> = Vec::new();
@@ -252,12 +268,7 @@ impl Oracle for LinearOracle {
 
     fn validate(&self) -> Result<(), OracleError> {
         self.lbfgs.validate()?;
-        if self.warm_max_iterations == Some(0) {
-            return Err(OracleError::InvalidHyperParameter {
-                name: "warm_max_iterations",
-                reason: "must be at least 1 (or null for full fits)".to_string(),
-            });
-        }
+        check_warm_max_iterations(self.warm_max_iterations)?;
         if !(self.l2.is_finite() && self.l2 >= 0.0) {
             return Err(OracleError::InvalidHyperParameter {
                 name: "l2",
