@@ -56,7 +56,7 @@ impl<'a> Independent<'a> {
         let ft = &self.train.factor_types()[t];
         let (mut features, mut labels) = (Vec::new(), Vec::new());
         for (k, ex) in self.train.examples().iter().enumerate() {
-            features.extend_from_slice(&ex.features()[t].values);
+            features.extend_from_slice(self.train.features(k, t));
             let truth = self.train.labels(k)?;
             labels.extend(self.train.regions_of_type(k, t).map(|r| ex.graph().config_of(r, truth)));
         }

@@ -63,9 +63,10 @@ fn flipped(data: &structlearn::Dataset) -> structlearn::Dataset {
     let examples = data
         .examples()
         .iter()
-        .map(|ex| {
+        .enumerate()
+        .map(|(k, ex)| {
             let labels = ex.labels().map(|l| l.iter().map(|y| 1 - y).collect());
-            structlearn::Example::new(ex.name(), ex.graph().clone(), labels, ex.features().to_vec())
+            structlearn::Example::new(ex.name(), ex.graph().clone(), labels, data.feature_blocks(k))
         })
         .collect();
     structlearn::Dataset::new(data.factor_types().to_vec(), examples).unwrap()

@@ -29,8 +29,7 @@
 //! let data = generate(&cfg).unwrap();
 //! assert_eq!(data.train.len(), 2);
 //! assert_eq!(data.test.factor_types()[1].classes, 4); // pair configurations
-//! let ex = &data.train.examples()[0];
-//! assert_eq!(ex.features()[0].values.len(), 20 * 30 * 2); // [φ_i, 1] per pixel
+//! assert_eq!(data.train.features(0, 0).len(), 20 * 30 * 2); // [φ_i, 1] per pixel
 //! ```
 
 use std::sync::Arc;
@@ -383,9 +382,10 @@ mod tests {
     }
 
     fn feature_bits(data: &Dataset) -> Vec<u64> {
-        data.examples()
-            .iter()
-            .flat_map(|e| e.features().iter().flat_map(|b| b.values.iter().map(|v| v.to_bits())))
+        (0..data.len())
+            .flat_map(|k| {
+                (0..data.factor_types().len()).flat_map(move |t| data.features(k, t).iter().map(|v| v.to_bits()))
+            })
             .collect()
     }
 
@@ -433,7 +433,7 @@ mod tests {
                 assert!(Arc::ptr_eq(ex.graph(), &data.graph));
             }
             // Re-validating from scratch passes too.
-            assert!(Dataset::new(factor_types(), set.examples().to_vec()).is_ok());
+            assert!(Dataset::new(factor_types(), set.clone().into_parts().1).is_ok());
         }
         assert_eq!(data.train.examples()[2].name(), "denoising-train-002");
         assert_eq!(data.test_images[1].name, "denoising-test-001");
@@ -472,9 +472,9 @@ mod tests {
         let layout = data.config.layout();
         let mut unary = [(0.0, 0usize); 2];
         let mut pair = [(0.0, 0usize); 2]; // [same, different]
-        for (ex, img) in data.train.examples().iter().zip(&data.train_images) {
+        for (k, (ex, img)) in data.train.examples().iter().zip(&data.train_images).enumerate() {
             let y = ex.labels().unwrap_or_default();
-            for (i, row) in ex.features()[0].values.chunks_exact(2).enumerate() {
+            for (i, row) in data.train.features(k, 0).chunks_exact(2).enumerate() {
                 let a = row[0];
                 assert_eq!(row[1], 1.0);
                 assert_eq!(img.noisy.data()[i], a);
@@ -486,7 +486,7 @@ mod tests {
                 unary[y[i]].0 += a;
                 unary[y[i]].1 += 1;
             }
-            for (p, row) in ex.features()[1].values.chunks_exact(2).enumerate() {
+            for (p, row) in data.train.features(k, 1).chunks_exact(2).enumerate() {
                 let (i, j) = layout.pair_pixels(p);
                 let b = row[0];
                 assert_eq!(row[1], 1.0);

@@ -944,16 +944,17 @@ mod tests {
                     .map(|t| { FactorTypeInfo { classes: if t.name == UNARY { 2 } else { 4 }, ..t.clone() } })
                     .collect::<Vec<_>>()
             );
-            for (a, b) in shared.examples().iter().zip(split.examples()) {
-                assert_eq!(a.features()[0], b.features()[0]);
-                let (h, v) = (&b.features()[1], &b.features()[2]);
-                assert_eq!([h.values.clone(), v.values.clone()].concat(), a.features()[1].values);
+            for (k, b) in split.examples().iter().enumerate() {
+                let (a_blocks, b_blocks) = (shared.feature_blocks(k), split.feature_blocks(k));
+                assert_eq!(a_blocks[0], b_blocks[0]);
+                let (h, v) = (&b_blocks[1], &b_blocks[2]);
+                assert_eq!([h.values.clone(), v.values.clone()].concat(), a_blocks[1].values);
                 // Each block has one row per region of its type.
                 for (t, block) in [(1, h), (2, v)] {
                     let regions = (0..b.graph().num_regions()).filter(|&r| b.graph().region_type(r) == t).count();
                     assert_eq!(block.values.len(), regions * PAIR_DIM, "{usage:?}, type {t}");
                 }
-                assert_eq!(a.labels(), b.labels());
+                assert_eq!(shared.examples()[k].labels(), b.labels());
             }
             for k in 0..shared.len() {
                 assert_eq!(shared.ignored(k), split.ignored(k));
@@ -1010,14 +1011,10 @@ mod tests {
         assert_eq!(train.examples()[0].graph().num_variables(), 11);
         assert_eq!(train.examples()[1].graph().num_variables(), 12);
         assert!((0..train.len()).all(|k| train.ignored(k).is_none()));
-        let n: usize = train.examples().iter().map(|e| e.features()[0].values.len() / UNARY_DIM).sum();
+        let n = train.type_rows(0, 0..train.len());
         for col in 1..UNARY_DIM {
-            let mean: f64 = train
-                .examples()
-                .iter()
-                .flat_map(|e| e.features()[0].values.chunks_exact(UNARY_DIM).map(move |r| r[col]))
-                .sum::<f64>()
-                / n as f64;
+            let mean: f64 =
+                train.type_features(0, 0..train.len()).chunks_exact(UNARY_DIM).map(|r| r[col]).sum::<f64>() / n as f64;
             assert!(mean.abs() < 1e-9, "column {col}: mean {mean}");
         }
         let eval = build_examples(&imgs, feats.clone(), &std, 2, Use::Evaluate, PairTypes::Shared).unwrap();
@@ -1134,17 +1131,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(raw.examples()[0].graph().num_variables(), 18);
-        let blocks = |t: usize| raw.examples().iter().map(move |e| &e.features()[t]);
+        let blocks: Vec<Vec<FeatureBlock>> = (0..raw.len()).map(|k| raw.feature_blocks(k)).collect();
+        let of_type = |t: usize| blocks.iter().map(move |b| &b[t]);
         let expected =
-            [Standardizer::fit(UNARY_DIM, blocks(0)).unwrap(), Standardizer::fit(PAIR_DIM, blocks(1)).unwrap()];
+            [Standardizer::fit(UNARY_DIM, of_type(0)).unwrap(), Standardizer::fit(PAIR_DIM, of_type(1)).unwrap()];
         assert_eq!(fitted, expected);
-        // The features move into the examples: a complete image's blocks are
-        // the very buffers given (standardised in place), not copies.
-        let moved = feats[1].clone();
-        let given = (moved.unary.values.as_ptr(), moved.pair.values.as_ptr());
-        let data = build_examples(&imgs[1..], vec![moved], &fitted, 3, Use::Train, PairTypes::Shared).unwrap();
-        let blocks = data.examples()[0].features();
-        assert_eq!((blocks[0].values.as_ptr(), blocks[1].values.as_ptr()), given);
+        // A complete image's features are the ones given, standardised.
+        let (mut unary, mut pair) = (feats[1].unary.clone(), feats[1].pair.clone());
+        fitted[0].apply(&mut unary).unwrap();
+        fitted[1].apply(&mut pair).unwrap();
+        let data =
+            build_examples(&imgs[1..], vec![feats[1].clone()], &fitted, 3, Use::Train, PairTypes::Shared).unwrap();
+        assert_eq!(data.feature_blocks(0), [unary, pair]);
         // A feature set short is an error, not a shorter data set.
         let err = build_examples(&imgs, feats[..1].to_vec(), &fitted, 3, Use::Train, PairTypes::Shared).unwrap_err();
         assert!(err.to_string().contains("1 feature sets for 2 images"), "{err}");

@@ -261,7 +261,7 @@ mod tests {
                 // Local decisions from the hypothesis.
                 let local: Vec<usize> = (0..5)
                     .map(|i| {
-                        let row = &ex.features()[0].values[i * 55..(i + 1) * 55];
+                        let row = &data.train.features(k, 0)[i * 55..(i + 1) * 55];
                         let (w, b) = &data.hypothesis[i];
                         let f: f64 = row[i * 11..i * 11 + 10].iter().zip(w).map(|(a, b)| a * b).sum::<f64>() + b;
                         usize::from(f > 0.0)
@@ -279,10 +279,10 @@ mod tests {
         let a = generate(&PunyakanokConfig { train: 5, test: 3, ..Default::default() }).unwrap();
         let b = generate(&PunyakanokConfig { train: 9, test: 3, ..Default::default() }).unwrap();
         assert_eq!(a.allowed, b.allowed);
-        for (x, y) in a.test.examples().iter().zip(b.test.examples()) {
-            assert_eq!(x.features(), y.features());
+        for k in 0..a.test.len() {
+            assert_eq!(a.test.feature_blocks(k), b.test.feature_blocks(k));
         }
-        assert_eq!(a.train.examples()[4].features(), b.train.examples()[4].features());
+        assert_eq!(a.train.feature_blocks(4), b.train.feature_blocks(4));
     }
 
     #[test]

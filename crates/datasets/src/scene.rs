@@ -29,7 +29,7 @@
 //! let data = generate(&cfg).unwrap();
 //! assert_eq!(data.train.len(), 2);
 //! assert_eq!(data.train.factor_types()[1].classes, 9); // 3 × 3 pair configurations
-//! assert_eq!(data.train.examples()[0].features()[0].values.len(), 6 * 5 * 42);
+//! assert_eq!(data.train.features(0, 0).len(), 6 * 5 * 42);
 //! ```
 
 use std::sync::Arc;
@@ -226,10 +226,11 @@ mod tests {
         assert_eq!((ft[0].dim, ft[0].classes, ft[1].dim, ft[1].classes), (5, 4, 2, 16));
         let ex = &data.train.examples()[0];
         let pairs = 7 * 8 + 6 * 9;
-        assert_eq!(ex.features()[0].values.len(), 63 * 5);
-        assert_eq!(ex.features()[1].values.len(), pairs * 2);
-        assert!(ex.features()[0].values.chunks(5).all(|r| r[4] == 1.0));
-        assert!(ex.features()[1].values.chunks(2).all(|r| r[1] == 1.0 && (0.0..=1.0).contains(&r[0])));
+        let (unary, pair) = (data.train.features(0, 0), data.train.features(0, 1));
+        assert_eq!(unary.len(), 63 * 5);
+        assert_eq!(pair.len(), pairs * 2);
+        assert!(unary.chunks(5).all(|r| r[4] == 1.0));
+        assert!(pair.chunks(2).all(|r| r[1] == 1.0 && (0.0..=1.0).contains(&r[0])));
         assert!(ex.labels().unwrap().iter().all(|&y| y < 4));
     }
 
@@ -239,10 +240,10 @@ mod tests {
         let b = generate(&SceneConfig { train: 5, ..small() }).unwrap();
         for k in 0..3 {
             assert_eq!(a.train.examples()[k].labels(), b.train.examples()[k].labels());
-            assert_eq!(a.train.examples()[k].features(), b.train.examples()[k].features());
+            assert_eq!(a.train.feature_blocks(k), b.train.feature_blocks(k));
         }
         let c = generate(&SceneConfig { seed: 1, ..small() }).unwrap();
-        assert_ne!(a.train.examples()[0].features(), c.train.examples()[0].features());
+        assert_ne!(a.train.feature_blocks(0), c.train.feature_blocks(0));
     }
 
     #[test]
@@ -253,9 +254,9 @@ mod tests {
         let data = generate(&cfg).unwrap();
         let layout = GridLayout { height: 20, width: 20 };
         let (mut same, mut diff) = (Vec::new(), Vec::new());
-        for ex in data.train.examples() {
+        for (k, ex) in data.train.examples().iter().enumerate() {
             let y = ex.labels().unwrap();
-            for (p, row) in ex.features()[1].values.chunks(2).enumerate() {
+            for (p, row) in data.train.features(k, 1).chunks(2).enumerate() {
                 let (i, j) = layout.pair_pixels(p);
                 if y[i] == y[j] { same.push(row[0]) } else { diff.push(row[0]) }
             }

@@ -345,9 +345,9 @@ mod tests {
         for noise in Noise::ALL {
             let d = generate(&cfg, Shape::Disk, noise, Tying::Tied).unwrap();
             let (mut wrong, mut total) = (0, 0);
-            for ex in d.train.examples() {
+            for (k, ex) in d.train.examples().iter().enumerate() {
                 for (i, &y) in ex.labels().unwrap().iter().enumerate() {
-                    wrong += usize::from((ex.features()[0].values[2 * i] > 0.5) != (y == 1));
+                    wrong += usize::from((d.train.features(k, 0)[2 * i] > 0.5) != (y == 1));
                     total += 1;
                 }
             }
@@ -363,10 +363,10 @@ mod tests {
     fn untied_features_carry_the_region_index() {
         let cfg = ShapesConfig { size: 8, train: 1, test: 1, seed: 0 };
         let d = generate(&cfg, Shape::Cross, Noise::Gaussian, Tying::Untied).unwrap();
-        let ex = &d.train.examples()[0];
-        assert_eq!(ex.features()[0].values[3 * 5 + 2], 5.0);
-        assert_eq!(ex.features()[1].values[2 * 7 + 1], 7.0);
+        let (unary, pair) = (d.train.features(0, 0), d.train.features(0, 1));
+        assert_eq!(unary[3 * 5 + 2], 5.0);
+        assert_eq!(pair[2 * 7 + 1], 7.0);
         let tied = generate(&cfg, Shape::Cross, Noise::Gaussian, Tying::Tied).unwrap();
-        assert_eq!(tied.train.examples()[0].features()[0].values[2 * 5], ex.features()[0].values[3 * 5]);
+        assert_eq!(tied.train.features(0, 0)[2 * 5], unary[3 * 5]);
     }
 }

@@ -363,7 +363,7 @@ fn a_pipeline_file_turns_a_photograph_into_the_training_features() {
         let train = build_examples(&data.images, data.features.clone(), &std, 2, Use::Train, pair_types).unwrap();
         assert_eq!(set.factor_types(), train.factor_types());
         assert_eq!(set.examples()[0].graph(), train.examples()[0].graph());
-        for (a, b) in set.examples()[0].features().iter().zip(train.examples()[0].features()) {
+        for (a, b) in set.feature_blocks(0).iter().zip(&train.feature_blocks(0)) {
             assert_eq!(a.values.len(), b.values.len());
             assert!(a.values.iter().zip(&b.values).all(|(x, y)| (x - y).abs() < 1e-9));
         }

@@ -53,9 +53,9 @@ pub struct UnaryCheck {
 /// `(x, label)` of every pixel of `data` (unary feature 0 is `x`).
 fn pixels(data: &Dataset) -> Result<Vec<(f64, usize)>> {
     let mut out = Vec::new();
-    for (k, ex) in data.examples().iter().enumerate() {
-        let dim = ex.features()[0].dim;
-        for (row, &y) in ex.features()[0].values.chunks_exact(dim).zip(data.labels(k)?) {
+    let dim = data.factor_types()[0].dim;
+    for k in 0..data.len() {
+        for (row, &y) in data.features(k, 0).chunks_exact(dim).zip(data.labels(k)?) {
             out.push((row[0], y));
         }
     }
@@ -97,12 +97,13 @@ fn bin(x: f64, lo: f64, hi: f64) -> usize {
 
 /// The same data with unary features `[one-hot(bin(x)), 1]`.
 fn binned(data: &Dataset, lo: f64, hi: f64) -> Result<Dataset> {
-    let examples = data
-        .examples()
-        .iter()
+    let dim = data.factor_types()[0].dim;
+    let (_, examples) = data.clone().into_parts();
+    let examples = examples
+        .into_iter()
         .map(|ex| {
-            let dim = ex.features()[0].dim;
-            let values = ex.features()[0]
+            let (name, graph, labels, mut features) = ex.into_parts();
+            let values = features[0]
                 .values
                 .chunks_exact(dim)
                 .flat_map(|row| {
@@ -112,7 +113,6 @@ fn binned(data: &Dataset, lo: f64, hi: f64) -> Result<Dataset> {
                     v
                 })
                 .collect();
-            let (name, graph, labels, mut features) = ex.clone().into_parts();
             features[0] = FeatureBlock { dim: BINS + 1, values };
             Example::new(name, graph, labels, features)
         })

@@ -117,7 +117,9 @@ fn map_decoder(model: &StructuredModel, test: &Dataset) -> impl Fn(usize) -> Res
 
 /// Trains every strategy on the first `n` training examples of `data`.
 fn run_size(p: &Preset, data: &PunyakanokData, kappa: f64, trial: usize, n: usize) -> Result<Vec<Point>> {
-    let train = Dataset::new(data.train.factor_types().to_vec(), data.train.examples()[..n].to_vec())?;
+    let (types, mut examples) = data.train.clone().into_parts();
+    examples.truncate(n);
+    let train = Dataset::new(types, examples)?;
     let test = &data.test;
     let specs = vec![
         ("unary".to_string(), serde_json::json!({"kind": "linear"})),

@@ -243,10 +243,9 @@ impl PyDataset {
                 d.set_item("labels", labels.map(|l| PyArray1::from_vec(py, l)))?;
                 let mut features = Vec::new();
                 let mut scopes = Vec::new();
-                for (t, (block, ft)) in ex.features().iter().zip(types).enumerate() {
-                    let rows = block.values.len().checked_div(block.dim).unwrap_or(0);
-                    let rows = if block.dim == 0 { data.regions_of_type(k, t).count() } else { rows };
-                    features.push(PyArray1::from_slice(py, &block.values).reshape([rows, block.dim])?);
+                for (t, ft) in types.iter().enumerate() {
+                    let rows = data.type_rows(t, k..k + 1);
+                    features.push(PyArray1::from_slice(py, data.features(k, t)).reshape([rows, ft.dim])?);
                     if t > 0 {
                         let regions: Vec<usize> = data.regions_of_type(k, t).collect();
                         let arity = regions.first().map_or(2, |&r| g.region_variables(r).len());

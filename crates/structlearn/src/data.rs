@@ -7,6 +7,11 @@
 //! row-major matrix whose rows are the regions of type `t` in the graph's
 //! region order (`graph.regions_of_type(t)`), `φ^k_α ∈ R^{d_t}`.
 //!
+//! A [`Dataset`] holds each type's features in one array, the examples' rows
+//! one after another ([`Dataset::features`], [`Dataset::type_features`]): the
+//! oracle of a type fits on that array as it is, without a pooled copy (at
+//! Stanford Background's shape the unary features are 336 bytes per pixel).
+//!
 //! # File format
 //!
 //! * JSON (`.json`): [`DatasetFile`] with `"format": "structlearn-dataset"` and
@@ -141,14 +146,36 @@ impl Example {
         self.labels.as_deref()
     }
 
-    /// One block per factor type, in the data set's type order.
-    pub fn features(&self) -> &[FeatureBlock] {
-        &self.features
-    }
-
     /// The name, graph, labels and feature blocks, by value.
     pub fn into_parts(self) -> (String, Arc<RegionGraph>, Option<Vec<usize>>, Vec<FeatureBlock>) {
         (self.name, self.graph, self.labels, self.features)
+    }
+}
+
+/// An example as a [`Dataset`] holds it: its name, graph and labels; its
+/// features are the data set's ([`Dataset::features`]), which keeps each
+/// factor type's rows of all examples in one array.
+#[derive(Debug, Clone)]
+pub struct ExampleInfo {
+    name: String,
+    graph: Arc<RegionGraph>,
+    labels: Option<Vec<usize>>,
+}
+
+impl ExampleInfo {
+    /// The example's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The example's region graph.
+    pub fn graph(&self) -> &Arc<RegionGraph> {
+        &self.graph
+    }
+
+    /// `y^k_i` per variable, if known.
+    pub fn labels(&self) -> Option<&[usize]> {
+        self.labels.as_deref()
     }
 }
 
@@ -178,8 +205,10 @@ impl Example {
 pub struct Dataset {
     /// The factor types, with `classes` filled in.
     factor_types: Vec<FactorTypeInfo>,
-    /// The examples.
-    examples: Vec<Example>,
+    /// The examples, without their features (in `features`).
+    examples: Vec<ExampleInfo>,
+    /// Per factor type, every example's feature rows.
+    features: Vec<TypeFeatures>,
     /// For every example, for every region: the data set's factor-type index.
     region_types: Vec<Arc<Vec<usize>>>,
     /// For every example, its unknown-label mask, if any ([`Dataset::set_ignored`]).
@@ -191,7 +220,7 @@ impl Dataset {
     /// declared, all regions of a type have the same number of configurations,
     /// feature blocks have the declared dimension and one row per region,
     /// features are finite, labels are in range. Errors name the example and region.
-    pub fn new(mut factor_types: Vec<FactorTypeInfo>, examples: Vec<Example>) -> Result<Self, LearnError> {
+    pub fn new(mut factor_types: Vec<FactorTypeInfo>, mut examples: Vec<Example>) -> Result<Self, LearnError> {
         if factor_types.is_empty() {
             return Err(LearnError::NoFactorTypes);
         }
@@ -300,7 +329,12 @@ impl Dataset {
             ft.classes = c.unwrap_or(ft.classes);
         }
         let ignored = vec![None; examples.len()];
-        Ok(Self { factor_types, examples, region_types, ignored })
+        let features = TypeFeatures::pool(&factor_types, &region_types, &mut examples);
+        let examples = examples
+            .into_iter()
+            .map(|Example { name, graph, labels, .. }| ExampleInfo { name, graph, labels })
+            .collect();
+        Ok(Self { factor_types, examples, features, region_types, ignored })
     }
 
     /// Marks the variables of example `k` whose label is unknown (`mask[i]`
@@ -416,15 +450,79 @@ impl Dataset {
         &self.factor_types
     }
 
-    /// The examples.
-    pub fn examples(&self) -> &[Example] {
+    /// The examples: name, graph and labels. Their features are the data
+    /// set's ([`Dataset::features`]).
+    pub fn examples(&self) -> &[ExampleInfo] {
         &self.examples
     }
 
-    /// The factor types and the examples, by value (to build another data
-    /// set from them with [`Dataset::new`]).
+    /// Example `k`'s features of factor type `t`: `rows × dim` values, row
+    /// `i` the features `φ^k_α` of its `i`-th region of that type
+    /// ([`Dataset::regions_of_type`]).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+    /// let graph = Arc::new(factor_graph::grid(1, 2, 2).unwrap());
+    /// let ex = |x: f64| Example::new("a", graph.clone(), None,
+    ///     vec![FeatureBlock { dim: 1, values: vec![x, -x] }, FeatureBlock { dim: 1, values: vec![1.0] }]);
+    /// let types = vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)];
+    /// let data = Dataset::new(types, vec![ex(0.5), ex(2.0)]).unwrap();
+    /// assert_eq!(data.features(1, 0), &[2.0, -2.0]);
+    /// assert_eq!(data.type_features(0, 0..2), &[0.5, -0.5, 2.0, -2.0]); // one array per type
+    /// ```
+    ///
+    /// # Panics
+    /// If `k ≥ len()` or `t` is not a factor type of the data set.
+    pub fn features(&self, k: usize, t: usize) -> &[f64] {
+        self.type_features(t, k..k + 1)
+    }
+
+    /// The features of type `t` of the examples `examples`, their rows one
+    /// after another in example order: a slice of the one array the data set
+    /// holds for the type ([`Dataset::features`] is one example's part).
+    ///
+    /// # Panics
+    /// If the range is not within `0..len()` or `t` is not a factor type of
+    /// the data set.
+    pub fn type_features(&self, t: usize, examples: std::ops::Range<usize>) -> &[f64] {
+        let f = &self.features[t];
+        &f.values[f.starts[examples.start] * f.dim..f.starts[examples.end] * f.dim]
+    }
+
+    /// Rows of type `t` (regions of that type) over the examples `examples`.
+    ///
+    /// # Panics
+    /// As [`Dataset::type_features`].
+    pub fn type_rows(&self, t: usize, examples: std::ops::Range<usize>) -> usize {
+        let f = &self.features[t];
+        f.starts[examples.end] - f.starts[examples.start]
+    }
+
+    /// The factor types and the examples with their feature blocks, by value
+    /// (to build another data set from them with [`Dataset::new`]).
     pub fn into_parts(self) -> (Vec<FactorTypeInfo>, Vec<Example>) {
-        (self.factor_types, self.examples)
+        let blocks: Vec<Vec<FeatureBlock>> = (0..self.examples.len()).map(|k| self.feature_blocks(k)).collect();
+        let examples = self
+            .examples
+            .into_iter()
+            .zip(blocks)
+            .map(|(ExampleInfo { name, graph, labels }, features)| Example { name, graph, labels, features })
+            .collect();
+        (self.factor_types, examples)
+    }
+
+    /// Example `k`'s features as one block per factor type, by value (to
+    /// build an [`Example`] from it).
+    ///
+    /// # Panics
+    /// If `k ≥ len()`.
+    pub fn feature_blocks(&self, k: usize) -> Vec<FeatureBlock> {
+        self.features
+            .iter()
+            .enumerate()
+            .map(|(t, f)| FeatureBlock { dim: f.dim, values: self.features(k, t).to_vec() })
+            .collect()
     }
 
     /// Rank `rank`'s block of the examples when they are spread over `ranks`
@@ -463,11 +561,14 @@ impl Dataset {
         self.region_types.drain(..block.start);
         self.ignored.truncate(block.end);
         self.ignored.drain(..block.start);
+        for f in &mut self.features {
+            f.keep(block.clone());
+        }
         Ok(self)
     }
 
     /// Example `k`, or an error naming it and the data set's size.
-    pub fn example(&self, k: usize) -> Result<&Example, LearnError> {
+    pub fn example(&self, k: usize) -> Result<&ExampleInfo, LearnError> {
         let n = self.examples.len();
         self.examples
             .get(k)
@@ -500,7 +601,11 @@ impl Dataset {
     /// ```
     pub fn load(path: &Path) -> Result<Self, LearnError> {
         let bytes = std::fs::read(path).map_err(|e| LearnError::io(path, e))?;
-        Self::from_bytes(&bytes, path)
+        let size = bytes.len();
+        let file = Self::decode(&bytes, path)?;
+        // The examples are validated and pooled without the file's bytes beside them.
+        drop(bytes);
+        file.into_dataset_from(size, path)
     }
 
     /// Reads a data set from the bytes of a file (JSON if `source` ends in
@@ -512,7 +617,12 @@ impl Dataset {
     /// [`factor_graph::graph_budget`] flat entries; beyond that the file is
     /// refused ([`factor_graph::GraphError::TooLarge`]).
     pub fn from_bytes(bytes: &[u8], source: &Path) -> Result<Self, LearnError> {
-        let file: DatasetFile = if is_json(source) {
+        Self::decode(bytes, source)?.into_dataset_from(bytes.len(), source)
+    }
+
+    /// The [`DatasetFile`] in the bytes of a file ([`Dataset::from_bytes`]).
+    fn decode(bytes: &[u8], source: &Path) -> Result<DatasetFile, LearnError> {
+        Ok(if is_json(source) {
             serde_json::from_slice(bytes)
                 .map_err(|e| LearnError::bad_file(source, format!("invalid JSON data set: {e}")))?
         } else {
@@ -532,8 +642,7 @@ impl Dataset {
                 let body = crate::files::unwrap_binary(source, bytes, DATASET_MAGIC)?;
                 postcard::from_bytes(body).map_err(corrupt)?
             }
-        };
-        file.into_dataset_from(bytes.len(), source)
+        })
     }
 
     /// Writes the data set atomically (JSON for `.json`, binary otherwise).
@@ -546,6 +655,50 @@ impl Dataset {
             crate::files::wrap_binary(DATASET_MAGIC, &body)
         };
         crate::files::write_atomic(path, &bytes)
+    }
+}
+
+/// One factor type's features over a data set's examples: example `k`'s
+/// rows are `starts[k]..starts[k + 1]`, row `i` the values
+/// `values[i·dim..(i + 1)·dim]`.
+#[derive(Debug, Clone)]
+struct TypeFeatures {
+    dim: usize,
+    values: Vec<f64>,
+    /// Row offsets, one per example and one past the last.
+    starts: Vec<usize>,
+}
+
+impl TypeFeatures {
+    /// Moves the validated examples' feature blocks into one array per type,
+    /// type after type, freeing each example's block once it is copied, so
+    /// that the features exist about once throughout (their blocks are left
+    /// empty).
+    fn pool(types: &[FactorTypeInfo], region_types: &[Arc<Vec<usize>>], examples: &mut [Example]) -> Vec<Self> {
+        types
+            .iter()
+            .enumerate()
+            .map(|(t, ft)| {
+                let mut starts = Vec::with_capacity(examples.len() + 1);
+                starts.push(0);
+                for types in region_types {
+                    let rows = types.iter().filter(|&&rt| rt == t).count();
+                    starts.push(starts.last().copied().unwrap_or(0) + rows);
+                }
+                let mut values = Vec::with_capacity(starts.last().copied().unwrap_or(0) * ft.dim);
+                for ex in examples.iter_mut() {
+                    values.extend_from_slice(&std::mem::take(&mut ex.features[t].values));
+                }
+                TypeFeatures { dim: ft.dim, values, starts }
+            })
+            .collect()
+    }
+
+    /// Keeps the rows of the examples `block` only.
+    fn keep(&mut self, block: std::ops::Range<usize>) {
+        let (first, last) = (self.starts[block.start], self.starts[block.end]);
+        self.values = self.values[first * self.dim..last * self.dim].to_vec();
+        self.starts = self.starts[block.start..=block.end].iter().map(|s| s - first).collect();
     }
 }
 
@@ -710,7 +863,7 @@ impl DatasetFile {
                     name: ex.name.clone(),
                     graph: g,
                     labels: ex.labels.clone(),
-                    features: ex.features.clone(),
+                    features: data.feature_blocks(k),
                     ignored: data.ignored(k).map(<[bool]>::to_vec),
                 }
             })
@@ -787,5 +940,54 @@ impl DatasetFile {
             data.set_ignored(k, mask)?;
         }
         Ok(data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three examples on graphs of two shapes, features numbered so that
+    /// every value says where it came from (example, type, position).
+    fn numbered() -> (Vec<FactorTypeInfo>, Vec<Example>) {
+        let shapes = [Arc::new(factor_graph::grid(1, 3, 2).unwrap()), Arc::new(factor_graph::grid(2, 2, 2).unwrap())];
+        let examples = (0..3)
+            .map(|k| {
+                let graph = shapes[k % 2].clone();
+                let rows = [graph.num_variables(), graph.num_regions() - graph.num_variables()];
+                let features = (0..2)
+                    .map(|t| {
+                        let values = (0..rows[t] * (t + 1)).map(|i| (100 * k + 10 * t + i) as f64).collect();
+                        FeatureBlock { dim: t + 1, values }
+                    })
+                    .collect();
+                Example::new(format!("e{k}"), graph, None, features)
+            })
+            .collect();
+        (vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 2)], examples)
+    }
+
+    #[test]
+    fn one_array_per_type_holds_every_example_in_order() {
+        let (types, examples) = numbered();
+        let data = Dataset::new(types.clone(), examples.clone()).unwrap();
+        for (k, ex) in examples.iter().enumerate() {
+            for t in 0..2 {
+                assert_eq!(data.features(k, t), &ex.features[t].values[..], "example {k}, type {t}");
+                assert_eq!(data.type_rows(t, k..k + 1), data.regions_of_type(k, t).count());
+            }
+        }
+        let all: Vec<f64> = examples.iter().flat_map(|e| e.features[1].values.clone()).collect();
+        assert_eq!(data.type_features(1, 0..3), &all[..]);
+        assert_eq!(data.type_features(0, 1..3).len(), data.type_rows(0, 1..3));
+        // Whole examples come back as they went in.
+        let (_, back) = data.clone().into_parts();
+        for (a, b) in back.iter().zip(&examples) {
+            assert_eq!((&a.name, &a.features), (&b.name, &b.features));
+        }
+        // A rank's block keeps its examples' rows only.
+        let block = data.into_block(1, 2).unwrap();
+        assert_eq!(block.len(), 1);
+        assert_eq!(block.feature_blocks(0), examples[2].features);
     }
 }

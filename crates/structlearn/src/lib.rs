@@ -35,7 +35,7 @@ pub mod registry;
 pub mod threads;
 pub mod train;
 
-pub use data::{Dataset, DatasetFile, Example, ExampleRecord, FactorTypeInfo, FeatureBlock};
+pub use data::{Dataset, DatasetFile, Example, ExampleInfo, ExampleRecord, FactorTypeInfo, FeatureBlock};
 pub use discrepancy::{Discrepancy, Hamming, NoDiscrepancy};
 pub use early_stopping::EarlyStopping;
 pub use error::LearnError;

@@ -293,17 +293,18 @@ impl StructuredModel {
     /// Scores of factor type `t` for all its regions of example `k`
     /// (`rows × classes`, rows in region order).
     pub fn type_scores(&self, data: &Dataset, k: usize, t: usize) -> Result<Vec<f64>, LearnError> {
-        let example = data.example(k)?;
-        let (Some(ft), Some(block)) = (self.factor_types.get(t), example.features().get(t)) else {
+        data.example(k)?;
+        let (Some(ft), true) = (self.factor_types.get(t), t < data.factor_types().len()) else {
             return Err(LearnError::ModelMismatch(format!(
                 "factor type {t} asked of a model of {} and data of {} types",
                 self.factor_types.len(),
-                example.features().len()
+                data.factor_types().len()
             )));
         };
+        let block = data.features(k, t);
         // Rows are regions: with dimension 0 the block holds no values at all.
         let rows = data.regions_of_type(k, t).count();
-        let features = Features::new(&block.values, rows, ft.dim).map_err(|e| oracle_err(ft, e))?;
+        let features = Features::new(block, rows, ft.dim).map_err(|e| oracle_err(ft, e))?;
         let mut out = vec![0.0; rows * ft.classes];
         self.models[t].score(features, &mut out).map_err(|e| oracle_err(ft, e))?;
         Ok(out)

@@ -189,11 +189,11 @@ impl<'a> Perceptron<'a> {
         let mut theta = vec![0.0; graph.total_configs()];
         for (t, tm) in self.types.iter().enumerate() {
             let ft = &data.factor_types()[t];
-            let block = &ex.features()[t];
+            let block = data.features(k, t);
             match tm {
                 TypeModel::Learned(w) => {
                     for (row, r) in data.regions_of_type(k, t).enumerate() {
-                        let phi = &block.values[row * ft.dim..(row + 1) * ft.dim];
+                        let phi = &block[row * ft.dim..(row + 1) * ft.dim];
                         for (y, th) in theta[graph.config_range(r)].iter_mut().enumerate() {
                             *th = w[y * ft.dim..(y + 1) * ft.dim].iter().zip(phi).map(|(a, b)| a * b).sum();
                         }
@@ -201,8 +201,7 @@ impl<'a> Perceptron<'a> {
                 }
                 TypeModel::Fixed(m) => {
                     let rows = data.regions_of_type(k, t).count();
-                    let features =
-                        oracles::Features::new(&block.values, rows, ft.dim).map_err(|e| oracle_err(ft, e))?;
+                    let features = oracles::Features::new(block, rows, ft.dim).map_err(|e| oracle_err(ft, e))?;
                     let mut s = vec![0.0; rows * ft.classes];
                     m.score(features, &mut s).map_err(|e| oracle_err(ft, e))?;
                     for (row, r) in data.regions_of_type(k, t).enumerate() {
@@ -227,7 +226,7 @@ impl<'a> Perceptron<'a> {
     /// `W_t[y] += sign · φ` for region row `row` of type `t` in example `k`.
     fn update(&mut self, k: usize, t: usize, row: usize, y: usize, sign: f64) {
         let d = self.train.factor_types()[t].dim;
-        let phi = &self.train.examples()[k].features()[t].values[row * d..(row + 1) * d];
+        let phi = &self.train.features(k, t)[row * d..(row + 1) * d];
         if let TypeModel::Learned(w) = &mut self.types[t] {
             for (a, b) in w[y * d..(y + 1) * d].iter_mut().zip(phi) {
                 *a += sign * b;

@@ -32,9 +32,10 @@ fn flipped(data: &Dataset) -> Dataset {
     let examples = data
         .examples()
         .iter()
-        .map(|ex| {
+        .enumerate()
+        .map(|(k, ex)| {
             let flipped = ex.labels().map(|l| l.iter().map(|y| 1 - y).collect());
-            Example::new(ex.name(), ex.graph().clone(), flipped, ex.features().to_vec())
+            Example::new(ex.name(), ex.graph().clone(), flipped, data.feature_blocks(k))
         })
         .collect();
     Dataset::new(data.factor_types().to_vec(), examples).unwrap()

@@ -76,7 +76,7 @@ fn first_fits_with_zero_messages_are_piecewise_training() {
         let mut bias = Vec::new();
         for (k, ex) in data.examples().iter().enumerate() {
             let truth = ex.labels().unwrap();
-            features.extend_from_slice(&ex.features()[t].values);
+            features.extend_from_slice(data.features(k, t));
             for r in data.regions_of_type(k, t) {
                 let y = ex.graph().config_of(r, truth);
                 labels.push(y);
@@ -399,7 +399,8 @@ fn edited(
 fn bad_input_gives_typed_errors_naming_example_and_region() {
     let good = common::denoising(2, 4, 4, 9);
     let types = good.factor_types().to_vec();
-    let ex = good.examples()[1].clone();
+    let (_, examples) = good.clone().into_parts();
+    let ex = examples[1].clone();
 
     // Empty training set.
     let empty = Dataset::new(types.clone(), vec![]).unwrap();
@@ -407,7 +408,7 @@ fn bad_input_gives_typed_errors_naming_example_and_region() {
 
     // Label out of range.
     let bad = edited(&ex, |labels, _, _| labels.as_mut().unwrap()[3] = 2);
-    let err = Dataset::new(types.clone(), vec![good.examples()[0].clone(), bad]).unwrap_err();
+    let err = Dataset::new(types.clone(), vec![examples[0].clone(), bad]).unwrap_err();
     assert!(matches!(err, LearnError::LabelOutOfRange { example: 1, variable: 3, label: 2, .. }), "{err}");
 
     // Feature dimension differs within a type.
@@ -477,9 +478,9 @@ fn dataset_files_round_trip_and_reject_garbage() {
         assert_eq!(back.len(), 2);
         assert_eq!(back.factor_types(), data.factor_types());
         assert!(Arc::ptr_eq(back.examples()[0].graph(), back.examples()[1].graph()), "graphs should be shared");
-        for (a, b) in back.examples().iter().zip(data.examples()) {
+        for (k, (a, b)) in back.examples().iter().zip(data.examples()).enumerate() {
             assert_eq!(a.labels(), b.labels());
-            assert_eq!(a.features(), b.features());
+            assert_eq!(back.feature_blocks(k), data.feature_blocks(k));
             assert_eq!(a.graph().spec(), b.graph().spec());
         }
     }

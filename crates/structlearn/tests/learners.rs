@@ -23,15 +23,10 @@ use structlearn::{
 fn conflicting_data() -> Dataset {
     let a = common::denoising(2, 4, 4, 11);
     let b = common::denoising(2, 4, 4, 12);
-    let mut examples = a.examples().to_vec();
-    for (ea, eb) in a.examples().iter().zip(b.examples()) {
+    let mut examples = a.clone().into_parts().1;
+    for (k, (ea, eb)) in a.examples().iter().zip(b.examples()).enumerate() {
         let name = format!("{}-relabelled", ea.name());
-        examples.push(Example::new(
-            name,
-            ea.graph().clone(),
-            eb.labels().map(<[usize]>::to_vec),
-            ea.features().to_vec(),
-        ));
+        examples.push(Example::new(name, ea.graph().clone(), eb.labels().map(<[usize]>::to_vec), a.feature_blocks(k)));
     }
     Dataset::new(a.factor_types().to_vec(), examples).unwrap()
 }
@@ -55,7 +50,7 @@ fn objective_at(data: &Dataset, eps: f64, w: &[Vec<f64>]) -> f64 {
         let mut theta = vec![0.0; g.total_configs()];
         for (t, ft) in data.factor_types().iter().enumerate() {
             for (row, r) in data.regions_of_type(k, t).enumerate() {
-                let phi = &ex.features()[t].values[row * ft.dim..(row + 1) * ft.dim];
+                let phi = &data.features(k, t)[row * ft.dim..(row + 1) * ft.dim];
                 let vars = g.region_variables(r);
                 for (y, th) in theta[g.config_range(r)].iter_mut().enumerate() {
                     let s: f64 = w[t][y * ft.dim..(y + 1) * ft.dim].iter().zip(phi).map(|(a, b)| a * b).sum();
@@ -434,10 +429,11 @@ fn untied_separable_data() -> (Dataset, Vec<(String, serde_json::Value)>) {
     let examples: Vec<Example> = base
         .examples()
         .iter()
-        .map(|ex| {
+        .enumerate()
+        .map(|(k, ex)| {
             let unary: Vec<f64> =
-                ex.features()[0].values.chunks(2).enumerate().flat_map(|(i, r)| [r[0], 1.0, i as f64]).collect();
-            let pairwise: Vec<f64> = (0..ex.features()[1].values.len() / 2).flat_map(|e| [1.0, e as f64]).collect();
+                base.features(k, 0).chunks(2).enumerate().flat_map(|(i, r)| [r[0], 1.0, i as f64]).collect();
+            let pairwise: Vec<f64> = (0..base.features(k, 1).len() / 2).flat_map(|e| [1.0, e as f64]).collect();
             let features = vec![FeatureBlock { dim: 3, values: unary }, FeatureBlock { dim: 2, values: pairwise }];
             Example::new(ex.name(), ex.graph().clone(), labels.clone(), features)
         })

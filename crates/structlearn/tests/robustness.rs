@@ -21,8 +21,10 @@ fn dim0_pairwise(count: usize) -> Dataset {
     let examples = data
         .examples()
         .iter()
-        .map(|ex| {
-            let features = vec![ex.features()[0].clone(), FeatureBlock { dim: 0, values: Vec::new() }];
+        .enumerate()
+        .map(|(k, ex)| {
+            let unary = FeatureBlock { dim: 2, values: data.features(k, 0).to_vec() };
+            let features = vec![unary, FeatureBlock { dim: 0, values: Vec::new() }];
             Example::new(ex.name(), ex.graph().clone(), ex.labels().map(<[usize]>::to_vec), features)
         })
         .collect();
@@ -217,9 +219,11 @@ fn predicting_one_example_of_foreign_data_is_an_error_not_a_panic() {
     let unary_only: Vec<Example> = data
         .examples()
         .iter()
-        .map(|ex| {
+        .enumerate()
+        .map(|(k, ex)| {
             let graph = std::sync::Arc::new(factor_graph::factors_with_singletons(vec![2; 16], &[]).unwrap());
-            Example::new(ex.name(), graph, ex.labels().map(<[usize]>::to_vec), vec![ex.features()[0].clone()])
+            let unary = FeatureBlock { dim: 2, values: data.features(k, 0).to_vec() };
+            Example::new(ex.name(), graph, ex.labels().map(<[usize]>::to_vec), vec![unary])
         })
         .collect();
     let foreign = Dataset::new(vec![FactorTypeInfo::new("unary", 2)], unary_only).unwrap();

@@ -363,7 +363,6 @@ impl<'a> Algorithm1<'a> {
         out.resize(pooled.labels.len() * c, 0.0);
         if let Some(m) = &self.models[t] {
             let n = self.train.len();
-            let mut features = Vec::new();
             let mut first = 0;
             while first < n {
                 let mut end = first + 1;
@@ -372,8 +371,8 @@ impl<'a> Algorithm1<'a> {
                 }
                 let rows = pooled.rows[first]..pooled.rows[end];
                 if !rows.is_empty() {
-                    self.pool_features(t, first..end, &mut features);
-                    let f = Features::new(&features, rows.len(), ft.dim).map_err(|e| oracle_err(ft, e))?;
+                    let features = self.train.type_features(t, first..end);
+                    let f = Features::new(features, rows.len(), ft.dim).map_err(|e| oracle_err(ft, e))?;
                     m.score(f, &mut out[rows.start * c..rows.end * c]).map_err(|e| oracle_err(ft, e))?;
                 }
                 first = end;
@@ -520,16 +519,6 @@ impl<'a> Algorithm1<'a> {
         })
     }
 
-    /// The features of type `t` of `examples`, one row per region in pooled
-    /// row order, into `out` (replacing its contents): the trainer keeps no
-    /// pooled copy between fits.
-    fn pool_features(&self, t: usize, examples: std::ops::Range<usize>, out: &mut Vec<f64>) {
-        out.clear();
-        for ex in &self.train.examples()[examples] {
-            out.extend_from_slice(&ex.features()[t].values);
-        }
-    }
-
     /// Fits the pooled problem of type `t` with the biases
     /// `b^k_α(y) = (Δ_α(y) + message offsets) / ε_t` (Eq. 14), warm-started.
     /// Without `holds_scores` the biases are written into `buffer`; with it
@@ -565,9 +554,9 @@ impl<'a> Algorithm1<'a> {
             }
             other => (None, other),
         };
-        let mut values = Vec::with_capacity(n * ft.dim);
-        self.pool_features(t, 0..self.train.len(), &mut values);
-        let features = Features::new(&values, n, ft.dim).map_err(|e| oracle_err(ft, e))?;
+        // The data set holds the type's rows in pooled order: no copy.
+        let features = self.train.type_features(t, 0..self.train.len());
+        let features = Features::new(features, n, ft.dim).map_err(|e| oracle_err(ft, e))?;
         let (oracle, warm, ctx) = (self.oracles[t].as_ref(), self.models[t].as_deref(), FitContext { seed });
         // Biases of their own (not in `buffer`): all at once when small enough
         // and every row is read (in parallel and in order instead of row by

@@ -120,13 +120,13 @@ fn score_example(
     out: &mut Vec<f64>,
 ) -> Result<(), LearnError> {
     let ft = &data.factor_types()[t];
-    let block = &data.examples()[k].features()[t];
+    let block = data.features(k, t);
     out.clear();
     out.resize(rows * ft.classes, 0.0);
     if let Some(m) = model
         && rows > 0
     {
-        let features = Features::new(&block.values, rows, ft.dim).map_err(|e| crate::model::oracle_err(ft, e))?;
+        let features = Features::new(block, rows, ft.dim).map_err(|e| crate::model::oracle_err(ft, e))?;
         m.score(features, out).map_err(|e| crate::model::oracle_err(ft, e))?;
     }
     Ok(())
