@@ -379,7 +379,8 @@ fn decode_restarts_find_labellings_where_one_search_gives_up() {
 /// `structlearn infer` is `structlearn::infer::infer_region_model` (the
 /// pipeline Python's `infer_uai` runs too): the same labels, score, bound,
 /// dual value and per-stage figures, bit for bit, with and without the ε
-/// schedule and with a decoding budget that needs restarts.
+/// schedule, with a decoding budget that needs restarts, and with both label
+/// orders (`--label-order`).
 #[test]
 fn infer_prints_what_the_library_pipeline_returns() {
     use structlearn::infer::{InferOptions, infer_region_model};
@@ -388,8 +389,24 @@ fn infer_prints_what_the_library_pipeline_returns() {
     let cfg = datasets::uai_families::GridConfig { height: 4, width: 4, labels: 2, coupling: 2.0 };
     datasets::uai_families::frustrated_grid(&cfg, 3).write(&grid).unwrap();
     let odd = write(dir.path(), "odd.uai", ODD_CYCLE_UNDER_A);
-    let cases: [(&Path, &[&str], InferOptions); 4] = [
+    use smoothed_inference::decoding::LabelOrder;
+    let cases: [(&Path, &[&str], InferOptions); 7] = [
         (&grid, &[], InferOptions::default()),
+        (
+            &grid,
+            &["--label-order", "regions"],
+            InferOptions { label_order: LabelOrder::Regions, ..InferOptions::default() },
+        ),
+        (
+            &grid,
+            &["--label-order", "singleton"],
+            InferOptions { label_order: LabelOrder::Singleton, ..InferOptions::default() },
+        ),
+        (
+            &grid,
+            &["--anneal", "--label-order", "regions"],
+            InferOptions { anneal: true, label_order: LabelOrder::Regions, ..InferOptions::default() },
+        ),
         (&grid, &["--anneal", "--eps", "0.5"], InferOptions { anneal: true, eps: 0.5, ..InferOptions::default() }),
         (
             &grid,
