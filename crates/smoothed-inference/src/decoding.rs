@@ -15,7 +15,14 @@
 //! it backtracks, within a budget; beyond it, it reports that no feasible
 //! labelling was found rather than answering with a forbidden one.
 //! [`Search::Static`] is the earlier, weaker search (a fixed order, most
-//! confident variable first, each region checked on its own). [`improve`]
+//! confident variable first, each region checked on its own). How the
+//! forward-checking search ranks a variable's labels is
+//! [`DecodeOptions::label_order`]: by its singleton belief
+//! ([`LabelOrder::Singleton`]), or by the ε = 0 bound on the labellings still
+//! possible with that label, read from the region potentials of every region
+//! containing the variable ([`LabelOrder::Regions`], which conditions on the
+//! labels already assigned), or by both in turn, keeping the labelling that
+//! scores more ([`LabelOrder::Both`]). [`improve`]
 //! then changes one variable at a time to its best label given the others
 //! (ICM), which never lowers the score `θ(y) = Σ_α θ_α(y_α)` ([`score`]).
 //!
@@ -70,6 +77,85 @@ pub enum Search {
     Static,
 }
 
+/// How the forward-checking search ranks the labels of the variable it
+/// assigns next ([`DecodeOptions::label_order`]); [`Search::Static`] always
+/// ranks by singleton beliefs.
+///
+/// Write `D_u` for the labels still in variable `u`'s domain (one label for an
+/// assigned variable) and `s_α` for the region scores: the reparameterised
+/// potentials `θ̃_α = θ_α + (messages)` given to [`decode_feasible_from`], or
+/// `ln μ_α` of the beliefs for [`decode_feasible`] (at one `ε` for every
+/// region `ε ln μ_α = θ̃_α − c_α`, a constant per region, so both rank alike;
+/// `θ̃` does not underflow where small-ε beliefs round to 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LabelOrder {
+    /// Most believed first: `μ_v(y)` of the variable's singleton region
+    /// (ties to the smaller label). On a model without `−∞` entries the
+    /// decoding is then each variable's most believed label.
+    #[default]
+    Singleton,
+    /// Highest conditional bound first: label `y` of variable `v` is ranked by
+    ///
+    /// ```text
+    /// r_v(y) = Σ_{α ∋ v} max { s_α(y_α) : y_α(v) = y, y_α(u) ∈ D_u for every u ∈ α }
+    /// ```
+    ///
+    /// (ties by singleton belief, then the smaller label), computed when `v`
+    /// is chosen. With `s = θ̃` this is, up to a constant in `y` (the regions
+    /// without `v`), the ε = 0 dual bound `Σ_α max θ̃_α` restricted to the
+    /// labellings the domains still allow with `y_v = y`: since
+    /// `Σ_α θ̃_α(y_α) = θ(y)` for every labelling, no such labelling scores
+    /// more, so the label with the most room is tried first (the sequential
+    /// decoding of TRW-S, Kolmogorov 2006, is the pairwise case with only the
+    /// assigned neighbours' pairs). Unlike the singleton order it sees which
+    /// labels the already assigned variables' pair and higher regions favour
+    /// (a frustrated pair whose singletons tie). Regions above
+    /// [`DecodeOptions::max_check_configs`] configurations are left out of
+    /// the sum.
+    Regions,
+    /// Both orders, each a search of its own (with its own
+    /// [`DecodeOptions::max_backtracks`] budget) followed by [`improve`]; the
+    /// labelling that scores more is returned (the singleton order's at a
+    /// tie), so never less than either order's, for about twice the
+    /// decoding's time. [`Decoded::backtracks`] counts both searches'.
+    Both,
+}
+
+impl LabelOrder {
+    /// The names [`LabelOrder`]'s `FromStr` reads and `Display` writes.
+    pub const NAMES: [&'static str; 3] = ["singleton", "regions", "both"];
+}
+
+impl std::fmt::Display for LabelOrder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LabelOrder::Singleton => "singleton",
+            LabelOrder::Regions => "regions",
+            LabelOrder::Both => "both",
+        })
+    }
+}
+
+impl std::str::FromStr for LabelOrder {
+    type Err = String;
+
+    /// `singleton`, `regions` or `both` ([`LabelOrder::NAMES`]).
+    ///
+    /// ```
+    /// use smoothed_inference::decoding::LabelOrder;
+    /// assert_eq!("regions".parse::<LabelOrder>(), Ok(LabelOrder::Regions));
+    /// assert!("pairs".parse::<LabelOrder>().is_err());
+    /// ```
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "singleton" => Ok(LabelOrder::Singleton),
+            "regions" => Ok(LabelOrder::Regions),
+            "both" => Ok(LabelOrder::Both),
+            _ => Err(format!("unknown label order {s:?} (expected one of: {})", LabelOrder::NAMES.join(", "))),
+        }
+    }
+}
+
 /// Settings of [`decode_feasible`].
 ///
 /// ```
@@ -89,6 +175,9 @@ pub struct DecodeOptions {
     pub local_search_sweeps: usize,
     /// The search ([`Search::ForwardChecking`] by default).
     pub search: Search,
+    /// How forward checking ranks a variable's labels
+    /// ([`LabelOrder::Singleton`] by default; [`Search::Static`] ignores it).
+    pub label_order: LabelOrder,
 }
 
 impl Default for DecodeOptions {
@@ -98,6 +187,7 @@ impl Default for DecodeOptions {
             max_check_configs: 1 << 12,
             local_search_sweeps: 50,
             search: Search::ForwardChecking,
+            label_order: LabelOrder::Singleton,
         }
     }
 }
@@ -109,7 +199,8 @@ pub struct Decoded {
     pub labels: Vec<usize>,
     /// `θ(y) = Σ_α θ_α(y_α)` ([`score`]), finite.
     pub score: f64,
-    /// Assignments the search undid.
+    /// Assignments the search undid (with [`LabelOrder::Both`], both
+    /// searches').
     pub backtracks: usize,
     /// Variables the local search changed (each change raised the score).
     pub improved: usize,
@@ -244,7 +335,9 @@ fn region_allows(graph: &RegionGraph, theta: &[f64], labels: &[usize], r: usize,
 /// ([`DecodeOptions::search`]) allows, with backtracking within
 /// [`DecodeOptions::max_backtracks`] (each time the search returns to an
 /// earlier variable counts one); then [`improve`] for
-/// [`DecodeOptions::local_search_sweeps`] sweeps.
+/// [`DecodeOptions::local_search_sweeps`] sweeps. With
+/// [`LabelOrder::Regions`] the region scores are `ln μ_α` of `beliefs`
+/// ([`decode_feasible_from`] takes `θ̃` instead).
 ///
 /// Errors: [`InferenceError::BeliefShape`] / [`InferenceError::ThetaShape`] for
 /// arrays of the wrong length, [`InferenceError::MissingSingleton`] for a
@@ -254,6 +347,56 @@ pub fn decode_feasible(
     graph: &RegionGraph,
     theta: &[f64],
     beliefs: &[f64],
+    opts: &DecodeOptions,
+) -> Result<Decoded, InferenceError> {
+    decode_with(graph, theta, beliefs, None, opts)
+}
+
+/// [`decode_feasible`] whose [`LabelOrder::Regions`] ranks labels by the
+/// reparameterised potentials `reparameterized` (`θ̃`, flat per configuration:
+/// [`InferenceProblem::reparameterized`] at the messages the beliefs come
+/// from) rather than by `ln μ_α`: the same order at one `ε` where no belief
+/// rounds to 0, and the bound of [`LabelOrder::Regions`] exactly. With
+/// [`LabelOrder::Singleton`] it is [`decode_feasible`].
+///
+/// ```
+/// use factor_graph::{Scope, factors_with_singletons};
+/// use smoothed_inference::decoding::{DecodeOptions, LabelOrder, decode_feasible_from};
+/// // Two binary variables that prefer to differ; their singletons tie.
+/// let g = factors_with_singletons(vec![2, 2], &[Scope { variables: vec![0, 1], factor_type: "p".into() }]).unwrap();
+/// let mut theta = vec![0.0; g.total_configs()];
+/// theta[g.config_range(2)].copy_from_slice(&[0.0, 3.0, 3.0, 0.0]);
+/// let beliefs = vec![0.5; g.total_configs()];
+/// let opts = DecodeOptions { local_search_sweeps: 0, ..DecodeOptions::default() };
+/// let singleton = decode_feasible_from(&g, &theta, &beliefs, &theta, &opts).unwrap();
+/// assert_eq!(singleton.labels, vec![0, 0]); // both most believed labels: the tie's first
+/// let opts = DecodeOptions { label_order: LabelOrder::Regions, ..opts };
+/// let regions = decode_feasible_from(&g, &theta, &beliefs, &theta, &opts).unwrap();
+/// assert_eq!(regions.labels, vec![0, 1]); // the pair prefers y_1 = 1 once y_0 = 0
+/// ```
+///
+/// Errors: those of [`decode_feasible`], and [`InferenceError::ThetaShape`]
+/// for `reparameterized` of the wrong length.
+pub fn decode_feasible_from(
+    graph: &RegionGraph,
+    theta: &[f64],
+    beliefs: &[f64],
+    reparameterized: &[f64],
+    opts: &DecodeOptions,
+) -> Result<Decoded, InferenceError> {
+    if reparameterized.len() != graph.total_configs() {
+        return Err(InferenceError::ThetaShape { expected: graph.total_configs(), got: reparameterized.len() });
+    }
+    decode_with(graph, theta, beliefs, Some(reparameterized), opts)
+}
+
+/// [`decode_feasible`] and [`decode_feasible_from`]: `reparameterized` is
+/// `θ̃` when given.
+fn decode_with(
+    graph: &RegionGraph,
+    theta: &[f64],
+    beliefs: &[f64],
+    reparameterized: Option<&[f64]>,
     opts: &DecodeOptions,
 ) -> Result<Decoded, InferenceError> {
     let total = graph.total_configs();
@@ -277,20 +420,61 @@ pub fn decode_feasible(
         candidates.push(order);
     }
     let regions = regions_of_variables(graph);
-    let (mut labels, backtracks) = match opts.search {
-        Search::ForwardChecking => {
-            forward::search(graph, theta, beliefs, &regions, &candidates, opts.max_check_configs, opts.max_backtracks)?
+    // The region scores of `LabelOrder::Regions`: θ̃, or ln μ.
+    let logs: Vec<f64>;
+    let region_scores = match (opts.search, opts.label_order, reparameterized) {
+        (Search::Static, ..) | (_, LabelOrder::Singleton, _) => None,
+        (_, _, Some(t)) => Some(t),
+        (_, _, None) => {
+            logs = beliefs.iter().map(|&b| b.ln()).collect();
+            Some(&logs[..])
         }
-        Search::Static => static_search(graph, theta, &regions, &candidates, &confidence, opts)?,
     };
-    // Both searches leave every region an allowed configuration; checked
-    // again so that a forbidden labelling can never be reported as found.
-    if score(graph, theta, &labels) == f64::NEG_INFINITY {
-        return Err(InferenceError::NoFeasibleLabeling { backtracks, exhausted: false });
+    let decode_one = |region_scores: Option<&[f64]>| -> Result<Decoded, InferenceError> {
+        let (mut labels, backtracks) = match opts.search {
+            Search::ForwardChecking => {
+                let settings = forward::Settings {
+                    max_check_configs: opts.max_check_configs,
+                    max_backtracks: opts.max_backtracks,
+                    region_scores,
+                };
+                forward::search(graph, theta, beliefs, &regions, &candidates, &settings)?
+            }
+            Search::Static => static_search(graph, theta, &regions, &candidates, &confidence, opts)?,
+        };
+        // Both searches leave every region an allowed configuration; checked
+        // again so that a forbidden labelling can never be reported as found.
+        if score(graph, theta, &labels) == f64::NEG_INFINITY {
+            return Err(InferenceError::NoFeasibleLabeling { backtracks, exhausted: false });
+        }
+        let improved = improve_with(graph, theta, &regions, &mut labels, opts.local_search_sweeps);
+        let score = score(graph, theta, &labels);
+        Ok(Decoded { labels, score, backtracks, improved })
+    };
+    if opts.label_order != LabelOrder::Both || region_scores.is_none() {
+        return decode_one(region_scores);
     }
-    let improved = improve_with(graph, theta, &regions, &mut labels, opts.local_search_sweeps);
-    let score = score(graph, theta, &labels);
-    Ok(Decoded { labels, score, backtracks, improved })
+    // `LabelOrder::Both`: the singleton order, then the region order unless
+    // the first proved that nothing is allowed; the higher score wins (the
+    // singleton order's at a tie), backtracks counted over both.
+    let first = decode_one(None);
+    if matches!(first, Err(InferenceError::NoFeasibleLabeling { exhausted: true, .. })) {
+        return first;
+    }
+    let second = decode_one(region_scores);
+    match (first, second) {
+        (Ok(a), Ok(b)) => {
+            let backtracks = a.backtracks + b.backtracks;
+            let best = if b.score > a.score { b } else { a };
+            Ok(Decoded { backtracks, ..best })
+        }
+        (Ok(a), Err(_)) => Ok(a),
+        (Err(_), Ok(b)) => Ok(b),
+        // A proof that nothing is allowed (from either) before a budget that ran out.
+        (Err(e), Err(f)) => {
+            Err(if matches!(f, InferenceError::NoFeasibleLabeling { exhausted: true, .. }) { f } else { e })
+        }
+    }
 }
 
 /// [`Search::Static`]: variables in a fixed order, most confident first, each

@@ -8,10 +8,11 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, Result, bail};
+use clap::builder::TypedValueParser as _;
 use clap::{Parser, Subcommand};
 use factor_graph::{UaiEvidence, UaiModel};
 use oracles::ModelRegistry;
-use smoothed_inference::decoding::DecodeOptions;
+use smoothed_inference::decoding::{DecodeOptions, LabelOrder};
 use structlearn::files::write_atomic;
 use structlearn::infer::{InferError, InferNote, InferOptions, infer_region_model};
 use structlearn::oracle_config::{RunConfig, oracle_help, parse_oracle_arg};
@@ -411,6 +412,7 @@ fn infer(args: &InferArgs, verbosity: Verbosity) -> Result<()> {
         eps_min: args.eps_min,
         max_backtracks: args.max_backtracks,
         decode_restarts: args.decode_restarts,
+        label_order: args.label_order,
     };
     let mut notes = |note: &InferNote| match note {
         InferNote::PolishStoppedEarly(e) => eprintln!("warning: dual polish stopped early: {e}"),
@@ -578,6 +580,15 @@ struct InferArgs {
     /// with the beliefs perturbed (seeded, reproducible) and its own budget.
     #[arg(long, value_name = "N", default_value_t = 0)]
     decode_restarts: usize,
+    /// How the decoding ranks the labels of the variable it assigns next:
+    /// `singleton` (its most believed label first), `regions` (the label with
+    /// the highest ε = 0 bound Σ max θ̃ over the regions containing the
+    /// variable, given the labels already assigned, first) or `both` (a search
+    /// with each, the labelling that scores more kept).
+    #[arg(long, value_name = "ORDER", default_value_t = InferOptions::default().label_order,
+          value_parser = clap::builder::PossibleValuesParser::new(LabelOrder::NAMES)
+              .try_map(|s| s.parse::<LabelOrder>()))]
+    label_order: LabelOrder,
     /// With --anneal: the last ε (default: --eps / 100).
     #[arg(long, allow_hyphen_values = true, value_parser = parse_eps, requires = "anneal")]
     eps_min: Option<f64>,

@@ -290,9 +290,10 @@ fn the_default_decoding_finds_labellings_on_the_pedigrees_the_static_search_gave
 const ODD_CYCLE_UNDER_A: &str = "MARKOV\n4\n2 2 2 2\n4\n1 0\n3 0 1 2\n3 0 2 3\n3 0 1 3\n\
     2\n1 20\n8\n1 1 1 1 0 1 1 0\n8\n1 1 1 1 0 1 1 0\n8\n1 1 1 1 0 1 1 0\n";
 
-/// `--max-backtracks` is the decoding's budget: a model whose decoding
-/// returns to an earlier variable gets no labelling with a smaller budget (a
-/// warning that names the option) and a feasible one with the default.
+/// `--max-backtracks` is the decoding's budget (per search): a model whose
+/// decoding returns to an earlier variable gets no labelling with a smaller
+/// budget (a warning that names the option) and a feasible one with the
+/// default.
 #[test]
 fn max_backtracks_is_the_decoding_budget() {
     let dir = tempfile::tempdir().unwrap();
@@ -304,7 +305,12 @@ fn max_backtracks_is_the_decoding_budget() {
     let labels: Vec<usize> = serde_json::from_value(v["labels"].clone()).unwrap();
     assert_eq!(labels[0], 0);
     assert!(score(&model, None, &labels).is_finite());
-    let o = infer(&path, &["-q", "--max-backtracks", &(backtracks - 1).to_string()]);
+    // The budget is per search (the default `--label-order both` runs two and
+    // counts both's backtracks): one search, one backtrack short of its need.
+    let single = ["-q", "--label-order", "singleton"];
+    let backtracks = json(&infer(&path, &single))["decoding"]["backtracks"].as_u64().unwrap();
+    assert!(backtracks >= 1);
+    let o = infer(&path, &[&single[..], &["--max-backtracks", &(backtracks - 1).to_string()]].concat());
     let e = stderr(&o);
     assert!(o.status.success(), "{e}");
     assert!(e.contains("backtracking budget ran out") && e.contains("--max-backtracks"), "{e}");
@@ -379,7 +385,8 @@ fn decode_restarts_find_labellings_where_one_search_gives_up() {
 /// `structlearn infer` is `structlearn::infer::infer_region_model` (the
 /// pipeline Python's `infer_uai` runs too): the same labels, score, bound,
 /// dual value and per-stage figures, bit for bit, with and without the ε
-/// schedule and with a decoding budget that needs restarts.
+/// schedule, with a decoding budget that needs restarts, and with both label
+/// orders (`--label-order`).
 #[test]
 fn infer_prints_what_the_library_pipeline_returns() {
     use structlearn::infer::{InferOptions, infer_region_model};
@@ -388,8 +395,24 @@ fn infer_prints_what_the_library_pipeline_returns() {
     let cfg = datasets::uai_families::GridConfig { height: 4, width: 4, labels: 2, coupling: 2.0 };
     datasets::uai_families::frustrated_grid(&cfg, 3).write(&grid).unwrap();
     let odd = write(dir.path(), "odd.uai", ODD_CYCLE_UNDER_A);
-    let cases: [(&Path, &[&str], InferOptions); 4] = [
+    use smoothed_inference::decoding::LabelOrder;
+    let cases: [(&Path, &[&str], InferOptions); 7] = [
         (&grid, &[], InferOptions::default()),
+        (
+            &grid,
+            &["--label-order", "regions"],
+            InferOptions { label_order: LabelOrder::Regions, ..InferOptions::default() },
+        ),
+        (
+            &grid,
+            &["--label-order", "singleton"],
+            InferOptions { label_order: LabelOrder::Singleton, ..InferOptions::default() },
+        ),
+        (
+            &grid,
+            &["--anneal", "--label-order", "regions"],
+            InferOptions { anneal: true, label_order: LabelOrder::Regions, ..InferOptions::default() },
+        ),
         (&grid, &["--anneal", "--eps", "0.5"], InferOptions { anneal: true, eps: 0.5, ..InferOptions::default() }),
         (
             &grid,

@@ -427,7 +427,7 @@ pub fn ignored_settings(learner: &str) -> PyResult<Vec<&'static str>> {
 }
 
 /// `infer_uai(path, eps, iterations, tolerance, evidence, anneal, eps_min,
-/// decode_restarts, max_backtracks, polish)`: the pipeline of `structlearn
+/// decode_restarts, max_backtracks, polish, label_order)`: the pipeline of `structlearn
 /// infer` (`structlearn::infer::infer_region_model`) on a UAI MARKOV or BAYES
 /// model file, observed variables of a `.evid` file clamped; returns a dict
 /// with `dual_value`, `max_violation`, `iterations`, `converged` (of the last
@@ -436,11 +436,13 @@ pub fn ignored_settings(learner: &str) -> PyResult<Vec<&'static str>> {
 /// lowest ε = 0 dual bound of the stages), `gap`, `beliefs` (one array per
 /// variable: the last stage's ε-smoothed LP pseudo-marginals), and with
 /// `anneal` the per-stage figures (`anneal`) and the chosen stage
-/// (`anneal_best_stage`). Bad settings are `ValueError`s naming the argument.
+/// (`anneal_best_stage`). `label_order` is `"singleton"`, `"regions"` or `"both"`
+/// (`smoothed_inference::decoding::LabelOrder`; `None`: `InferOptions`'s
+/// default). Bad settings are `ValueError`s naming the argument.
 #[pyfunction]
 #[pyo3(signature = (
     path, eps=1.0, iterations=1000, tolerance=Some(1e-6), evidence=None, anneal=false, eps_min=None,
-    decode_restarts=0, max_backtracks=100_000, polish=2000
+    decode_restarts=0, max_backtracks=100_000, polish=2000, label_order=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn infer_uai<'py>(
@@ -455,6 +457,7 @@ pub fn infer_uai<'py>(
     decode_restarts: i64,
     max_backtracks: i64,
     polish: i64,
+    label_order: Option<String>,
 ) -> PyResult<Bound<'py, PyDict>> {
     use structlearn::infer::{InferError, InferOptions, infer_region_model};
     let count = |name: &str, v: i64| {
@@ -469,6 +472,10 @@ pub fn infer_uai<'py>(
         eps_min,
         max_backtracks: count("max_backtracks", max_backtracks)?,
         decode_restarts: count("decode_restarts", decode_restarts)?,
+        label_order: match label_order {
+            Some(name) => name.parse().map_err(|e: String| PyValueError::new_err(format!("label_order: {e}")))?,
+            None => InferOptions::default().label_order,
+        },
     };
     // Settings first (named as the keyword arguments are), before any file is read.
     options.validate().map_err(|e| PyValueError::new_err(e.to_string()))?;

@@ -25,7 +25,7 @@
 //! ```
 
 use factor_graph::UaiRegionModel;
-use smoothed_inference::decoding::{DecodeOptions, Decoded, decode_feasible, map_bound};
+use smoothed_inference::decoding::{DecodeOptions, Decoded, LabelOrder, decode_feasible_from, map_bound};
 use smoothed_inference::{InferenceError, InferenceProblem, Messages, RunOptions, RunReport, Workspace};
 
 use crate::train::EPSILON_RANGE;
@@ -80,6 +80,16 @@ pub struct InferOptions {
     /// Attempts with perturbed beliefs after a decoding whose budget ran out
     /// ([`decode_with_restarts`]).
     pub decode_restarts: usize,
+    /// How the decoding ranks a variable's labels
+    /// ([`DecodeOptions::label_order`]): by singleton beliefs, by the bound
+    /// `r_v(y) = Σ_{α ∋ v} max θ̃_α` over the configurations the domains
+    /// still allow, read from the stage's reparameterised potentials `θ̃`
+    /// ([`LabelOrder::Regions`]), or both, keeping the labelling that scores
+    /// more ([`LabelOrder::Both`], the default: on the measured families
+    /// neither order alone is better on every model, and the second search
+    /// costs little next to message passing; docs/inference.md, "Measurement:
+    /// label orders").
+    pub label_order: LabelOrder,
 }
 
 impl Default for InferOptions {
@@ -93,6 +103,7 @@ impl Default for InferOptions {
             eps_min: None,
             max_backtracks: DecodeOptions::default().max_backtracks,
             decode_restarts: 0,
+            label_order: LabelOrder::Both,
         }
     }
 }
@@ -271,7 +282,12 @@ pub fn infer_region_model(
     let mut beliefs = vec![0.0; g.total_configs()];
     let mut stages: Vec<Stage> = Vec::with_capacity(schedule.len());
     let mut best: Option<usize> = None;
-    let decode_options = DecodeOptions { max_backtracks: opts.max_backtracks, ..DecodeOptions::default() };
+    let decode_options = DecodeOptions {
+        max_backtracks: opts.max_backtracks,
+        label_order: opts.label_order,
+        ..DecodeOptions::default()
+    };
+    let mut reparameterized = vec![0.0; g.total_configs()];
     for &eps in &schedule {
         let eps_types = vec![eps; g.factor_types().len()];
         let problem = InferenceProblem::new(g, &m.theta, &eps_types).map_err(InferError::Problem)?;
@@ -281,7 +297,11 @@ pub fn infer_region_model(
         // Each variable's most believed label on its own can be a labelling the
         // model forbids where the relaxation is not tight: decode respecting the
         // zeros instead, then raise the score by local search (decoding module docs).
-        let decoded = decode_with_restarts(g, &m.theta, &beliefs, &decode_options, opts.decode_restarts);
+        if opts.label_order != LabelOrder::Singleton {
+            problem.reparameterized(&messages, &mut reparameterized);
+        }
+        let decoded =
+            decode_with_restarts(g, &m.theta, &beliefs, &reparameterized, &decode_options, opts.decode_restarts);
         let bound = map_bound(&problem, &messages) + m.constant;
         notes(&InferNote::Stage {
             eps,
@@ -331,17 +351,20 @@ fn solve_at(
     Ok(report)
 }
 
-/// [`decode_feasible`], and when its budget runs out, up to `restarts` more
-/// attempts with the beliefs multiplied by seeded factors in [0.5, 1.5)
-/// (a different order of the variables and labels the beliefs nearly tie).
+/// [`decode_feasible_from`] (`reparameterized`: `θ̃` at the messages of
+/// `beliefs`, read by [`LabelOrder::Regions`]), and when its budget runs
+/// out, up to `restarts` more attempts with the beliefs multiplied by seeded
+/// factors in [0.5, 1.5) (a different order of the variables, and of the
+/// labels the ranking nearly ties).
 pub fn decode_with_restarts(
     g: &factor_graph::RegionGraph,
     theta: &[f64],
     beliefs: &[f64],
+    reparameterized: &[f64],
     opts: &DecodeOptions,
     restarts: usize,
 ) -> Result<Decoded, InferenceError> {
-    let first = decode_feasible(g, theta, beliefs, opts);
+    let first = decode_feasible_from(g, theta, beliefs, reparameterized, opts);
     if !matches!(first, Err(InferenceError::NoFeasibleLabeling { exhausted: false, .. })) {
         return first;
     }
@@ -357,7 +380,7 @@ pub fn decode_with_restarts(
             z ^= z >> 31;
             *x = b * (0.5 + (z >> 11) as f64 / (1u64 << 53) as f64);
         }
-        if let Ok(d) = decode_feasible(g, theta, &noisy, opts) {
+        if let Ok(d) = decode_feasible_from(g, theta, &noisy, reparameterized, opts) {
             return Ok(d);
         }
     }

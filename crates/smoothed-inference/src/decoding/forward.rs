@@ -18,8 +18,11 @@
 //! The next variable is the one with the fewest labels left (a variable with
 //! one label is never branched on), ties broken by confidence (its most
 //! believed remaining label's belief) and then by index; it tries its
-//! remaining labels, most believed first. Removals go on a trail, so undoing
-//! an assignment restores exactly the domains before it.
+//! remaining labels most believed first, or, with region scores
+//! ([`super::LabelOrder::Regions`]), highest `r_v(y)` first, ranked once
+//! when the variable is chosen (backtracking to it restores the domains the
+//! ranking saw). Removals go on a trail, so undoing an assignment restores
+//! exactly the domains before it.
 //!
 //! Every removal is sound (no labelling consistent with the assignments uses
 //! the removed label), so a search that runs out of labels at the first
@@ -132,8 +135,22 @@ struct Frame {
     variable: usize,
     /// The trail's length before the assignment.
     mark: usize,
-    /// The next index into the variable's candidates to try.
+    /// The next index into the variable's labels to try.
     next: usize,
+    /// Its labels in the order to try them, when ranked by region scores
+    /// (else the candidates, most believed first).
+    ranked: Option<Vec<usize>>,
+}
+
+/// The settings of [`search`].
+pub(super) struct Settings<'a> {
+    /// [`super::DecodeOptions::max_check_configs`].
+    pub max_check_configs: usize,
+    /// [`super::DecodeOptions::max_backtracks`].
+    pub max_backtracks: usize,
+    /// The region scores `s_α` of [`super::LabelOrder::Regions`] (flat per
+    /// configuration; NaN read as −∞), or `None` for the singleton order.
+    pub region_scores: Option<&'a [f64]>,
 }
 
 /// The search's state.
@@ -158,6 +175,7 @@ struct Search<'a> {
     start: Vec<usize>,
     /// Scratch: a full labelling for [`Check::WhenFixed`] regions.
     fixed: Vec<usize>,
+    max_check_configs: usize,
 }
 
 impl Search<'_> {
@@ -300,6 +318,53 @@ impl Search<'_> {
         }
     }
 
+    /// `v`'s labels still in its domain, highest
+    /// `r_v(y) = Σ_{α ∋ v} max { s_α(y_α) : y_α(v) = y, y_α ⊂ domains }` first
+    /// ([`super::LabelOrder::Regions`]; regions above `max_check_configs`
+    /// left out, configurations with `θ = −∞` never counted), ties in the
+    /// candidates' order (most believed first).
+    fn rank_by_regions(&mut self, v: usize, scores: &[f64]) -> Vec<usize> {
+        let (graph, theta) = (self.graph, self.theta);
+        let card = graph.cardinality(v);
+        let mut total = vec![0.0f64; card];
+        let mut best = vec![f64::NEG_INFINITY; card];
+        for &r in &self.regions[v] {
+            let range = graph.config_range(r);
+            if range.len() > self.max_check_configs {
+                continue;
+            }
+            let vars = graph.region_variables(r);
+            let arity = vars.len();
+            let Some(at) = vars.iter().position(|&u| u == v) else { continue };
+            if self.config.len() < arity {
+                self.config.resize(arity, 0);
+            }
+            best.fill(f64::NEG_INFINITY);
+            for c in 0..range.len() {
+                let t = theta[range.start + c];
+                if t == f64::NEG_INFINITY || t.is_nan() {
+                    continue;
+                }
+                graph.decode_config(r, c, &mut self.config[..arity]);
+                if vars.iter().zip(&self.config).all(|(&u, &y)| self.domains.contains(u, y)) {
+                    let s = scores[range.start + c];
+                    let y = self.config[at];
+                    if s > best[y] {
+                        best[y] = s;
+                    }
+                }
+            }
+            for (t, &b) in total.iter_mut().zip(&best) {
+                *t += b;
+            }
+        }
+        let mut ranked: Vec<usize> =
+            self.candidates[v].iter().copied().filter(|&y| self.domains.contains(v, y)).collect();
+        // Stable: equal bounds keep the candidates' order.
+        ranked.sort_by(|&a, &b| total[b].total_cmp(&total[a]));
+        ranked
+    }
+
     /// Assigns `y` to `v` (its frame exists) and propagates; false at a dead end.
     fn assign(&mut self, v: usize, y: usize) -> bool {
         let mut changed = false;
@@ -324,9 +389,9 @@ pub(super) fn search(
     beliefs: &[f64],
     regions: &[Vec<usize>],
     candidates: &[Vec<usize>],
-    max_check_configs: usize,
-    max_backtracks: usize,
+    settings: &Settings<'_>,
 ) -> Result<(Vec<usize>, usize), InferenceError> {
+    let Settings { max_check_configs, max_backtracks, region_scores } = *settings;
     let n = graph.num_variables();
     let check: Vec<Check> = (0..graph.num_regions())
         .map(|r| {
@@ -368,6 +433,7 @@ pub(super) fn search(
         start: Vec::new(),
         fixed: vec![0; n],
         check,
+        max_check_configs,
     };
     // Every constraining region once, before any assignment.
     for r in (0..graph.num_regions()).rev() {
@@ -386,7 +452,8 @@ pub(super) fn search(
     let mut backtracks = 0usize;
     while let Some(v) = s.select() {
         s.assigned[v] = true;
-        frames.push(Frame { variable: v, mark: s.domains.trail.len(), next: 0 });
+        let ranked = region_scores.map(|scores| s.rank_by_regions(v, scores));
+        frames.push(Frame { variable: v, mark: s.domains.trail.len(), next: 0, ranked });
         // Try the top frame's labels until one propagates, backtracking
         // through the frames where none is left.
         loop {
@@ -394,9 +461,10 @@ pub(super) fn search(
                 return Err(InferenceError::NoFeasibleLabeling { backtracks, exhausted: true });
             };
             let (v, mark) = (frame.variable, frame.mark);
+            let order = frame.ranked.as_deref().unwrap_or(&candidates[v]);
             let mut label = None;
-            while frame.next < candidates[v].len() {
-                let y = candidates[v][frame.next];
+            while frame.next < order.len() {
+                let y = order[frame.next];
                 frame.next += 1;
                 if s.domains.contains(v, y) {
                     label = Some(y);

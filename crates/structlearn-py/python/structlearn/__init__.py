@@ -53,6 +53,7 @@ def infer_uai(
     decode_restarts=0,
     max_backtracks=100000,
     polish=2000,
+    label_order=None,
 ):
     """Entropy-smoothed LP inference on a UAI ``MARKOV`` or ``BAYES`` model file, with a labelling
     the model allows and its certificates: the pipeline of ``structlearn infer``.
@@ -84,6 +85,12 @@ def infer_uai(
     polish : int, default=2000
         L-BFGS iterations on the smooth dual after message passing that did not reach ``tol``
         (with ``anneal``: per stage); 0 disables it.
+    label_order : {"singleton", "regions", "both"}, optional
+        How the decoding ranks the labels of the variable it assigns next (as ``structlearn infer
+        --label-order``): ``"singleton"``, its most believed label first; ``"regions"``, the label
+        with the highest ε = 0 bound over the regions containing the variable given the labels
+        already assigned first; ``"both"``, a search with each, the labelling that scores more kept.
+        Default: the command line's (``"both"``).
 
     Returns
     -------
@@ -120,6 +127,7 @@ def infer_uai(
         _number("decode_restarts", decode_restarts, int),
         _number("max_backtracks", max_backtracks, int),
         _number("polish", polish, int),
+        None if label_order is None else str(label_order),
     )
 
 

@@ -61,4 +61,5 @@ def infer_uai(
     decode_restarts: int = 0,
     max_backtracks: int = 100000,
     polish: int = 2000,
+    label_order: Optional[str] = None,
 ) -> dict[str, Any]: ...
