@@ -2,8 +2,8 @@
 //! (`ThreadRanks`: the arithmetic of MPI ranks, without MPI) against one
 //! process on the same data: every rank ends with the same model bytes and
 //! records; with classes that add their sums in one process's order (linear,
-//! constant) the model is one process's bit for bit, else (indexed-linear)
-//! the learning curve equals one process's to 1e-9 relative and the error
+//! constant) the model is one process's bit for bit, else (indexed-linear,
+//! mlp) the learning curve equals one process's to 1e-9 relative and the error
 //! rates exactly; a checkpointed run resumes over the same ranks to the
 //! same model; learners and oracles that cannot spread their work say so.
 
@@ -93,6 +93,7 @@ fn ranks_learn_what_one_process_learns() {
         (LearnerKind::Algorithm1, "constant", "indexed-linear", false),
         (LearnerKind::Piecewise, "linear", "constant", true),
         (LearnerKind::HazanUrtasun, "linear", "linear", false),
+        (LearnerKind::Algorithm1, "mlp", "mlp", false),
     ] {
         let specs = specs(unary, pairwise);
         let iterations = if kind == LearnerKind::Piecewise { 1 } else { 3 };

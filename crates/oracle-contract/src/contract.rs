@@ -246,6 +246,7 @@ pub trait Oracle: Send + Sync + Debug {
     /// use oracles::Oracle;
     /// assert!(oracles::linear::LinearOracle::default().distributed());
     /// assert!(!oracles::boosting::BoostingOracle::default().distributed());
+    /// assert!(oracles::mlp::MlpOracle::default().distributed());
     /// ```
     fn distributed(&self) -> bool {
         false

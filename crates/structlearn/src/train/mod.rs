@@ -280,7 +280,7 @@ impl<'a> Algorithm1<'a> {
                         what: format!("oracle `{}` (factor type `{}`)", oracle.kind(), ft.name),
                         ranks: collective.ranks(),
                         reason: "its fits do not add their sums over ranks; use linear, constant, indexed-linear, \
-                                 zero or fixed",
+                                 mlp, zero or fixed",
                     });
                 }
             }
