@@ -2,9 +2,9 @@
 //! against one fit of the whole problem: every oracle that says it supports
 //! ranks (`Oracle::distributed`) must give every rank the same model, bit for
 //! bit, and the whole problem's model — bit for bit where the class adds its
-//! sums in one process's order (linear, constant, zero), else to 1e-9
-//! relative (indexed-linear, mlp); its losses are the whole problem's.
-//! The MLP is checked cold, warm and warm with kept scores,
+//! sums in one process's order (linear, constant, zero, boosting), else to
+//! 1e-9 relative (indexed-linear, mlp); its losses are the whole problem's.
+//! The MLP and boosting are checked cold, warm and warm with kept scores,
 //! over 2 and 3 ranks with very unequal blocks (a rank of one row, a rank
 //! with fewer rows than a minibatch).
 
@@ -274,6 +274,27 @@ fn mlp_ranks_fit_the_whole_problem() {
 }
 
 #[test]
-fn classes_that_cannot_spread_a_fit_say_so() {
-    assert!(!oracles::boosting::BoostingOracle::default().distributed());
+fn boosting_ranks_fit_the_whole_problem() {
+    use oracles::boosting::{BoostingOracle, LeafValues, SplitGain, Trees};
+    // 600 rows: subsamples of 250 (drawn over every rank's rows) and of all rows.
+    let d = data(13, 600, 4, 3);
+    let small = BoostingOracle {
+        rounds: 3,
+        subsample: 250,
+        min_child_fraction: 0.05,
+        min_split_fraction: 0.1,
+        bins: 16,
+        leaf_l2: 1.0,
+        ..Default::default()
+    };
+    let oracles = [
+        small,
+        BoostingOracle { max_depth: Some(2), subsample: 10_000, ..small },
+        BoostingOracle { split_gain: SplitGain::Newton, trees: Trees::PerClass, max_leaves: Some(4), ..small },
+        BoostingOracle { leaf_values: LeafValues::Newton, split_gain: SplitGain::Newton, ..small },
+    ];
+    for oracle in &oracles {
+        let worst = check_against_one_process(oracle, &d, true);
+        eprintln!("boosting {oracle:?}: largest relative difference from one process {worst:e}");
+    }
 }

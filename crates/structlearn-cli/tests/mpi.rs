@@ -1,10 +1,11 @@
 //! `mpirun -n R structlearn train …` against one process (docs/guide/scaling.md):
 //! the same model file byte for byte and the same curve (but for the
-//! wall-clock columns) with linear and constant energies, over 2 and 3 ranks;
-//! with MLP energies over 2 ranks, the same curve and model energies to 1e-9
-//! relative and the same error counts; a class that cannot spread its fits is refused on every rank with an
-//! error naming the rank, and the run ends (no hang); a build without the
-//! `mpi` feature refuses to train alone in each of R processes.
+//! wall-clock columns) with linear, constant and boosting energies, over 2
+//! and 3 ranks; with MLP energies over 2 ranks, the same curve and model
+//! energies to 1e-9 relative and the same error counts; a learner that
+//! cannot spread its work is refused on every rank with an error naming the
+//! rank, and the run ends (no hang); a build without the `mpi` feature
+//! refuses to train alone in each of R processes.
 
 use std::path::Path;
 use std::process::Command;
@@ -75,7 +76,7 @@ fn curve(path: &Path) -> Vec<String> {
 fn ranks_write_one_process_model_and_curve() {
     let dir = tempfile::tempdir().unwrap();
     write_data(dir.path());
-    for (unary, pairwise) in [("linear", "linear"), ("linear", "constant")] {
+    for (unary, pairwise) in [("linear", "linear"), ("linear", "constant"), ("boosting", "boosting")] {
         let args = train_args("one.slm", "one.csv", unary, pairwise);
         let out = Command::new(BIN).current_dir(dir.path()).args(args).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -103,7 +104,7 @@ fn ranks_learn_one_process_mlp_to_the_tolerance() {
     let dir = tempfile::tempdir().unwrap();
     write_data(dir.path());
     let train = Dataset::load(&dir.path().join("train.sld")).unwrap();
-    for (unary, pairwise) in [("mlp", "mlp"), ("mlp", "linear")] {
+    for (unary, pairwise) in [("mlp", "mlp"), ("boosting", "mlp")] {
         let args = train_args("one.slm", "one.csv", unary, pairwise);
         let out = Command::new(BIN).current_dir(dir.path()).args(args).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -142,13 +143,15 @@ fn ranks_learn_one_process_mlp_to_the_tolerance() {
 
 #[cfg(feature = "mpi")]
 #[test]
-fn a_class_that_cannot_spread_its_fits_ends_the_run_on_every_rank() {
+fn a_learner_that_cannot_spread_its_work_ends_the_run_on_every_rank() {
     let dir = tempfile::tempdir().unwrap();
     write_data(dir.path());
-    let out = mpirun(dir.path(), 2, &train_args("b.slm", "b.csv", "linear", "boosting"));
+    let mut args = train_args("b.slm", "b.csv", "linear", "linear");
+    args.extend(["--learner".to_string(), "perceptron-global".to_string()]);
+    let out = mpirun(dir.path(), 2, &args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(stderr.contains("of 2: oracle `boosting` (factor type `pairwise`) cannot train over 2 ranks"), "{stderr}");
+    assert!(stderr.contains("of 2: the perceptron-global learner cannot train over 2 ranks"), "{stderr}");
     assert!(!dir.path().join("b.slm").exists(), "no partial model");
     // More ranks than examples.
     let out = mpirun(dir.path(), 8, &train_args("b.slm", "b.csv", "linear", "linear"));
