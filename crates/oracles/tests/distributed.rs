@@ -298,3 +298,14 @@ fn boosting_ranks_fit_the_whole_problem() {
         eprintln!("boosting {oracle:?}: largest relative difference from one process {worst:e}");
     }
 }
+
+#[test]
+fn boosting_bins_come_from_one_process_sample_of_every_rank_rows() {
+    use oracles::boosting::BoostingOracle;
+    // More rows than the 50,000 the bin thresholds are computed from: the
+    // sample is drawn over every rank's rows and its values gathered.
+    let d = data(17, 60_000, 3, 2);
+    let oracle =
+        BoostingOracle { rounds: 2, subsample: 400, bins: 64, leaf_l2: 1.0, max_depth: Some(3), ..Default::default() };
+    check_against_one_process(&oracle, &d, true);
+}
