@@ -40,6 +40,21 @@
 //! over many rounds that noise can accumulate until the training loss drifts up;
 //! the leaf ridge [`BoostingOracle::leaf_l2`] damps it. The oracle contract's
 //! "never worse than the warm start" is enforced by [`crate::fit_monotone`].
+//!
+//! # Over ranks
+//!
+//! On a [`crate::Problem::distributed`] problem (rows spread over ranks), in
+//! LightGBM's data-parallel scheme: the bin thresholds come from one
+//! process's bin sample over the whole problem's rows, whose feature values
+//! are gathered (at most 50,000 rows); each round's subsample is drawn over
+//! the whole problem's rows, each rank keeping the rows it holds; the
+//! root's totals, every node's histogram, each leaf's Newton sums and every
+//! evaluation of its re-fit are completed over the ranks; split decisions
+//! use the whole subsample's counts; each rank adds the trees to its rows'
+//! scores. A node keeps its rows in subsample order, which is the whole
+//! problem's row order, so each sum is continued rank after rank in one
+//! process's order (`chain`): every rank builds one process's trees, bit for
+//! bit.
 
 mod bins;
 mod descent;
