@@ -240,12 +240,13 @@ pub trait Oracle: Send + Sync + Debug {
     /// (or [`crate::logistic_loss`], which does), its random choices do not
     /// depend on the rank, and so every rank returns the same model. A
     /// learner spreading examples over several ranks refuses oracles that do
-    /// not say so. The default is `false`.
+    /// not say so. The default is `false`; every built-in class says so.
     ///
     /// ```
     /// use oracles::Oracle;
     /// assert!(oracles::linear::LinearOracle::default().distributed());
-    /// assert!(!oracles::boosting::BoostingOracle::default().distributed());
+    /// assert!(oracles::boosting::BoostingOracle::default().distributed());
+    /// assert!(oracles::mlp::MlpOracle::default().distributed());
     /// ```
     fn distributed(&self) -> bool {
         false

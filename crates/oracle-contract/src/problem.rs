@@ -341,6 +341,44 @@ impl<'a> Problem<'a> {
         self.collective
     }
 
+    /// The number of rows on the ranks before this one: this rank's row `k`
+    /// is row `row_offset() + k` of the whole problem (0 unless
+    /// [`Problem::distributed`]).
+    pub fn row_offset(&self) -> usize {
+        self.row_offset
+    }
+
+    /// The number of rows of the whole problem, over every rank
+    /// ([`Problem::rows`] unless [`Problem::distributed`]). Random choices
+    /// that must be one process's (a permutation, a sample) are drawn over
+    /// `0..global_rows()`, and each rank keeps the rows it holds.
+    ///
+    /// ```
+    /// use oracle_contract::{Collective, Features, Problem, ThreadRanks};
+    /// let x = [0.0; 5];
+    /// let labels = [0, 1, 0, 1, 1];
+    /// let offsets: Vec<(usize, usize)> = std::thread::scope(|s| {
+    ///     let handles: Vec<_> = ThreadRanks::group(2)
+    ///         .into_iter()
+    ///         .map(|c| {
+    ///             let (x, labels) = (&x, &labels);
+    ///             s.spawn(move || {
+    ///                 let rows = oracle_contract::collective::block(5, c.rank(), 2);
+    ///                 let f = Features::new(&x[rows.clone()], rows.len(), 1).unwrap();
+    ///                 let p = Problem::new(f, &labels[rows], &[0.0; 6][..2 * f.rows()], 2, None).unwrap();
+    ///                 let p = p.distributed(&c);
+    ///                 (p.row_offset(), p.global_rows())
+    ///             })
+    ///         })
+    ///         .collect();
+    ///     handles.into_iter().map(|h| h.join().unwrap()).collect()
+    /// });
+    /// assert_eq!(offsets, [(0, 5), (3, 5)]);
+    /// ```
+    pub fn global_rows(&self) -> usize {
+        self.global_rows
+    }
+
     /// Whether the rows are spread over more than one rank, so that sums over
     /// rows must be completed with [`Problem::sum`].
     pub fn is_distributed(&self) -> bool {

@@ -19,10 +19,10 @@
 
 use rayon::prelude::*;
 
-use super::SplitGain;
 use super::tree::stats_width;
+use super::{SplitGain, chain};
 use crate::optim::{LbfgsOptions, lbfgs_minimize};
-use crate::{OracleError, Problem};
+use crate::{Collective, OracleError, Problem};
 
 /// Least rows per parallel task in [`LeafData::gather`].
 const GATHER_MIN_ROWS: usize = 512;
@@ -124,7 +124,8 @@ impl LeafData {
                 },
             );
         // Summed in row order, so the result does not depend on the thread count.
-        self.loss.iter().zip(&self.weights).map(|(l, w)| w * l).sum()
+        let rows = sub.len();
+        self.loss[..rows].iter().zip(&self.weights[..rows]).map(|(l, w)| w * l).sum()
     }
 
     /// The loss of the subsample rows `sub` at their scores `sub_scores` (laid
@@ -138,21 +139,62 @@ impl LeafData {
                 *loss = crate::row_loss(s, problem.bias_row(k, b), problem.labels()[k], problem.weight(k), None);
             },
         );
-        self.loss.iter().sum()
+        self.loss[..sub.len()].iter().sum()
+    }
+
+    /// The leaf objective (module docs) at `v` and its gradient into `grad`;
+    /// `ev` is scratch of length `C`. With `ranks`, the leaf's rows are
+    /// spread over them: its rows are in one process's order when taken rank
+    /// after rank (every node keeps its rows in subsample order, which is
+    /// the whole problem's row order, and each rank holds a block of it), so
+    /// each rank continues the running sums (loss, product, weight,
+    /// gradient: `C + 3` numbers, `buf` their scratch) from the previous
+    /// rank's and the last rank's are shared ([`chain`]): every rank gets one
+    /// process's value and gradient, bit for bit.
+    #[allow(clippy::too_many_arguments)]
+    fn objective_over(
+        &self,
+        ranks: Option<&dyn Collective>,
+        rows: &[u32],
+        l2: f64,
+        v: &[f64],
+        grad: &mut [f64],
+        ev: &mut [f64],
+        buf: &mut Vec<f64>,
+    ) -> f64 {
+        let Some(ranks) = ranks else { return self.objective(rows, l2, v, grad, ev) };
+        buf.clear();
+        buf.extend([0.0, 1.0, 0.0]);
+        buf.resize(3 + grad.len(), 0.0);
+        chain(ranks, buf, |acc| {
+            let (state, g) = acc.split_at_mut(3);
+            self.row_sums(rows, v, g, ev, state);
+        });
+        grad.copy_from_slice(&buf[3..]);
+        finish_objective(buf[0] + buf[1].ln(), buf[2], l2, v, grad)
     }
 
     /// The leaf objective (module docs) at `v` and its gradient into `grad`;
     /// `ev` is scratch of length `C`.
     fn objective(&self, rows: &[u32], l2: f64, v: &[f64], grad: &mut [f64], ev: &mut [f64]) -> f64 {
+        grad.fill(0.0);
+        let mut state = [0.0, 1.0, 0.0];
+        self.row_sums(rows, v, grad, ev, &mut state);
+        let [loss, product, weight] = state;
+        finish_objective(loss + product.ln(), weight, l2, v, grad)
+    }
+
+    /// Continues the objective's sums over the leaf's `rows` at `v`, row by
+    /// row: `state` is `[loss, product, weight]` (`Σ w_k ℓ_k(v)` but for the
+    /// logarithm of `product`, a running product of unit-weight rows' sums;
+    /// `Σ w_k`), `grad` the gradient's sum. From `[0, 1, 0]` and zeros.
+    fn row_sums(&self, rows: &[u32], v: &[f64], grad: &mut [f64], ev: &mut [f64], state: &mut [f64]) {
         let c = self.classes;
         let vmax = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         ev.iter_mut().zip(v).for_each(|(e, v)| *e = (v - vmax).exp());
-        grad.fill(0.0);
-        let mut loss = 0.0;
-        let mut weight = 0.0;
+        let [mut loss, mut product, mut weight] = [state[0], state[1], state[2]];
         // Σ ln(sum) over unit-weight rows as the log of a running product (each
         // `sum ≤ 1`, so it only shrinks): one logarithm per many rows.
-        let mut product = 1.0;
         for &r in rows {
             let r = r as usize;
             let w = self.weights[r];
@@ -181,17 +223,7 @@ impl LeafData {
             grad[label] -= w;
             weight += w;
         }
-        loss += product.ln();
-        if weight == 0.0 {
-            return 0.0;
-        }
-        let scale = 1.0 / weight;
-        let mut ridge = 0.0;
-        for (g, vy) in grad.iter_mut().zip(v) {
-            *g = scale * (*g + l2 * vy);
-            ridge += vy * vy;
-        }
-        scale * (loss + 0.5 * l2 * ridge)
+        state.copy_from_slice(&[loss, product, weight]);
     }
 
     /// Row `r`'s loss at `v` from `z` (when `q` underflows against `e^v`); adds
@@ -215,10 +247,43 @@ impl LeafData {
     /// leaf value, used as the L-BFGS starting point.
     /// With `class` (a single-output tree of that class) only `v_class` is
     /// kept; the others are 0.
-    pub(super) fn newton_leaf(&self, rows: &[u32], class: Option<usize>, l2: f64, out: &mut [f64], hess: &mut [f64]) {
+    /// With `ranks` (the leaf's rows spread over them), `G` and `H` are
+    /// continued rank after rank in one process's row order ([`chain`], `2C`
+    /// numbers): one process's values, bit for bit.
+    pub(super) fn newton_leaf(
+        &self,
+        ranks: Option<&dyn Collective>,
+        rows: &[u32],
+        class: Option<usize>,
+        l2: f64,
+        out: &mut [f64],
+        hess: &mut [f64],
+    ) {
         let c = self.classes;
         out.fill(0.0);
         hess.fill(0.0);
+        match ranks {
+            None => self.newton_sums(rows, class, out, hess),
+            Some(ranks) => {
+                let mut sums = vec![0.0; 2 * c];
+                chain(ranks, &mut sums, |acc| {
+                    let (g, h) = acc.split_at_mut(c);
+                    self.newton_sums(rows, class, g, h);
+                });
+                out.copy_from_slice(&sums[..c]);
+                hess.copy_from_slice(&sums[c..]);
+            }
+        }
+        for (v, h) in out.iter_mut().zip(hess.iter()) {
+            let h = h + l2;
+            *v = if h > 0.0 { -*v / h } else { 0.0 };
+        }
+    }
+
+    /// Adds the leaf `rows`' gradient and diagonal Hessian sums (of `class`
+    /// alone, with one) to `out` and `hess`, row by row.
+    fn newton_sums(&self, rows: &[u32], class: Option<usize>, out: &mut [f64], hess: &mut [f64]) {
+        let c = self.classes;
         let (first, last) = class.map_or((0, c), |y| (y, y + 1));
         for &r in rows {
             let r = r as usize;
@@ -231,18 +296,19 @@ impl LeafData {
                 *h += w * p * (1.0 - p);
             }
         }
-        for (v, h) in out.iter_mut().zip(hess.iter()) {
-            let h = h + l2;
-            *v = if h > 0.0 { -*v / h } else { 0.0 };
-        }
     }
 
     /// Re-fits the values of the leaf holding `rows` by L-BFGS (module docs),
     /// starting from the better of 0 and [`LeafData::newton_leaf`]; the result is
     /// never worse than `v = 0`. With `class` (a single-output tree of that
-    /// class) only `v_class` is fitted and the others stay 0.
+    /// class) only `v_class` is fitted and the others stay 0. With `ranks`,
+    /// the leaf's rows are spread over them and every evaluation's sums are
+    /// continued over the ranks in one process's order
+    /// ([`LeafData::newton_leaf`], `objective_over`): every rank takes one
+    /// process's L-BFGS steps.
     pub(super) fn refit_leaf(
         &self,
+        ranks: Option<&dyn Collective>,
         rows: &[u32],
         class: Option<usize>,
         l2: f64,
@@ -253,10 +319,11 @@ impl LeafData {
         let mut scratch = vec![0.0; 3 * c];
         let (grad, rest) = scratch.split_at_mut(c);
         let (ev, v) = rest.split_at_mut(c);
-        self.newton_leaf(rows, class, l2, out, ev);
+        let mut buf = Vec::new();
+        self.newton_leaf(ranks, rows, class, l2, out, ev);
         v.fill(0.0);
-        let at_zero = self.objective(rows, l2, v, grad, ev);
-        let at_newton = self.objective(rows, l2, out, grad, ev);
+        let at_zero = self.objective_over(ranks, rows, l2, v, grad, ev, &mut buf);
+        let at_newton = self.objective_over(ranks, rows, l2, out, grad, ev, &mut buf);
         // Also falls back to 0 if the Newton point's objective is NaN.
         let newton_is_better = at_newton < at_zero;
         if !newton_is_better {
@@ -264,13 +331,13 @@ impl LeafData {
         }
         match class {
             None => {
-                lbfgs_minimize(|v, g| self.objective(rows, l2, v, g, ev), out, opts)?;
+                lbfgs_minimize(|v, g| self.objective_over(ranks, rows, l2, v, g, ev, &mut buf), out, opts)?;
             }
             Some(y) => {
                 let mut x = [out[y]];
                 let one = |x: &[f64], g: &mut [f64]| {
                     v[y] = x[0];
-                    let f = self.objective(rows, l2, v, grad, ev);
+                    let f = self.objective_over(ranks, rows, l2, v, grad, ev, &mut buf);
                     g[0] = grad[y];
                     f
                 };
@@ -280,4 +347,20 @@ impl LeafData {
         }
         Ok(())
     }
+}
+
+/// The leaf objective from its sums over rows ([`LeafData::row_sums`]: `loss`,
+/// `weight`, and the gradient in `grad`): the ridge added and everything
+/// scaled by `1 / weight` (0, and the gradient left at 0, without weight).
+fn finish_objective(loss: f64, weight: f64, l2: f64, v: &[f64], grad: &mut [f64]) -> f64 {
+    if weight == 0.0 {
+        return 0.0;
+    }
+    let scale = 1.0 / weight;
+    let mut ridge = 0.0;
+    for (g, vy) in grad.iter_mut().zip(v) {
+        *g = scale * (*g + l2 * vy);
+        ridge += vy * vy;
+    }
+    scale * (loss + 0.5 * l2 * ridge)
 }

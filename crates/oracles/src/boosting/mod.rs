@@ -40,6 +40,21 @@
 //! over many rounds that noise can accumulate until the training loss drifts up;
 //! the leaf ridge [`BoostingOracle::leaf_l2`] damps it. The oracle contract's
 //! "never worse than the warm start" is enforced by [`crate::fit_monotone`].
+//!
+//! # Over ranks
+//!
+//! On a [`crate::Problem::distributed`] problem (rows spread over ranks), in
+//! LightGBM's data-parallel scheme: the bin thresholds come from one
+//! process's bin sample over the whole problem's rows, whose feature values
+//! are gathered (at most 50,000 rows); each round's subsample is drawn over
+//! the whole problem's rows, each rank keeping the rows it holds; the
+//! root's totals, every node's histogram, each leaf's Newton sums and every
+//! evaluation of its re-fit are completed over the ranks; split decisions
+//! use the whole subsample's counts; each rank adds the trees to its rows'
+//! scores. A node keeps its rows in subsample order, which is the whole
+//! problem's row order, so each sum is continued rank after rank in one
+//! process's order (`chain`): every rank builds one process's trees, bit for
+//! bit.
 
 mod bins;
 mod descent;
@@ -60,8 +75,8 @@ pub use model::BoostingModel;
 
 use crate::optim::LbfgsOptions;
 use crate::{
-    FitContext, FitLosses, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, decode,
-    downcast_warm, logistic_loss,
+    Collective, Features, FitContext, FitLosses, Model, Oracle, OracleError, Problem, check_model_shape,
+    check_score_buffer, decode, downcast_warm, logistic_loss,
 };
 use bins::{BIN_SAMPLE_ROWS, BinEdges};
 use descent::Descent;
@@ -423,15 +438,23 @@ impl BoostingOracle {
     ) -> Result<BoostingModel, OracleError> {
         let (n, d, c) = (problem.rows(), problem.dim(), problem.classes());
         let features = problem.features();
+        // Over ranks: samples are drawn over the whole problem's rows, as one
+        // process draws them, and each rank keeps the rows it holds
+        // (`Ranks`); sums over the subsample are added over the ranks.
+        let ranks = Ranks::of(problem);
+        let global_rows = ranks.as_ref().map_or(n, |r| r.rows);
 
         let mut rng = ChaCha8Rng::seed_from_u64(ctx.seed);
         let mut bin_sample = Vec::new();
-        draw_subsample(&mut rng, n, BIN_SAMPLE_ROWS, &mut bin_sample);
-        let edges = BinEdges::fit(features, &bin_sample, self.bins);
+        draw_subsample(&mut rng, global_rows, BIN_SAMPLE_ROWS, &mut bin_sample);
+        let edges = match &ranks {
+            None => BinEdges::fit(features, &bin_sample, self.bins),
+            Some(r) => r.bin_edges(features, &bin_sample, self.bins)?,
+        };
         let mut all_bins = Vec::new();
         edges.bin_rows(features, &mut all_bins);
 
-        let m = self.subsample.min(n);
+        let m = self.subsample.min(global_rows);
         let limits = TreeLimits {
             min_child: ((self.min_child_fraction * m as f64).ceil() as usize).max(1),
             min_split: (self.min_split_fraction * m as f64).ceil() as usize,
@@ -454,48 +477,79 @@ impl BoostingOracle {
         let mut sub_leaf = vec![0u32; m];
         // This call's trees not yet added to `scores` (without an observer).
         let mut pending: Vec<(Descent<u8>, Vec<f64>)> = Vec::new();
+        // The whole subsample's rows, when this rank holds only some of them.
+        let mut global_sub = Vec::new();
         // The outputs each tree of a round fits: all at once, or one class per tree.
         let targets: Vec<Option<usize>> = if per_class { (0..c).map(Some).collect() } else { vec![None] };
 
         for round in 0..self.rounds {
-            draw_subsample(&mut rng, n, m, &mut sub);
+            match &ranks {
+                None => draw_subsample(&mut rng, n, m, &mut sub),
+                Some(r) => {
+                    draw_subsample(&mut rng, global_rows, m, &mut global_sub);
+                    r.keep_mine(&global_sub, &mut sub);
+                }
+            }
+            // This rank's rows of the subsample (all of them in one process).
+            let mine = sub.len();
             for (r, &k) in sub.iter().enumerate() {
                 let row = &all_bins[k * d..(k + 1) * d];
                 for (f, &b) in row.iter().enumerate() {
-                    sub_bins[f * m + r] = b;
+                    sub_bins[f * mine + r] = b;
                 }
                 sub_rows[r * d..(r + 1) * d].copy_from_slice(row);
                 sub_scores[r * c..(r + 1) * c].copy_from_slice(&scores[k * c..(k + 1) * c]);
             }
             for (descent, values) in &pending {
-                add_tree(descent, values, c, &sub_rows, d, &mut sub_scores, &mut sub_leaf);
+                let (rows, scores, leaf) = (&sub_rows[..mine * d], &mut sub_scores[..mine * c], &mut sub_leaf[..mine]);
+                add_tree(descent, values, c, rows, d, scores, leaf);
             }
             let mut subsample_loss_before = 0.0;
             let mut leaves = 0;
             for (i, &target) in targets.iter().enumerate() {
                 // Each class's tree sees the scores after the trees before it.
-                let loss = data.gather(problem, &sub_scores, &sub, gain, target, &mut stats);
+                let loss = data.gather(problem, &sub_scores[..mine * c], &sub, gain, target, &mut stats);
                 if i == 0 {
                     subsample_loss_before = loss;
                 }
-                builder.grow(&Sample { bins: &sub_bins, stats: &stats, rows: m }, &limits);
+                let width = stats_width(if per_class { 1 } else { c }, gain, weighted);
+                let collective = ranks.as_ref().map(|_| problem.collective());
+                let sample = Sample {
+                    bins: &sub_bins[..d * mine],
+                    stats: &stats[..mine * width],
+                    rows: mine,
+                    ranks: collective,
+                };
+                builder.grow(&sample, &limits);
                 let tree = &builder.tree;
                 leaves += tree.leaf_ranges.len();
                 values.clear();
                 values.resize(tree.leaf_ranges.len() * c, 0.0);
-                values.par_chunks_mut(c).zip(tree.leaf_ranges.par_iter()).try_for_each_init(
-                    || vec![0.0; c],
-                    |hess, (v, &(start, end))| {
-                        let rows = &tree.order[start..end];
-                        match self.leaf_values {
-                            LeafValues::Refit => data.refit_leaf(rows, target, self.leaf_l2, &self.leaf_lbfgs, v),
-                            LeafValues::Newton => {
-                                data.newton_leaf(rows, target, self.leaf_l2, v, hess);
-                                Ok(())
-                            }
+                let leaf = |ranks: Option<&dyn Collective>,
+                            hess: &mut Vec<f64>,
+                            (v, &(start, end)): (&mut [f64], &(usize, usize))| {
+                    let rows = &tree.order[start..end];
+                    match self.leaf_values {
+                        LeafValues::Refit => data.refit_leaf(ranks, rows, target, self.leaf_l2, &self.leaf_lbfgs, v),
+                        LeafValues::Newton => {
+                            data.newton_leaf(ranks, rows, target, self.leaf_l2, v, hess);
+                            Ok(())
                         }
-                    },
-                )?;
+                    }
+                };
+                match collective {
+                    None => values
+                        .par_chunks_mut(c)
+                        .zip(tree.leaf_ranges.par_iter())
+                        .try_for_each_init(|| vec![0.0; c], |hess, item| leaf(None, hess, item))?,
+                    // Every leaf's sums are collective calls: the leaves in turn, in the same order on every rank.
+                    Some(_) => {
+                        let mut hess = vec![0.0; c];
+                        for item in values.chunks_mut(c).zip(&tree.leaf_ranges) {
+                            leaf(collective, &mut hess, item)?;
+                        }
+                    }
+                }
                 values.iter_mut().for_each(|v| *v *= self.shrinkage);
 
                 let mut descent = Descent::new();
@@ -517,13 +571,20 @@ impl BoostingOracle {
                 model.push_tree(tree, &edges, &values);
                 pending.push((descent, values.clone()));
             }
-            let subsample_loss_after = data.loss_at(problem, &sub_scores, &sub);
+            let mut subsample_loss_after = data.loss_at(problem, &sub_scores[..mine * c], &sub);
+            if observer.is_some()
+                && let Some(r) = &ranks
+            {
+                let mut losses = [subsample_loss_before, subsample_loss_after];
+                r.collective.sum(&mut losses);
+                [subsample_loss_before, subsample_loss_after] = losses;
+            }
             // Catching a round's subsample up costs |pending| × m descents,
             // adding the pending trees to every row n × |pending| once: add
             // them to every row once the former would exceed n per round, so a
             // long call costs O(n + m) per tree, not O(m × trees) (the same
             // additions in the same order per entry either way: same bits).
-            if observer.is_none() && pending.len() * m >= n {
+            if observer.is_none() && pending.len() * mine >= n {
                 add_trees(&pending, c, &all_bins, d, scores);
                 pending.clear();
             }
@@ -584,6 +645,74 @@ fn add_trees(trees: &[(Descent<u8>, Vec<f64>)], c: usize, bins: &[u8], width: us
             }
         },
     );
+}
+
+/// The ranks a fit's rows are spread over ([`Problem::distributed`]): what
+/// a boosting fit needs to draw its samples over the whole problem's rows.
+struct Ranks<'a> {
+    collective: &'a dyn Collective,
+    /// Rows of the whole problem.
+    rows: usize,
+    /// This rank's rows are rows `offset..offset + local` of the whole problem.
+    offset: usize,
+    local: usize,
+}
+
+impl<'a> Ranks<'a> {
+    /// `None` for a problem of one process.
+    fn of(problem: &Problem<'a>) -> Option<Self> {
+        problem.is_distributed().then(|| Ranks {
+            collective: problem.collective(),
+            rows: problem.global_rows(),
+            offset: problem.row_offset(),
+            local: problem.rows(),
+        })
+    }
+
+    /// The rows of `global` (the whole problem's indices, sorted) this rank
+    /// holds, as its own indices, in the same order.
+    fn keep_mine(&self, global: &[usize], out: &mut Vec<usize>) {
+        out.clear();
+        out.extend(global.iter().filter_map(|&k| k.checked_sub(self.offset).filter(|&k| k < self.local)));
+    }
+
+    /// [`BinEdges::fit`] on the whole problem's `sample` rows (sorted): each
+    /// rank contributes the feature values of the sampled rows it holds, and
+    /// every rank receives them all (a gather of at most
+    /// [`BIN_SAMPLE_ROWS`] rows × `dim` numbers), in the sample's order —
+    /// the thresholds one process computes, bit for bit.
+    fn bin_edges(&self, features: Features<'_>, sample: &[usize], bins: usize) -> Result<BinEdges, OracleError> {
+        let mut mine = Vec::new();
+        self.keep_mine(sample, &mut mine);
+        let values: Vec<f64> = mine.iter().flat_map(|&k| features.row(k).iter().copied()).collect();
+        let all = self.collective.gather(&values);
+        let sampled = Features::new(&all, sample.len(), features.dim())?;
+        let order: Vec<usize> = (0..sample.len()).collect();
+        Ok(BinEdges::fit(sampled, &order, bins))
+    }
+}
+
+/// Continues the running sums `acc` over the ranks in rank order: rank `r`
+/// receives rank `r − 1`'s `acc` (rank 0 starts from the caller's),
+/// `accumulate`s its rows onto it and hands it on; every rank then gets the
+/// last rank's. Sums whose rows, taken rank after rank, are in one process's
+/// order so have one process's bits: every node of a tree keeps its rows in
+/// subsample order, which is the whole problem's row order, and each rank
+/// holds a block of it, so a node's (or leaf's) rows are one process's taken
+/// rank after rank. `R − 1` point-to-point messages in
+/// sequence and one gather, of `acc.len()` numbers. A collective call.
+pub(super) fn chain(ranks: &dyn Collective, acc: &mut [f64], accumulate: impl FnOnce(&mut [f64])) {
+    let (rank, count) = (ranks.rank(), ranks.ranks());
+    if rank > 0 {
+        ranks.receive(rank - 1, acc);
+    }
+    accumulate(acc);
+    let last = rank + 1 == count;
+    if !last {
+        ranks.send(rank + 1, acc);
+    }
+    let all = ranks.gather(if last { acc } else { &[] });
+    acc.copy_from_slice(&all);
 }
 
 /// Draws `amount` distinct rows of `0..rows` into `out`, sorted (all rows, without
@@ -660,6 +789,19 @@ impl Oracle for BoostingOracle {
     }
 
     fn maintains_scores(&self) -> bool {
+        true
+    }
+
+    /// LightGBM's data-parallel scheme: the bin thresholds from the whole
+    /// problem's sample (its rows' values gathered), each round's subsample
+    /// drawn over the whole problem's rows, every node's gradient (and
+    /// Hessian) histogram and the root's totals completed over the ranks,
+    /// the split decisions on the whole subsample's counts, each leaf's
+    /// re-fit (or Newton step) on sums over the ranks; the training scores
+    /// are updated by each rank for its rows. Every sum over the subsample
+    /// is continued rank after rank in one process's row order (`chain`), so
+    /// the model is one process's, bit for bit.
+    fn distributed(&self) -> bool {
         true
     }
 

@@ -98,7 +98,7 @@ impl BoostingModel {
             self.right.push(tree.right[n]);
         }
         self.leaf_values.extend_from_slice(values);
-        self.leaf_rows.extend(tree.leaf_ranges.iter().map(|&(start, end)| (end - start) as u32));
+        self.leaf_rows.extend(tree.leaf_counts.iter().map(|&n| n as u32));
         self.node_offsets.push(self.feature.len() as u32);
         self.leaf_offsets.push(self.leaf_rows.len() as u32);
     }

@@ -514,7 +514,7 @@ fn the_first_split_maximises_each_gain_as_computed_from_the_rows() {
         let mut chosen = Vec::new();
         for (gain, stats) in [(SplitGain::LeastSquares, &least_squares), (SplitGain::Newton, &newton)] {
             let mut builder = TreeBuilder::new(&edges, dim, c, gain, true, l2);
-            let sample = Sample { bins: &column_bins, stats, rows };
+            let sample = Sample { bins: &column_bins, stats, rows, ranks: None };
             builder.grow(&sample, &limits);
             let tree = &builder.tree;
             let got = tree.feature.first().map(|&f| (f as usize, tree.split_bin[0] as usize));

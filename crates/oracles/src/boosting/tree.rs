@@ -23,8 +23,9 @@
 
 use rayon::prelude::*;
 
-use super::SplitGain;
 use super::bins::BinEdges;
+use super::{SplitGain, chain};
+use crate::Collective;
 
 /// Below this many (row, feature) pairs a histogram is built on one thread.
 const PARALLEL_HISTOGRAM_WORK: usize = 16_384;
@@ -39,8 +40,14 @@ pub(super) struct Sample<'a> {
     /// with unit weights a node's weight is its count) and a count, so one
     /// histogram update is one slice add.
     pub stats: &'a [f64],
-    /// Rows of the subsample.
+    /// Rows of the subsample (this rank's, when distributed).
     pub rows: usize,
+    /// The ranks holding the rest of the subsample, when the rows are spread
+    /// over several (`None` in one process): the root's totals and each
+    /// node's histogram are then continued rank after rank in one process's
+    /// row order (`chain`), so that every rank holds one process's sums bit
+    /// for bit and grows one process's tree.
+    pub ranks: Option<&'a dyn Collective>,
 }
 
 /// Values per row of [`Sample::stats`] for `classes` outputs under `gain`,
@@ -85,6 +92,8 @@ pub(super) struct GrownTree {
     pub order: Vec<u32>,
     /// `(start, end)` of each leaf in `order`.
     pub leaf_ranges: Vec<(usize, usize)>,
+    /// Subsample rows of each leaf, over every rank (`end − start` in one process).
+    pub leaf_counts: Vec<usize>,
 }
 
 /// Where a pending leaf hangs in the tree.
@@ -184,13 +193,21 @@ impl TreeBuilder {
         tree.left.clear();
         tree.right.clear();
         tree.leaf_ranges.clear();
+        tree.leaf_counts.clear();
         tree.order.clear();
         tree.order.extend(0..sample.rows as u32);
         self.pending.clear();
         self.totals.clear();
         self.totals.resize(stride, 0.0);
-        for s in sample.stats.chunks(stride) {
-            self.totals.iter_mut().zip(s).for_each(|(t, v)| *t += v);
+        let totals = &mut self.totals;
+        let add_rows = |totals: &mut [f64]| {
+            for s in sample.stats.chunks(stride) {
+                totals.iter_mut().zip(s).for_each(|(t, v)| *t += v);
+            }
+        };
+        match sample.ranks {
+            None => add_rows(totals),
+            Some(ranks) => chain(ranks, totals, add_rows),
         }
         self.push_pending(sample, limits, 0, sample.rows, 0, Slot::Root, None);
 
@@ -209,7 +226,7 @@ impl TreeBuilder {
             leaves += 1;
         }
 
-        for p in &mut self.pending {
+        for (i, p) in self.pending.iter_mut().enumerate() {
             if let Some((_, h)) = p.split.take() {
                 self.pool.push(h);
             }
@@ -223,6 +240,8 @@ impl TreeBuilder {
                 Slot::Right(n) => self.tree.right[n] = leaf,
             }
             self.tree.leaf_ranges.push((p.start, p.end));
+            let count = node_count(sample, &self.totals, stride, i, p.start, p.end);
+            self.tree.leaf_counts.push(count);
         }
     }
 
@@ -278,17 +297,22 @@ impl TreeBuilder {
         self.totals.extend_from_slice(&self.left_sum);
 
         // Histogram of the smaller child by a pass over its rows; the larger
-        // child's by subtraction from the parent's.
-        let left_small = mid - start <= end - mid;
-        let (small, large) = if left_small { ((start, mid), (mid, end)) } else { ((mid, end), (start, mid)) };
+        // child's by subtraction from the parent's. (Sizes over every rank:
+        // the children's totals, the last two pushed.)
+        let children = self.totals.len() / stride - 2;
+        let left_count = node_count(sample, &self.totals, stride, children, start, mid);
+        let right_count = node_count(sample, &self.totals, stride, children + 1, mid, end);
+        let left_small = left_count <= right_count;
+        let (small, small_count, large_count) =
+            if left_small { ((start, mid), left_count, right_count) } else { ((mid, end), right_count, left_count) };
         let splittable = |n: usize| n >= limits.min_split && n >= 2 * limits.min_child && depth + 1 < limits.max_depth;
-        let small_splittable = splittable(small.1 - small.0);
-        let large_splittable = splittable(large.1 - large.0);
+        let small_splittable = splittable(small_count);
+        let large_splittable = splittable(large_count);
         let mut small_hist = None;
         let mut large_hist = None;
         if small_splittable || large_splittable {
             let mut h = self.take_histogram();
-            self.build_histogram(sample, small.0..small.1, &mut h);
+            self.node_histogram(sample, small.0..small.1, &mut h);
             if large_splittable {
                 self.subtract(&mut parent_hist, &h);
                 large_hist = Some(parent_hist);
@@ -330,7 +354,7 @@ impl TreeBuilder {
         hist: Option<Vec<f64>>,
     ) {
         let index = self.pending.len();
-        let n = end - start;
+        let n = node_count(sample, &self.totals, self.stride, index, start, end);
         let may_split =
             self.active > 0 && n >= limits.min_split && n >= 2 * limits.min_child && depth < limits.max_depth;
         let mut split = None;
@@ -339,7 +363,7 @@ impl TreeBuilder {
                 Some(h) => h,
                 None => {
                     let mut h = self.take_histogram();
-                    self.build_histogram(sample, start..end, &mut h);
+                    self.node_histogram(sample, start..end, &mut h);
                     h
                 }
             };
@@ -357,8 +381,9 @@ impl TreeBuilder {
     /// sums of [`Sample::stats`], each bin's rows added in the node's row order.
     /// The rows' statistics are first copied out in that order, so that each
     /// feature's pass reads them in sequence instead of at random once per
-    /// feature (LightGBM's "ordered gradients").
-    fn build_histogram(&mut self, sample: &Sample<'_>, range: std::ops::Range<usize>, hist: &mut [f64]) {
+    /// feature (LightGBM's "ordered gradients"). With `fresh`, the bins in
+    /// use start at 0; without, the rows are added to the sums `hist` holds.
+    fn build_histogram(&mut self, sample: &Sample<'_>, range: std::ops::Range<usize>, hist: &mut [f64], fresh: bool) {
         let stride = self.stride;
         let rows = &self.tree.order[range];
         self.ordered.clear();
@@ -373,7 +398,9 @@ impl TreeBuilder {
                 return;
             }
             let block = &mut block[..bins * stride];
-            block.fill(0.0);
+            if fresh {
+                block.fill(0.0);
+            }
             let column = &sample.bins[f * sample.rows..(f + 1) * sample.rows];
             match stride {
                 // One output: Newton's `[g, h, (w,) 1]`, least squares' `[g, (w,) 1]`.
@@ -393,6 +420,29 @@ impl TreeBuilder {
         } else {
             hist.chunks_mut(self.feature_stride).enumerate().for_each(fill);
         }
+    }
+
+    /// The histogram of the node over `tree.order[range]`
+    /// ([`TreeBuilder::build_histogram`]); over ranks, the whole node's:
+    /// each rank continues the previous rank's histogram with its rows and
+    /// the last one's is shared (`chain`, of the bins in use of the features
+    /// with at least two, `Σ_f bins_f × stride` numbers), one process's
+    /// histogram bit for bit.
+    fn node_histogram(&mut self, sample: &Sample<'_>, range: std::ops::Range<usize>, hist: &mut [f64]) {
+        let Some(ranks) = sample.ranks else {
+            return self.build_histogram(sample, range, hist, true);
+        };
+        let stride = self.stride;
+        let feature_stride = self.feature_stride;
+        let bins = self.bins.clone();
+        let used = |f: usize| if bins[f] > 1 { bins[f] * stride } else { 0 };
+        let mut packed = vec![0.0; (0..bins.len()).map(used).sum()];
+        chain(ranks, &mut packed, |acc| {
+            copy_used(hist, feature_stride, &used, acc, true);
+            self.build_histogram(sample, range, hist, false);
+            copy_used(hist, feature_stride, &used, acc, false);
+        });
+        copy_used(hist, feature_stride, &used, &mut packed, true);
     }
 
     /// `parent −= child`, over the bins in use.
@@ -564,6 +614,34 @@ fn accumulate<const S: usize>(block: &mut [f64], column: &[u8], rows: &[u32], or
         for k in 0..S {
             h[k] += s[k];
         }
+    }
+}
+
+/// Copies the bins in use (`used(f)` values of feature `f`'s block of
+/// `feature_stride`) between a histogram and their packed sequence: into
+/// `hist` with `unpack`, else into `packed`.
+fn copy_used(hist: &mut [f64], feature_stride: usize, used: &dyn Fn(usize) -> usize, packed: &mut [f64], unpack: bool) {
+    let mut at = 0;
+    for (f, block) in hist.chunks_mut(feature_stride).enumerate() {
+        let n = used(f);
+        let (h, p) = (&mut block[..n], &mut packed[at..at + n]);
+        if unpack {
+            h.copy_from_slice(p)
+        } else {
+            p.copy_from_slice(h)
+        }
+        at += n;
+    }
+}
+
+/// Rows of pending node `index` (rows `start..end` of the tree's order): over
+/// every rank, from its totals' count column, when the subsample is spread
+/// over ranks; `end − start` in one process (the same number).
+fn node_count(sample: &Sample<'_>, totals: &[f64], stride: usize, index: usize, start: usize, end: usize) -> usize {
+    match sample.ranks {
+        // A sum of ones: exact.
+        Some(_) => totals[(index + 1) * stride - 1] as usize,
+        None => end - start,
     }
 }
 

@@ -161,25 +161,54 @@ impl Layout {
 
     /// The loss `L` of the packed parameters `q` on `problem`, in parallel over
     /// rows with the chunking and summation order of [`crate::logistic_loss`].
+    /// On a [`Problem::distributed`] problem, the whole problem's loss with
+    /// one process's chunks and order ([`Problem::chunk_partials`]), so the
+    /// bits of [`crate::logistic_loss`] of the same scores (a collective call).
     pub(super) fn loss(&self, q: &[f64], problem: &Problem<'_>) -> f64 {
         let net = self.net(q);
+        if problem.is_distributed() {
+            let partials = problem.chunk_partials(EVAL_CHUNK, 1, |rows, acc| {
+                let mut block = Rows::new(*self, EVAL_ROWS);
+                let rows = (rows.start, rows.end);
+                acc[0] = evaluate_rows(&net, problem.features(), Some(problem), rows, &mut block, None, acc[0]);
+            });
+            return partials.iter().sum();
+        }
         let n = problem.rows();
         let partial: Vec<f64> = (0..n.div_ceil(EVAL_CHUNK))
             .into_par_iter()
             .map(|chunk| {
                 let mut block = Rows::new(*self, EVAL_ROWS);
                 let rows = (chunk * EVAL_CHUNK, ((chunk + 1) * EVAL_CHUNK).min(n));
-                evaluate_rows(&net, problem.features(), Some(problem), rows, &mut block, None)
+                evaluate_rows(&net, problem.features(), Some(problem), rows, &mut block, None, 0.0)
             })
             .collect();
         partial.iter().sum()
     }
 
     /// [`Self::loss`], also writing every row's scores into `scores`
-    /// (`rows × classes`, bit for bit what [`Model::score`] writes).
+    /// (`rows × classes`, bit for bit what [`Model::score`] writes). On a
+    /// distributed problem the scores are written first and their loss is
+    /// [`crate::logistic_loss`]'s (the same bits as [`Self::loss`]).
     pub(super) fn loss_scored(&self, q: &[f64], problem: &Problem<'_>, scores: &mut [f64]) -> f64 {
         let net = self.net(q);
         let c = problem.classes();
+        if problem.is_distributed() {
+            scores.par_chunks_mut(EVAL_CHUNK * c).enumerate().for_each(|(chunk, out)| {
+                let mut block = Rows::new(*self, EVAL_ROWS);
+                let start = chunk * EVAL_CHUNK;
+                evaluate_rows(
+                    &net,
+                    problem.features(),
+                    None,
+                    (start, start + out.len() / c),
+                    &mut block,
+                    Some(out),
+                    0.0,
+                );
+            });
+            return crate::logistic_loss(problem, scores, None);
+        }
         let partial: Vec<f64> = scores
             .par_chunks_mut(EVAL_CHUNK * c)
             .enumerate()
@@ -187,7 +216,7 @@ impl Layout {
                 let mut block = Rows::new(*self, EVAL_ROWS);
                 let start = chunk * EVAL_CHUNK;
                 let rows = (start, start + out.len() / c);
-                evaluate_rows(&net, problem.features(), Some(problem), rows, &mut block, Some(out))
+                evaluate_rows(&net, problem.features(), Some(problem), rows, &mut block, Some(out), 0.0)
             })
             .collect();
         partial.iter().sum()

@@ -112,6 +112,19 @@
 //! separate elsewhere. So a fit is bit-for-bit reproducible on every CPU of the
 //! same kind; a CPU without FMA gives a model that differs in the last bits.
 //!
+//! # Over ranks
+//!
+//! On a [`crate::Problem::distributed`] problem (rows spread over ranks) the
+//! permutation of an epoch is drawn over the whole problem's rows
+//! ([`crate::Problem::global_rows`]), so the minibatches are one process's;
+//! each rank computes the gradient of the minibatch rows it holds, one
+//! [`crate::Problem::sum`] per minibatch adds the ranks' gradients, and every
+//! rank takes the same step (`Sgd::distributed_epoch`). Each epoch's loss is
+//! summed in one process's chunks ([`crate::Problem::chunk_partials`]). The
+//! model agrees with one process's to rounding (the gradient is added per
+//! rank, then in rank order), not bit for bit; one process's path is the one
+//! described above.
+//!
 //! # Source layout
 //!
 //! One file per job: this one holds the constants and the re-exports;

@@ -81,7 +81,7 @@ impl Model for MlpModel {
         out.par_chunks_mut(EVAL_CHUNK * c).enumerate().for_each(|(chunk, out)| {
             let mut block = Rows::new(self.layout, EVAL_ROWS);
             let start = chunk * EVAL_CHUNK;
-            evaluate_rows(&net, features, None, (start, start + out.len() / c), &mut block, Some(out));
+            evaluate_rows(&net, features, None, (start, start + out.len() / c), &mut block, Some(out), 0.0);
         });
         Ok(())
     }

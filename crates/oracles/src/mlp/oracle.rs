@@ -184,6 +184,16 @@ impl Oracle for MlpOracle {
         true
     }
 
+    /// Over ranks, each minibatch is the one a single process draws (the
+    /// permutation is over the whole problem's rows), each rank computes
+    /// its rows' share of the gradient, and the shares are summed; the
+    /// epochs' losses are the whole problem's. The same model to about
+    /// 1e-9 relative, not bit for bit: a minibatch's rows are added per
+    /// rank, then over ranks in rank order.
+    fn distributed(&self) -> bool {
+        true
+    }
+
     fn fit_scored(
         &self,
         problem: &Problem<'_>,
@@ -254,8 +264,11 @@ impl MlpOracle {
         let mut best = params.clone();
         let mut improved = false;
         if problem.total_weight() > 0.0 {
-            let mut sgd = Sgd::new(layout, self.minibatch.min(problem.rows()), problem);
-            let mut order: Vec<usize> = (0..problem.rows()).collect();
+            // Over ranks, the permutation and minibatches are one process's,
+            // over the whole problem's rows (`distributed_epoch`).
+            let rows = problem.global_rows();
+            let mut sgd = Sgd::new(layout, self.minibatch.min(rows), problem);
+            let mut order: Vec<usize> = (0..rows).collect();
             let mut step = self.step_size;
             // A cold start is never retried: it has no loss to beat.
             let attempts = if warm.is_some() { 1 + self.step_halvings } else { 1 };
@@ -268,11 +281,15 @@ impl MlpOracle {
                 }
                 for _ in 0..self.epochs {
                     order.shuffle(&mut rng);
-                    let mut batches = order.chunks(self.minibatch).peekable();
-                    while let Some(batch) = batches.next() {
-                        // The next minibatch's rows (a random sample) load while this one is computed.
-                        let ahead = batches.peek().copied().unwrap_or_default();
-                        sgd.step(&mut params, problem, batch, ahead, step, self.momentum);
+                    if problem.is_distributed() {
+                        sgd.distributed_epoch(&mut params, problem, &order, self.minibatch, step, self.momentum);
+                    } else {
+                        let mut batches = order.chunks(self.minibatch).peekable();
+                        while let Some(batch) = batches.next() {
+                            // The next minibatch's rows (a random sample) load while this one is computed.
+                            let ahead = batches.peek().copied().unwrap_or_default();
+                            sgd.step(&mut params, problem, batch, ahead, step, self.momentum);
+                        }
                     }
                     if !params.iter().all(|p| p.is_finite()) {
                         break;

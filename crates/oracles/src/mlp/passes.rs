@@ -374,8 +374,9 @@ pub(super) fn gradient_kernel<K: Kernels>(
 
 /// The rows `start..end` of `features` through the network, [`EVAL_ROWS`] at
 /// a time: their scores into `scores` (row-major, `(end − start) × classes`)
-/// if given, and with `problem` (whose features these are) the sum of their
-/// loss terms `Σ_k w_k ℓ_k`, added row by row in row order (0 without).
+/// if given, and with `problem` (whose features these are) `sum` plus their
+/// loss terms `Σ_k w_k ℓ_k`, added onto it row by row in row order (`sum`
+/// without), so that a sum over rows may continue from another call's.
 pub(super) fn evaluate_rows(
     net: &Net<'_>,
     features: Features<'_>,
@@ -383,6 +384,7 @@ pub(super) fn evaluate_rows(
     (start, end): (usize, usize),
     b: &mut Rows,
     scores: Option<&mut [f64]>,
+    sum: f64,
 ) -> f64 {
     #[inline(always)]
     fn generic<K: Kernels>(
@@ -392,9 +394,9 @@ pub(super) fn evaluate_rows(
         (start, end): (usize, usize),
         b: &mut Rows,
         mut scores: Option<&mut [f64]>,
+        mut sum: f64,
     ) -> f64 {
         let (c, st) = (b.row_b.len(), b.stride);
-        let mut sum = 0.0;
         for k0 in (start..end).step_by(st) {
             let k1 = (k0 + st).min(end);
             let used = b.gather(features, k0..k1);
@@ -426,6 +428,6 @@ pub(super) fn evaluate_rows(
         }
         sum
     }
-    dispatch!(generic, (net: &Net<'_>, features: Features<'_>, problem: Option<&Problem<'_>>, rows: (usize, usize), b: &mut Rows, scores: Option<&mut [f64]>) -> f64);
-    dispatched(net, features, problem, (start, end), b, scores)
+    dispatch!(generic, (net: &Net<'_>, features: Features<'_>, problem: Option<&Problem<'_>>, rows: (usize, usize), b: &mut Rows, scores: Option<&mut [f64]>, sum: f64) -> f64);
+    dispatched(net, features, problem, (start, end), b, scores, sum)
 }

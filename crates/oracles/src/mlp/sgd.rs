@@ -36,7 +36,8 @@ fn momentum_update(theta: &mut [f64], s: &mut [f64], g: &[f64], step: f64, momen
 pub(super) struct Sgd {
     pub(super) layout: Layout,
     pub(super) chunk_rows: usize,
-    /// `1 / w̄`, so the minibatch gradient estimates that of `L / Σ_k w_k`.
+    /// `1 / w̄`, so the minibatch gradient estimates that of `L / Σ_k w_k`
+    /// (`w̄` over the whole problem's rows, every rank's).
     pub(super) inv_mean_weight: f64,
     /// One packed gradient per chunk, `chunks × packed_len`; chunk 0 receives the sum.
     pub(super) grads: Vec<f64>,
@@ -56,7 +57,7 @@ impl Sgd {
         Self {
             layout,
             chunk_rows,
-            inv_mean_weight: problem.rows() as f64 / problem.total_weight(),
+            inv_mean_weight: problem.global_rows() as f64 / problem.total_weight(),
             grads: vec![0.0; chunks * len],
             blocks: (0..chunks).map(|_| Rows::new(layout, chunk_rows)).collect(),
             velocity: vec![0.0; len],
@@ -65,11 +66,17 @@ impl Sgd {
 
     /// Writes into `self.grads[..packed_len]` the gradient of
     /// `scale · Σ_{k∈rows} w_k ℓ_k` at the packed parameters `q`; the chunks'
-    /// gradients are summed in chunk order. The rows `ahead` (the next
-    /// minibatch) are prefetched meanwhile, each chunk an equal share.
+    /// gradients are summed in chunk order (zero without rows). The rows
+    /// `ahead` (the next minibatch) are prefetched meanwhile, each chunk an
+    /// equal share.
     pub(super) fn gradient(&mut self, q: &[f64], problem: &Problem<'_>, rows: &[usize], ahead: &[usize], scale: f64) {
         let layout = self.layout;
         let len = layout.packed_len();
+        if rows.is_empty() {
+            // A rank holding none of the minibatch's rows adds nothing.
+            self.grads[..len].fill(0.0);
+            return;
+        }
         let net = layout.net(q);
         let chunks = rows.len().div_ceil(self.chunk_rows);
         let share = ahead.len().div_ceil(chunks.max(1)).max(1);
@@ -107,9 +114,60 @@ impl Sgd {
         step: f64,
         momentum: f64,
     ) {
-        let scale = self.inv_mean_weight / rows.len() as f64;
+        self.step_of(q, problem, rows, rows.len(), ahead, step, momentum);
+    }
+
+    /// One momentum step on a minibatch of `batch` rows of the whole
+    /// problem, of which this rank holds `rows` (its own indices; all of
+    /// them in one process): the rank's gradient is summed over the ranks
+    /// ([`Problem::sum`], one vector of [`Layout::packed_len`] numbers), so
+    /// every rank takes the same step.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn step_of(
+        &mut self,
+        q: &mut [f64],
+        problem: &Problem<'_>,
+        rows: &[usize],
+        batch: usize,
+        ahead: &[usize],
+        step: f64,
+        momentum: f64,
+    ) {
+        let scale = self.inv_mean_weight / batch as f64;
         self.gradient(q, problem, rows, ahead, scale);
         let len = self.layout.packed_len();
+        problem.sum(&mut self.grads[..len]);
         momentum_update(q, &mut self.velocity, &self.grads[..len], step, momentum);
+    }
+
+    /// One epoch over a permutation `order` of the whole problem's rows
+    /// (`0..`[`Problem::global_rows`]) in minibatches of `minibatch` rows, as
+    /// one process runs it: each rank computes the gradient of the
+    /// minibatch's rows it holds (in the minibatch's order) and the ranks'
+    /// gradients are summed ([`Sgd::step_of`]).
+    pub(super) fn distributed_epoch(
+        &mut self,
+        q: &mut [f64],
+        problem: &Problem<'_>,
+        order: &[usize],
+        minibatch: usize,
+        step: f64,
+        momentum: f64,
+    ) {
+        let (offset, n) = (problem.row_offset(), problem.rows());
+        let mine = |batch: &[usize], out: &mut Vec<usize>| {
+            out.clear();
+            out.extend(batch.iter().filter_map(|&k| k.checked_sub(offset).filter(|&k| k < n)));
+        };
+        let (mut rows, mut ahead) = (Vec::with_capacity(minibatch), Vec::with_capacity(minibatch));
+        let mut batches = order.chunks(minibatch).peekable();
+        if let Some(first) = batches.peek() {
+            mine(first, &mut ahead);
+        }
+        while let Some(batch) = batches.next() {
+            std::mem::swap(&mut rows, &mut ahead);
+            mine(batches.peek().copied().unwrap_or_default(), &mut ahead);
+            self.step_of(q, problem, &rows, batch.len(), &ahead, step, momentum);
+        }
     }
 }

@@ -279,8 +279,8 @@ impl<'a> Algorithm1<'a> {
                     return Err(LearnError::NotDistributed {
                         what: format!("oracle `{}` (factor type `{}`)", oracle.kind(), ft.name),
                         ranks: collective.ranks(),
-                        reason: "its fits do not add their sums over ranks; use linear, constant, indexed-linear, \
-                                 zero or fixed",
+                        reason: "its fits do not add their sums over ranks (`Oracle::distributed`); every \
+                                 built-in class does: linear, constant, indexed-linear, boosting, mlp, zero, fixed",
                     });
                 }
             }
