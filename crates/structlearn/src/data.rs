@@ -106,14 +106,20 @@ pub struct FeatureBlock {
 ///     FeatureBlock { dim: 1, values: vec![1.0, 1.0] },      // one row per pair
 ///     ],
 /// );
-/// assert_eq!(ex.graph().num_variables(), 3);
+/// assert_eq!(ex.graph().num_variables(), 3); // name, graph, labels: its ExampleInfo's
 /// ```
 #[derive(Debug, Clone)]
 pub struct Example {
-    name: String,
-    graph: Arc<RegionGraph>,
-    labels: Option<Vec<usize>>,
+    info: ExampleInfo,
     features: Vec<FeatureBlock>,
+}
+
+/// An example is its [`ExampleInfo`] (name, graph, labels) and its features.
+impl std::ops::Deref for Example {
+    type Target = ExampleInfo;
+    fn deref(&self) -> &ExampleInfo {
+        &self.info
+    }
 }
 
 impl Example {
@@ -128,27 +134,13 @@ impl Example {
         labels: Option<Vec<usize>>,
         features: Vec<FeatureBlock>,
     ) -> Self {
-        Self { name: name.into(), graph, labels, features }
-    }
-
-    /// The example's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The example's region graph.
-    pub fn graph(&self) -> &Arc<RegionGraph> {
-        &self.graph
-    }
-
-    /// `y^k_i` per variable, if known.
-    pub fn labels(&self) -> Option<&[usize]> {
-        self.labels.as_deref()
+        Self { info: ExampleInfo { name: name.into(), graph, labels }, features }
     }
 
     /// The name, graph, labels and feature blocks, by value.
     pub fn into_parts(self) -> (String, Arc<RegionGraph>, Option<Vec<usize>>, Vec<FeatureBlock>) {
-        (self.name, self.graph, self.labels, self.features)
+        let ExampleInfo { name, graph, labels } = self.info;
+        (name, graph, labels, self.features)
     }
 }
 
@@ -330,10 +322,7 @@ impl Dataset {
         }
         let ignored = vec![None; examples.len()];
         let features = TypeFeatures::pool(&factor_types, &region_types, &mut examples);
-        let examples = examples
-            .into_iter()
-            .map(|Example { name, graph, labels, .. }| ExampleInfo { name, graph, labels })
-            .collect();
+        let examples = examples.into_iter().map(|ex| ex.info).collect();
         Ok(Self { factor_types, examples, features, region_types, ignored })
     }
 
@@ -503,12 +492,8 @@ impl Dataset {
     /// (to build another data set from them with [`Dataset::new`]).
     pub fn into_parts(self) -> (Vec<FactorTypeInfo>, Vec<Example>) {
         let blocks: Vec<Vec<FeatureBlock>> = (0..self.examples.len()).map(|k| self.feature_blocks(k)).collect();
-        let examples = self
-            .examples
-            .into_iter()
-            .zip(blocks)
-            .map(|(ExampleInfo { name, graph, labels }, features)| Example { name, graph, labels, features })
-            .collect();
+        let examples =
+            self.examples.into_iter().zip(blocks).map(|(info, features)| Example { info, features }).collect();
         (self.factor_types, examples)
     }
 
