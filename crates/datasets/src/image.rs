@@ -75,7 +75,7 @@ impl<T> Raster<T> {
     }
 
     /// The values in raster order, by value (e.g. a label map as `Vec<usize>`
-    /// for [`structlearn::Example::labels`]).
+    /// for [`structlearn::ExampleInfo::labels`]).
     pub fn into_data(self) -> Vec<T> {
         self.data
     }
