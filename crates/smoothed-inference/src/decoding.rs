@@ -124,15 +124,13 @@ pub enum LabelOrder {
 impl LabelOrder {
     /// The names [`LabelOrder`]'s `FromStr` reads and `Display` writes.
     pub const NAMES: [&'static str; 3] = ["singleton", "regions", "both"];
+    /// The orders in declaration order, so that `ALL[i]` is named `NAMES[i]`.
+    const ALL: [LabelOrder; 3] = [LabelOrder::Singleton, LabelOrder::Regions, LabelOrder::Both];
 }
 
 impl std::fmt::Display for LabelOrder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            LabelOrder::Singleton => "singleton",
-            LabelOrder::Regions => "regions",
-            LabelOrder::Both => "both",
-        })
+        f.write_str(Self::NAMES[*self as usize])
     }
 }
 
@@ -145,14 +143,15 @@ impl std::str::FromStr for LabelOrder {
     /// use smoothed_inference::decoding::LabelOrder;
     /// assert_eq!("regions".parse::<LabelOrder>(), Ok(LabelOrder::Regions));
     /// assert!("pairs".parse::<LabelOrder>().is_err());
+    /// for name in LabelOrder::NAMES {
+    ///     assert_eq!(name.parse::<LabelOrder>().unwrap().to_string(), name);
+    /// }
     /// ```
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "singleton" => Ok(LabelOrder::Singleton),
-            "regions" => Ok(LabelOrder::Regions),
-            "both" => Ok(LabelOrder::Both),
-            _ => Err(format!("unknown label order {s:?} (expected one of: {})", LabelOrder::NAMES.join(", "))),
-        }
+        let known = Self::NAMES.iter().position(|&name| name == s);
+        known
+            .map(|i| Self::ALL[i])
+            .ok_or_else(|| format!("unknown label order {s:?} (expected one of: {})", LabelOrder::NAMES.join(", ")))
     }
 }
 
@@ -240,8 +239,18 @@ pub fn map_bound(problem: &InferenceProblem<'_>, messages: &Messages) -> f64 {
     let g = problem.graph();
     let mut reparameterized = vec![0.0; g.total_configs()];
     problem.reparameterized(messages, &mut reparameterized);
-    (0..g.num_regions())
-        .map(|r| reparameterized[g.config_range(r)].iter().copied().fold(f64::NEG_INFINITY, f64::max))
+    map_bound_of(g, &reparameterized)
+}
+
+/// [`map_bound`] from the reparameterised potentials `θ̃` themselves
+/// ([`InferenceProblem::reparameterized`], flat per configuration), for a
+/// caller that has them already: `Σ_α max_{y_α} θ̃_α(y_α)`.
+///
+/// # Panics
+/// If `reparameterized` has fewer entries than the graph's configurations.
+pub fn map_bound_of(graph: &RegionGraph, reparameterized: &[f64]) -> f64 {
+    (0..graph.num_regions())
+        .map(|r| reparameterized[graph.config_range(r)].iter().copied().fold(f64::NEG_INFINITY, f64::max))
         .sum()
 }
 

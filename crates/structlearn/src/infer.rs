@@ -25,7 +25,7 @@
 //! ```
 
 use factor_graph::UaiRegionModel;
-use smoothed_inference::decoding::{DecodeOptions, Decoded, LabelOrder, decode_feasible_from, map_bound};
+use smoothed_inference::decoding::{DecodeOptions, Decoded, LabelOrder, decode_feasible_from, map_bound_of};
 use smoothed_inference::{InferenceError, InferenceProblem, Messages, RunOptions, RunReport, Workspace};
 
 use crate::train::EPSILON_RANGE;
@@ -297,12 +297,11 @@ pub fn infer_region_model(
         // Each variable's most believed label on its own can be a labelling the
         // model forbids where the relaxation is not tight: decode respecting the
         // zeros instead, then raise the score by local search (decoding module docs).
-        if opts.label_order != LabelOrder::Singleton {
-            problem.reparameterized(&messages, &mut reparameterized);
-        }
+        // θ̃ once per stage: the region order's scores and the ε = 0 bound.
+        problem.reparameterized(&messages, &mut reparameterized);
         let decoded =
             decode_with_restarts(g, &m.theta, &beliefs, &reparameterized, &decode_options, opts.decode_restarts);
-        let bound = map_bound(&problem, &messages) + m.constant;
+        let bound = map_bound_of(g, &reparameterized) + m.constant;
         notes(&InferNote::Stage {
             eps,
             dual_value: report.dual_value + m.constant,
