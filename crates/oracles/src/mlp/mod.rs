@@ -119,7 +119,7 @@
 //! ([`crate::Problem::global_rows`]), so the minibatches are one process's;
 //! each rank computes the gradient of the minibatch rows it holds, one
 //! [`crate::Problem::sum`] per minibatch adds the ranks' gradients, and every
-//! rank takes the same step (`Sgd::distributed_epoch`). Each epoch's loss is
+//! rank takes the same step (`Sgd::epoch`). Each epoch's loss is
 //! summed in one process's chunks ([`crate::Problem::chunk_partials`]). The
 //! model agrees with one process's to rounding (the gradient is added per
 //! rank, then in rank order), not bit for bit; one process's path is the one

@@ -265,7 +265,7 @@ impl MlpOracle {
         let mut improved = false;
         if problem.total_weight() > 0.0 {
             // Over ranks, the permutation and minibatches are one process's,
-            // over the whole problem's rows (`distributed_epoch`).
+            // over the whole problem's rows (`Sgd::epoch`).
             let rows = problem.global_rows();
             let mut sgd = Sgd::new(layout, self.minibatch.min(rows), problem);
             let mut order: Vec<usize> = (0..rows).collect();
@@ -281,16 +281,7 @@ impl MlpOracle {
                 }
                 for _ in 0..self.epochs {
                     order.shuffle(&mut rng);
-                    if problem.is_distributed() {
-                        sgd.distributed_epoch(&mut params, problem, &order, self.minibatch, step, self.momentum);
-                    } else {
-                        let mut batches = order.chunks(self.minibatch).peekable();
-                        while let Some(batch) = batches.next() {
-                            // The next minibatch's rows (a random sample) load while this one is computed.
-                            let ahead = batches.peek().copied().unwrap_or_default();
-                            sgd.step(&mut params, problem, batch, ahead, step, self.momentum);
-                        }
-                    }
+                    sgd.epoch(&mut params, problem, &order, self.minibatch, step, self.momentum);
                     if !params.iter().all(|p| p.is_finite()) {
                         break;
                     }

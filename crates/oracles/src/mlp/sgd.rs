@@ -104,26 +104,13 @@ impl Sgd {
         }
     }
 
-    /// One momentum step on the minibatch `rows` (module docs).
-    pub(super) fn step(
-        &mut self,
-        q: &mut [f64],
-        problem: &Problem<'_>,
-        rows: &[usize],
-        ahead: &[usize],
-        step: f64,
-        momentum: f64,
-    ) {
-        self.step_of(q, problem, rows, rows.len(), ahead, step, momentum);
-    }
-
     /// One momentum step on a minibatch of `batch` rows of the whole
     /// problem, of which this rank holds `rows` (its own indices; all of
     /// them in one process): the rank's gradient is summed over the ranks
-    /// ([`Problem::sum`], one vector of [`Layout::packed_len`] numbers), so
-    /// every rank takes the same step.
+    /// ([`Problem::sum`], one vector of [`Layout::packed_len`] numbers; no
+    /// sum in one process), so every rank takes the same step.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn step_of(
+    fn step(
         &mut self,
         q: &mut [f64],
         problem: &Problem<'_>,
@@ -144,8 +131,9 @@ impl Sgd {
     /// (`0..`[`Problem::global_rows`]) in minibatches of `minibatch` rows, as
     /// one process runs it: each rank computes the gradient of the
     /// minibatch's rows it holds (in the minibatch's order) and the ranks'
-    /// gradients are summed ([`Sgd::step_of`]).
-    pub(super) fn distributed_epoch(
+    /// gradients are summed ([`Sgd::step`]). The next minibatch's rows (a
+    /// random sample) load while one is computed.
+    pub(super) fn epoch(
         &mut self,
         q: &mut [f64],
         problem: &Problem<'_>,
@@ -167,7 +155,7 @@ impl Sgd {
         while let Some(batch) = batches.next() {
             std::mem::swap(&mut rows, &mut ahead);
             mine(batches.peek().copied().unwrap_or_default(), &mut ahead);
-            self.step_of(q, problem, &rows, batch.len(), &ahead, step, momentum);
+            self.step(q, problem, &rows, batch.len(), &ahead, step, momentum);
         }
     }
 }
