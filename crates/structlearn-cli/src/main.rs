@@ -651,6 +651,13 @@ struct TrainArgs {
     /// configuration.
     #[arg(long, value_name = "K")]
     train_error_every: Option<usize>,
+    /// Where warm-started evaluation keeps each example's messages between
+    /// evaluations: `temp-file` (default; an unnamed file in $TMPDIR, read and
+    /// written one example at a time) or `memory` (as many bytes as the
+    /// learner's messages). The same numbers either way. Overrides the
+    /// configuration.
+    #[arg(long, value_name = "WHERE")]
+    evaluation_messages: Option<structlearn::EvaluationMessages>,
     /// Early stopping: stop once the validation error has not improved for
     /// this many learning iterations, and save the best iteration's model
     /// (needs --validation).
@@ -665,7 +672,7 @@ struct TrainArgs {
     checkpoint: Option<PathBuf>,
     /// Resume from the checkpoint file if it exists, with the learner, oracles
     /// and settings it was written with (checked; only --iterations, --patience
-    /// and --min-delta may change).
+    /// and --min-delta may change, and --evaluation-messages, which changes no number).
     #[arg(long, requires = "checkpoint")]
     resume: bool,
 }
@@ -735,6 +742,9 @@ fn train_on(a: TrainArgs, verbosity: Verbosity, ranks: &structlearn_cli::ranks::
     }
     if let Some(k) = a.train_error_every {
         config.evaluate_train_every = k;
+    }
+    if let Some(e) = a.evaluation_messages {
+        config.evaluation_messages = e;
     }
     if let Some(e) = a.eps {
         config.epsilon = e;

@@ -14,8 +14,9 @@ use structlearn::oracle_config::resolved_spec;
 use structlearn::{LearnerKind, TrainConfig};
 
 /// Settings a resumed run may change: they do not alter what the finished
-/// learning iterations computed.
-const MAY_CHANGE: [&str; 3] = ["learning_iterations", "checkpoint", "early_stopping"];
+/// learning iterations computed (`evaluation_messages` only where the same
+/// numbers are kept).
+const MAY_CHANGE: [&str; 4] = ["learning_iterations", "checkpoint", "early_stopping", "evaluation_messages"];
 
 /// The settings file beside `checkpoint`: its name with `.settings.json` added.
 ///

@@ -121,7 +121,7 @@ impl LearnerKind {
     /// | `algorithm1` | — |
     /// | `hazan-urtasun` | `schedule` |
     /// | `piecewise` | `schedule`, `learning_iterations` |
-    /// | `perceptron-local`, `perceptron-global` | `epsilon`, `type_epsilon`, `schedule`, `message_passing_iterations`, `message_passing_tolerance`, `predict`, `warm_start_evaluation` |
+    /// | `perceptron-local`, `perceptron-global` | `epsilon`, `type_epsilon`, `schedule`, `message_passing_iterations`, `message_passing_tolerance`, `predict`, `warm_start_evaluation`, `evaluation_messages` |
     ///
     /// ```
     /// use structlearn::LearnerKind;
@@ -137,6 +137,7 @@ impl LearnerKind {
             ("message_passing_tolerance", "it passes no messages"),
             ("predict", "its evaluation decodes by maximisation, without message passing"),
             ("warm_start_evaluation", "its evaluation passes no messages"),
+            ("evaluation_messages", "its evaluation passes no messages"),
         ];
         match self {
             LearnerKind::Algorithm1 => &[],

@@ -470,7 +470,16 @@ impl StructuredModel {
     /// example needs labels; variables marked unknown ([`Dataset::set_ignored`]) are
     /// left out of both counts.
     pub fn error_rate(&self, data: &Dataset, opts: &PredictOptions) -> Result<f64, LearnError> {
-        self.error_rate_from(data, opts, &mut zero_messages(data))
+        let (wrong, total) = self.error_counts(data, opts)?;
+        Ok(error_rate_of(wrong, total))
+    }
+
+    /// [`StructuredModel::error_rate`] as counts (wrongly predicted and
+    /// labelled variables); each example's zero messages are made when it is
+    /// predicted, so no array of messages for the whole set exists.
+    pub(crate) fn error_counts(&self, data: &Dataset, opts: &PredictOptions) -> Result<(usize, usize), LearnError> {
+        let zeros = |k: usize| Ok(Messages::zeros(data.examples()[k].graph()));
+        self.error_counts_streamed(data, opts, zeros, |_, _| Ok(()))
     }
 
     /// [`StructuredModel::error_rate`] with message passing started from
@@ -503,22 +512,61 @@ impl StructuredModel {
             .par_iter_mut()
             .enumerate()
             .with_max_len(1)
-            .map(|(k, m)| {
-                let truth = data.labels(k)?;
-                let theta = self.energies(data, k)?;
-                let inference = |source| LearnError::Inference { example: k, source };
-                let problem = InferenceProblem::planned(&plans[k], &theta).map_err(inference)?;
-                let run = opts.run_options();
-                // The labels the prediction gives, without its report and beliefs.
-                let labels = with_thread_workspace(|ws| {
-                    problem.run(m, &run, ws)?;
-                    decode_allowed(plans[k].graph(), &theta, ws.beliefs())
-                })
-                .map_err(inference)?;
-                Ok(count_errors(data, k, &labels, truth))
+            .map(|(k, m)| self.example_error_counts(data, &plans, opts, k, m))
+            .collect::<Result<_, LearnError>>()?;
+        Ok(counts.iter().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)))
+    }
+
+    /// [`StructuredModel::error_counts_from`] with example `k`'s messages
+    /// handed over one example at a time: message passing starts from
+    /// `load(k)` and its final messages go to `keep(k, …)`, so that only the
+    /// examples being predicted hold messages (warm-started evaluation from a
+    /// file, [`crate::EvaluationMessages::TempFile`]). The same bits as
+    /// `error_counts_from` on the same messages.
+    pub(crate) fn error_counts_streamed(
+        &self,
+        data: &Dataset,
+        opts: &PredictOptions,
+        load: impl Fn(usize) -> Result<Messages, LearnError> + Sync,
+        keep: impl Fn(usize, &Messages) -> Result<(), LearnError> + Sync,
+    ) -> Result<(usize, usize), LearnError> {
+        self.check_dataset(data)?;
+        let plans = example_plans(data, &self.epsilon)?;
+        let counts: Vec<(usize, usize)> = (0..data.len())
+            .into_par_iter()
+            .with_max_len(1)
+            .map(|k| {
+                let mut m = load(k)?;
+                let counts = self.example_error_counts(data, &plans, opts, k, &mut m)?;
+                keep(k, &m)?;
+                Ok(counts)
             })
             .collect::<Result<_, LearnError>>()?;
         Ok(counts.iter().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)))
+    }
+
+    /// Example `k`'s wrongly predicted and labelled variables, message
+    /// passing from `m` (left with the final messages).
+    fn example_error_counts(
+        &self,
+        data: &Dataset,
+        plans: &[ProblemPlan],
+        opts: &PredictOptions,
+        k: usize,
+        m: &mut Messages,
+    ) -> Result<(usize, usize), LearnError> {
+        let truth = data.labels(k)?;
+        let theta = self.energies(data, k)?;
+        let inference = |source| LearnError::Inference { example: k, source };
+        let problem = InferenceProblem::planned(&plans[k], &theta).map_err(inference)?;
+        let run = opts.run_options();
+        // The labels the prediction gives, without its report and beliefs.
+        let labels = with_thread_workspace(|ws| {
+            problem.run(m, &run, ws)?;
+            decode_allowed(plans[k].graph(), &theta, ws.beliefs())
+        })
+        .map_err(inference)?;
+        Ok(count_errors(data, k, &labels, truth))
     }
 
     /// The header a model file would carry.

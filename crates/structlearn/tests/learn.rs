@@ -10,8 +10,8 @@ use factor_graph::RegionGraphBuilder;
 use oracles::{Features, FitContext, ModelRegistry, Oracle, Problem, fit_monotone};
 use structlearn::oracle_config::{builtin_oracle, oracle_from_json};
 use structlearn::{
-    Callback, CheckpointConfig, Dataset, Evaluate, Example, FactorTypeInfo, FeatureBlock, LearnError, PredictOptions,
-    Step, StructuredModel, TrainConfig, TrainEvent, Trainer,
+    Callback, CheckpointConfig, Dataset, Evaluate, EvaluationMessages, Example, FactorTypeInfo, FeatureBlock,
+    LearnError, PredictOptions, Step, StructuredModel, TrainConfig, TrainEvent, Trainer,
 };
 
 fn oracles(unary: &str, pairwise: &str) -> Vec<(String, Box<dyn Oracle>)> {
@@ -338,6 +338,73 @@ fn resume_after_interruption_equals_uninterrupted_run() {
     let mut other =
         Trainer::new(&data, oracles("boosting", "mlp"), TrainConfig { seed: 7, ..config("c.ckpt") }).unwrap();
     assert!(other.resume_from(&dir.path().join("b.ckpt"), &ModelRegistry::with_builtin()).is_err());
+}
+
+/// Warm-started evaluation gives the same errors bit for bit whether its
+/// messages are kept in memory or in the temporary file, and a checkpoint
+/// written with either resumes with the other to the same curve and model.
+#[test]
+fn evaluation_messages_in_a_file_give_the_numbers_of_memory() {
+    let data = common::denoising(3, 5, 4, 11);
+    let validation = common::denoising(2, 4, 6, 12);
+    let dir = tempfile::tempdir().unwrap();
+    // A budget far from convergence: the errors depend on the kept messages.
+    let config = |how, path: &str| TrainConfig {
+        evaluate: Evaluate::EveryIteration,
+        evaluate_train_every: 1,
+        predict: PredictOptions { iterations: 1, tolerance: None },
+        evaluation_messages: how,
+        checkpoint: Some(CheckpointConfig { path: dir.path().join(path), every: 1 }),
+        ..quick(4)
+    };
+    let run = |how, path| {
+        let outcome = Trainer::new(&data, oracles("linear", "linear"), config(how, path))
+            .unwrap()
+            .with_validation(&validation)
+            .train()
+            .unwrap();
+        let errors: Vec<_> = outcome.history.iter().map(|r| (r.train_error, r.validation_error)).collect();
+        (errors, outcome.model.to_bytes().unwrap())
+    };
+    let memory = run(EvaluationMessages::Memory, "m.ckpt");
+    let file = run(EvaluationMessages::TempFile, "f.ckpt");
+    assert_eq!(memory.0.iter().filter(|e| e.0.is_some()).count(), 4);
+    assert_eq!(memory, file);
+    // Interrupted after 2 iterations with one store, resumed with the other.
+    for (first_how, then_how) in [
+        (EvaluationMessages::Memory, EvaluationMessages::TempFile),
+        (EvaluationMessages::TempFile, EvaluationMessages::Memory),
+    ] {
+        let mut first = Trainer::new(&data, oracles("linear", "linear"), config(first_how, "r.ckpt"))
+            .unwrap()
+            .with_validation(&validation);
+        stop_after(&mut first, 2);
+        assert!(first.train().is_err());
+        drop(first);
+        let mut second = Trainer::new(&data, oracles("linear", "linear"), config(then_how, "r.ckpt"))
+            .unwrap()
+            .with_validation(&validation);
+        second.resume_from(&dir.path().join("r.ckpt"), &ModelRegistry::with_builtin()).unwrap();
+        let resumed = second.train().unwrap();
+        let errors: Vec<_> = resumed.history.iter().map(|r| (r.train_error, r.validation_error)).collect();
+        assert_eq!((errors, resumed.model.to_bytes().unwrap()), memory, "{first_how} then {then_how}");
+    }
+    // Cold evaluation keeps nothing and gives other numbers at this budget (so the test can tell).
+    let cold = Trainer::new(
+        &data,
+        oracles("linear", "linear"),
+        TrainConfig {
+            warm_start_evaluation: false,
+            checkpoint: None,
+            ..config(EvaluationMessages::TempFile, "c.ckpt")
+        },
+    )
+    .unwrap()
+    .with_validation(&validation)
+    .train()
+    .unwrap();
+    let cold: Vec<_> = cold.history.iter().map(|r| (r.train_error, r.validation_error)).collect();
+    assert_ne!(cold, memory.0);
 }
 
 /// A checkpoint of another cell (other oracle kinds), another schedule or

@@ -13,8 +13,8 @@ use serde_json::json;
 use smoothed_inference::{InferenceProblem, Messages, RunOptions, Workspace};
 use structlearn::exact::{feasible_decode, is_feasible, labelings, map_labeling, score};
 use structlearn::{
-    CheckpointConfig, Dataset, EarlyStopping, Evaluate, Example, FactorTypeInfo, FeatureBlock, LearnError, LearnerKind,
-    PredictOptions, Step, StructuredModel, TrainConfig, build_learner,
+    CheckpointConfig, Dataset, EarlyStopping, Evaluate, EvaluationMessages, Example, FactorTypeInfo, FeatureBlock,
+    LearnError, LearnerKind, PredictOptions, Step, StructuredModel, TrainConfig, build_learner,
 };
 
 /// Four 4×4 images whose second half repeats the first half's features with
@@ -204,6 +204,7 @@ fn changed(name: &str) -> TrainConfig {
         "evaluate_train" => TrainConfig { evaluate_train: false, ..d },
         "evaluate_train_every" => TrainConfig { evaluate_train_every: 2, ..d },
         "warm_start_evaluation" => TrainConfig { warm_start_evaluation: false, ..d },
+        "evaluation_messages" => TrainConfig { evaluation_messages: EvaluationMessages::Memory, ..d },
         "checkpoint" => {
             TrainConfig { checkpoint: Some(CheckpointConfig { path: "unused.ckpt".into(), every: 1 }), ..d }
         }
@@ -231,6 +232,7 @@ fn a_setting_a_learner_ignores_is_refused() {
         "evaluate_train",
         "evaluate_train_every",
         "warm_start_evaluation",
+        "evaluation_messages",
         "checkpoint",
         "early_stopping",
     ];

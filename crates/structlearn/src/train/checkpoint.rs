@@ -8,6 +8,7 @@ use oracles::{Model, ModelRegistry};
 use serde::{Deserialize, Serialize};
 use smoothed_inference::Messages;
 
+use super::eval_messages::{CheckpointMessages, MessageStore};
 use super::{Algorithm1, Step};
 use crate::executor::RunState;
 use crate::files::{unwrap_binary, write_binary_atomic};
@@ -37,8 +38,8 @@ impl Algorithm1<'_> {
             messages: message_slices(&self.messages),
             history: &run.history,
             elapsed_seconds: run.elapsed_seconds,
-            train_eval_messages: message_slices(&self.train_eval_messages),
-            validation_eval_messages: message_slices(&self.validation_eval_messages),
+            train_eval_messages: CheckpointMessages(self.train_eval_messages.as_ref()),
+            validation_eval_messages: CheckpointMessages(self.validation_eval_messages.as_ref()),
             best_model: run.best_model.as_ref().map(StructuredModel::to_bytes).transpose()?,
         };
         // Streamed to the file: the messages (the bulk) are not copied.
@@ -118,9 +119,10 @@ impl Algorithm1<'_> {
             );
         }
         // Empty: not evaluated yet (allocated at the first evaluation).
-        let restore = |data: &Dataset, saved: Vec<Vec<f64>>, what: &str| -> Result<Vec<Messages>, LearnError> {
+        let how = self.config.evaluation_messages;
+        let restore = |data: &Dataset, saved: Vec<Vec<f64>>, what: &str| -> Result<Option<MessageStore>, LearnError> {
             if saved.is_empty() {
-                return Ok(Vec::new());
+                return Ok(None);
             }
             if saved.len() != data.len() {
                 return Err(LearnError::bad_file(
@@ -132,7 +134,7 @@ impl Algorithm1<'_> {
                     ),
                 ));
             }
-            saved
+            let saved = saved
                 .into_iter()
                 .enumerate()
                 .map(|(k, lambda)| {
@@ -140,12 +142,13 @@ impl Algorithm1<'_> {
                         LearnError::bad_file(path, format!("evaluation messages of {what} example {k}: {e}"))
                     })
                 })
-                .collect()
+                .collect::<Result<_, _>>()?;
+            MessageStore::from_saved(data, saved, how).map(Some)
         };
         let train_eval = restore(self.train, cp.train_eval_messages, "training")?;
         let validation_eval = match self.validation {
             Some(v) => restore(v, cp.validation_eval_messages, "validation")?,
-            None => Vec::new(),
+            None => None,
         };
         let best_model = cp.best_model.map(|b| StructuredModel::from_bytes(&b, registry, path)).transpose()?;
         // After decoding everything, so that a damaged file is reported as such.
@@ -271,7 +274,7 @@ struct CheckpointRef<'a> {
     messages: Vec<&'a [f64]>,
     history: &'a [Record],
     elapsed_seconds: f64,
-    train_eval_messages: Vec<&'a [f64]>,
-    validation_eval_messages: Vec<&'a [f64]>,
+    train_eval_messages: CheckpointMessages<'a>,
+    validation_eval_messages: CheckpointMessages<'a>,
     best_model: Option<Vec<u8>>,
 }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::eval_messages::EvaluationMessages;
 use crate::early_stopping::EarlyStopping;
 use crate::{Dataset, LearnError, LearnerKind, PredictOptions};
 
@@ -185,6 +186,13 @@ pub struct TrainConfig {
     /// per evaluation then accumulates over learning iterations. Checkpoints
     /// carry the evaluation messages, so a resumed run records the same errors.
     pub warm_start_evaluation: bool,
+    /// Where warm-started evaluation keeps each example's messages between
+    /// evaluations: [`EvaluationMessages::TempFile`] (the default: an
+    /// unnamed temporary file, read and written one example at a time) or
+    /// [`EvaluationMessages::Memory`]. The same numbers either way; in
+    /// memory the training set's evaluation messages take as many bytes as
+    /// the learner's own messages.
+    pub evaluation_messages: EvaluationMessages,
     /// Optional checkpointing.
     pub checkpoint: Option<CheckpointConfig>,
     /// Stop when the validation error stops improving, returning the best
@@ -207,6 +215,7 @@ impl Default for TrainConfig {
             evaluate_train: true,
             evaluate_train_every: DEFAULT_TRAIN_ERROR_EVERY,
             warm_start_evaluation: true,
+            evaluation_messages: EvaluationMessages::TempFile,
             checkpoint: None,
             early_stopping: None,
         }
@@ -252,6 +261,7 @@ impl TrainConfig {
             evaluate_train,
             evaluate_train_every,
             warm_start_evaluation,
+            evaluation_messages,
             checkpoint,
             early_stopping,
         } = self;
@@ -269,6 +279,7 @@ impl TrainConfig {
             ("evaluate_train", *evaluate_train != d.evaluate_train),
             ("evaluate_train_every", *evaluate_train_every != d.evaluate_train_every),
             ("warm_start_evaluation", *warm_start_evaluation != d.warm_start_evaluation),
+            ("evaluation_messages", *evaluation_messages != d.evaluation_messages),
             ("checkpoint", *checkpoint != d.checkpoint),
             ("early_stopping", *early_stopping != d.early_stopping),
         ]

@@ -31,6 +31,7 @@
 
 mod checkpoint;
 mod config;
+mod eval_messages;
 mod pooled;
 
 use std::path::Path;
@@ -48,6 +49,8 @@ pub use config::{
     CheckpointConfig, DEFAULT_EVALUATION, DEFAULT_LEARNING_ITERATIONS, DEFAULT_MESSAGE_PASSING_TOLERANCE,
     DEFAULT_TRAIN_ERROR_EVERY, EPSILON_RANGE, Evaluate, Step, TrainConfig,
 };
+pub use eval_messages::EvaluationMessages;
+use eval_messages::MessageStore;
 use pooled::{
     DENSE_BIAS_ENTRIES, MessageBias, Pooled, Potentials, SCORE_GROUP_ROWS, ThetaSource, example_loss, pool,
     theta_entry, with_region_deltas, with_theta,
@@ -155,10 +158,11 @@ pub struct Algorithm1<'a> {
     messages: Vec<Messages>,
     models: Vec<Option<Box<dyn Model>>>,
     /// Evaluation messages per training example (warm-started evaluation;
-    /// allocated at the first evaluation that needs them).
-    train_eval_messages: Vec<Messages>,
+    /// allocated at the first evaluation that needs them, kept as
+    /// [`TrainConfig::evaluation_messages`] says).
+    train_eval_messages: Option<MessageStore>,
     /// Evaluation messages per validation example (the same).
-    validation_eval_messages: Vec<Messages>,
+    validation_eval_messages: Option<MessageStore>,
     /// The ranks the examples are spread over ([`Algorithm1::distribute`]).
     collective: Arc<dyn Collective>,
 }
@@ -258,8 +262,8 @@ impl<'a> Algorithm1<'a> {
             pooled,
             messages: Vec::new(),
             models,
-            train_eval_messages: Vec::new(),
-            validation_eval_messages: Vec::new(),
+            train_eval_messages: None,
+            validation_eval_messages: None,
             collective: Arc::new(SingleProcess),
         };
         trainer.initial_states()?;
@@ -625,15 +629,26 @@ impl<'a> Algorithm1<'a> {
     fn evaluate(&mut self, with_train: bool) -> Result<(Option<f64>, Option<f64>), LearnError> {
         let model = self.model()?;
         let opts = self.config.predict;
-        let warm = self.config.warm_start_evaluation;
+        let (warm, how) = (self.config.warm_start_evaluation, self.config.evaluation_messages);
         let collective = self.collective.clone();
-        let rate = |data: &Dataset, messages: &mut Vec<Messages>| {
-            if messages.len() != data.len() {
-                *messages = zero_messages(data);
-            } else if !warm {
-                messages.iter_mut().for_each(|m| m.as_mut_slice().fill(0.0));
-            }
-            let (wrong, total) = model.error_counts_from(data, &opts, messages)?;
+        let rate = |data: &Dataset, kept: &mut Option<MessageStore>| {
+            let (wrong, total) = if warm {
+                let store = match kept {
+                    Some(store) => store,
+                    None => kept.insert(MessageStore::zeros(data, how)?),
+                };
+                match store {
+                    MessageStore::Memory(messages) => model.error_counts_from(data, &opts, messages)?,
+                    MessageStore::File(file) => {
+                        let (load, keep) = (|k| file.messages(data, k), |k, m: &Messages| file.keep(k, m));
+                        model.error_counts_streamed(data, &opts, load, keep)?
+                    }
+                }
+            } else {
+                // From zero messages every time: nothing kept between evaluations.
+                *kept = None;
+                model.error_counts(data, &opts)?
+            };
             let mut counts = [wrong as f64, total as f64]; // exact below 2^53
             collective.sum(&mut counts);
             Ok::<f64, LearnError>(error_rate_of(counts[0] as usize, counts[1] as usize))
@@ -695,7 +710,7 @@ impl<'a> Solver<'a> for Algorithm1<'a> {
     }
     fn set_validation(&mut self, validation: &'a Dataset) {
         self.validation = Some(validation);
-        self.validation_eval_messages = Vec::new();
+        self.validation_eval_messages = None;
     }
     fn validation(&self) -> Option<&'a Dataset> {
         self.validation

@@ -1,0 +1,321 @@
+//! Where a warm-started evaluation keeps each example's messages between
+//! evaluations ([`EvaluationMessages`]): in memory, or in an unnamed
+//! temporary file read and written one example at a time, so that an
+//! evaluation holds only the messages of the examples being predicted.
+
+use std::fs::File;
+use std::io;
+
+use serde::ser::{Error as _, SerializeSeq};
+use serde::{Deserialize, Serialize, Serializer};
+use smoothed_inference::Messages;
+
+use crate::{Dataset, LearnError};
+
+/// Where warm-started evaluation keeps each example's messages between
+/// evaluations ([`crate::TrainConfig::evaluation_messages`]). Both give the
+/// same numbers bit for bit; they differ in memory.
+///
+/// ```
+/// use structlearn::{EvaluationMessages, TrainConfig};
+/// assert_eq!(TrainConfig::default().evaluation_messages, EvaluationMessages::TempFile);
+/// assert_eq!(serde_json::to_value(EvaluationMessages::Memory).unwrap(), "memory");
+/// assert_eq!("temp-file".parse::<EvaluationMessages>().unwrap(), EvaluationMessages::TempFile);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EvaluationMessages {
+    /// One message array per example in memory: as many bytes as the
+    /// learner's own messages for the training set (251 bytes per pixel on an
+    /// 8-label 4-connected grid), held for the whole run.
+    Memory,
+    /// An unnamed temporary file in the system's temporary directory
+    /// (`$TMPDIR`, else `/tmp`), removed by the operating system when the run
+    /// ends, even if it is killed; each example's messages are read before its
+    /// prediction and written back after it. Where that directory is a RAM
+    /// file system (`tmpfs`) the memory is only moved; set `TMPDIR` to a disk
+    /// directory there.
+    TempFile,
+}
+
+impl EvaluationMessages {
+    /// The names, as in configuration files and on the command line.
+    pub const NAMES: [(&'static str, Self); 2] = [("memory", Self::Memory), ("temp-file", Self::TempFile)];
+}
+
+impl std::str::FromStr for EvaluationMessages {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::NAMES.iter().find(|(name, _)| *name == s).map(|&(_, v)| v).ok_or_else(|| {
+            let names: Vec<_> = Self::NAMES.iter().map(|(n, _)| *n).collect();
+            format!("unknown evaluation message store `{s}` (expected one of: {})", names.join(", "))
+        })
+    }
+}
+
+impl std::fmt::Display for EvaluationMessages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = Self::NAMES.iter().find(|(_, v)| v == self).map_or("?", |(n, _)| n);
+        f.write_str(name)
+    }
+}
+
+/// One data set's evaluation messages, kept as [`EvaluationMessages`] says.
+#[derive(Debug)]
+pub(super) enum MessageStore {
+    /// In memory.
+    Memory(Vec<Messages>),
+    /// In a temporary file.
+    File(MessageFile),
+}
+
+impl MessageStore {
+    /// All-zero messages for every example of `data`, kept as `how` says.
+    pub(super) fn zeros(data: &Dataset, how: EvaluationMessages) -> Result<Self, LearnError> {
+        Ok(match how {
+            EvaluationMessages::Memory => Self::Memory(crate::model::zero_messages(data)),
+            EvaluationMessages::TempFile => Self::File(MessageFile::zeros(data).map_err(temp_file_error)?),
+        })
+    }
+
+    /// Messages restored from a checkpoint (`saved[k]` of example `k`, already
+    /// checked against its graph), kept as `how` says.
+    pub(super) fn from_saved(
+        data: &Dataset,
+        saved: Vec<Messages>,
+        how: EvaluationMessages,
+    ) -> Result<Self, LearnError> {
+        Ok(match how {
+            EvaluationMessages::Memory => Self::Memory(saved),
+            EvaluationMessages::TempFile => {
+                let file = MessageFile::zeros(data).map_err(temp_file_error)?;
+                for (k, m) in saved.iter().enumerate() {
+                    file.store(k, m.as_slice()).map_err(temp_file_error)?;
+                }
+                Self::File(file)
+            }
+        })
+    }
+}
+
+/// A data set's evaluation messages in a checkpoint's form: a sequence of one
+/// number sequence per example, serialized like `Vec<&[f64]>` (`None`, not
+/// evaluated yet: no examples), read from the file one example at a time.
+pub(super) struct CheckpointMessages<'a>(pub(super) Option<&'a MessageStore>);
+
+impl Serialize for CheckpointMessages<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            None => serializer.collect_seq(std::iter::empty::<&[f64]>()),
+            Some(MessageStore::Memory(all)) => serializer.collect_seq(all.iter().map(Messages::as_slice)),
+            Some(MessageStore::File(file)) => {
+                let mut seq = serializer.serialize_seq(Some(file.len()))?;
+                let mut buffer = Vec::new();
+                for k in 0..file.len() {
+                    file.load(k, &mut buffer).map_err(|e| S::Error::custom(temp_file_error(e)))?;
+                    seq.serialize_element(&buffer[..])?;
+                }
+                seq.end()
+            }
+        }
+    }
+}
+
+fn temp_file_error(e: io::Error) -> LearnError {
+    LearnError::Config(format!(
+        "the evaluation's temporary file of messages (in {}; set TMPDIR to another directory, or \
+         `evaluation_messages` to `memory`): {e}",
+        std::env::temp_dir().display()
+    ))
+}
+
+/// Every example's messages in an unnamed temporary file, example `k`'s
+/// `len[k]` numbers from byte `8 · start[k]`, little-endian.
+#[derive(Debug)]
+pub(super) struct MessageFile {
+    file: File,
+    /// `start[k]..start[k + 1]`: example `k`'s numbers.
+    start: Vec<u64>,
+}
+
+impl MessageFile {
+    /// A file of all-zero messages for `data` (a sparse file of zero bytes:
+    /// the bytes of `+0.0`).
+    pub(super) fn zeros(data: &Dataset) -> io::Result<Self> {
+        let mut start = Vec::with_capacity(data.len() + 1);
+        start.push(0u64);
+        for e in data.examples() {
+            start.push(start[start.len() - 1] + e.graph().total_message_len() as u64);
+        }
+        let file = tempfile::tempfile()?;
+        file.set_len(8 * start[data.len()])?;
+        Ok(Self { file, start })
+    }
+
+    /// Number of examples.
+    pub(super) fn len(&self) -> usize {
+        self.start.len() - 1
+    }
+
+    /// Example `k`'s messages into `out` (replacing its contents).
+    pub(super) fn load(&self, k: usize, out: &mut Vec<f64>) -> io::Result<()> {
+        let n = (self.start[k + 1] - self.start[k]) as usize;
+        let mut bytes = vec![0u8; 8 * n];
+        read_exact_at(&self.file, &mut bytes, 8 * self.start[k])?;
+        out.clear();
+        out.extend(bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes"))));
+        Ok(())
+    }
+
+    /// Writes example `k`'s messages.
+    pub(super) fn store(&self, k: usize, values: &[f64]) -> io::Result<()> {
+        let n = (self.start[k + 1] - self.start[k]) as usize;
+        if values.len() != n {
+            return Err(io::Error::other(format!("example {k} has {n} messages, got {}", values.len())));
+        }
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        write_all_at(&self.file, &bytes, 8 * self.start[k])
+    }
+}
+
+impl MessageFile {
+    /// Example `k`'s messages for its graph, for a prediction.
+    pub(super) fn messages(&self, data: &Dataset, k: usize) -> Result<Messages, LearnError> {
+        let mut values = Vec::new();
+        self.load(k, &mut values).map_err(|e| example_error(k, e))?;
+        Messages::from_vec(data.examples()[k].graph(), values)
+            .map_err(|source| LearnError::Inference { example: k, source })
+    }
+
+    /// Writes example `k`'s messages after its prediction.
+    pub(super) fn keep(&self, k: usize, m: &Messages) -> Result<(), LearnError> {
+        self.store(k, m.as_slice()).map_err(|e| example_error(k, e))
+    }
+}
+
+fn example_error(k: usize, e: io::Error) -> LearnError {
+    temp_file_error(io::Error::new(e.kind(), format!("example {k}: {e}")))
+}
+
+#[cfg(unix)]
+fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+#[cfg(unix)]
+fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    while !buf.is_empty() {
+        match file.seek_read(buf, offset)? {
+            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+            n => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(windows)]
+fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
+    use std::os::windows::fs::FileExt;
+    while !buf.is_empty() {
+        match file.seek_write(buf, offset)? {
+            0 => return Err(io::ErrorKind::WriteZero.into()),
+            n => {
+                buf = &buf[n..];
+                offset += n as u64;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::{Example, FactorTypeInfo, FeatureBlock};
+
+    fn data(sizes: &[(usize, usize)]) -> Dataset {
+        let examples = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &(h, w))| {
+                let g = Arc::new(factor_graph::grid(h, w, 3).unwrap());
+                let pairs = g.regions_of_type(1).len();
+                Example::new(
+                    format!("e{i}"),
+                    g,
+                    Some(vec![0; h * w]),
+                    vec![
+                        FeatureBlock { dim: 1, values: vec![0.5; h * w] },
+                        FeatureBlock { dim: 1, values: vec![1.0; pairs] },
+                    ],
+                )
+            })
+            .collect();
+        Dataset::new(vec![FactorTypeInfo::new("unary", 1), FactorTypeInfo::new("pairwise", 1)], examples).unwrap()
+    }
+
+    #[test]
+    fn the_file_keeps_each_examples_messages_and_starts_at_zero() {
+        let d = data(&[(2, 3), (1, 1), (4, 2)]);
+        let file = MessageFile::zeros(&d).unwrap();
+        assert_eq!(file.len(), 3);
+        let mut buffer = vec![7.0];
+        for (k, e) in d.examples().iter().enumerate() {
+            file.load(k, &mut buffer).unwrap();
+            assert_eq!(buffer.len(), e.graph().total_message_len());
+            assert!(buffer.iter().all(|v| v.to_bits() == 0), "zeros are +0.0");
+        }
+        // Distinct values per example, including a negative zero and a subnormal.
+        let values: Vec<Vec<f64>> = d
+            .examples()
+            .iter()
+            .enumerate()
+            .map(|(k, e)| {
+                (0..e.graph().total_message_len()).map(|i| (k * 1000 + i) as f64 * -0.37 + f64::MIN_POSITIVE).collect()
+            })
+            .collect();
+        for k in [2, 0, 1] {
+            file.store(k, &values[k]).unwrap();
+        }
+        for (k, v) in values.iter().enumerate() {
+            file.load(k, &mut buffer).unwrap();
+            assert_eq!(
+                buffer.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                v.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+            );
+        }
+        assert!(file.store(0, &values[1]).is_err(), "a wrong length is refused");
+    }
+
+    #[test]
+    fn a_checkpoint_holds_the_same_bytes_from_memory_and_from_the_file() {
+        let d = data(&[(2, 2), (3, 1)]);
+        let messages: Vec<Messages> = d
+            .examples()
+            .iter()
+            .map(|e| {
+                let n = e.graph().total_message_len();
+                Messages::from_vec(e.graph(), (0..n).map(|i| i as f64 / 3.0).collect()).unwrap()
+            })
+            .collect();
+        let memory = MessageStore::from_saved(&d, messages.clone(), EvaluationMessages::Memory).unwrap();
+        let file = MessageStore::from_saved(&d, messages.clone(), EvaluationMessages::TempFile).unwrap();
+        let reference: Vec<&[f64]> = messages.iter().map(Messages::as_slice).collect();
+        let expected = postcard::to_allocvec(&reference).unwrap();
+        assert_eq!(postcard::to_allocvec(&CheckpointMessages(Some(&memory))).unwrap(), expected);
+        assert_eq!(postcard::to_allocvec(&CheckpointMessages(Some(&file))).unwrap(), expected);
+        let empty: Vec<&[f64]> = Vec::new();
+        assert_eq!(postcard::to_allocvec(&CheckpointMessages(None)).unwrap(), postcard::to_allocvec(&empty).unwrap());
+    }
+}
