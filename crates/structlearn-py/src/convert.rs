@@ -416,6 +416,14 @@ pub fn oracle_kinds() -> Vec<(String, String)> {
         .collect()
 }
 
+/// `structlearn::TrainConfig::default()` as JSON text: the estimators'
+/// defaults are read from it, so the package and `structlearn train` cannot
+/// drift apart.
+#[pyfunction]
+pub fn default_train_config() -> PyResult<String> {
+    serde_json::to_string(&structlearn::TrainConfig::default()).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 /// The `TrainConfig` settings learner `learner` does not read
 /// (`structlearn::LearnerKind::ignored_settings`), which training refuses
 /// when they differ from their defaults.

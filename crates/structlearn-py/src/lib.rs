@@ -93,6 +93,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(scene, m)?)?;
     m.add_function(wrap_pyfunction!(convert::oracle_kinds, m)?)?;
     m.add_function(wrap_pyfunction!(convert::ignored_settings, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::default_train_config, m)?)?;
     m.add_function(wrap_pyfunction!(convert::infer_uai, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -160,3 +160,16 @@ def test_gil_released_during_fit(grid_data):
         sum(range(1000))
     t.join()
     assert ticks > 100 and hasattr(est, "model_")
+
+
+def test_defaults_are_the_command_lines():
+    # The estimators read their training defaults from structlearn::TrainConfig::default().
+    from structlearn import _core
+
+    defaults = json.loads(_core.default_train_config())
+    for cls in (structlearn.GridCRF, structlearn.GraphCRF):
+        params = cls().get_params()
+        assert params["eps"] == defaults["epsilon"] == 0.1
+        assert params["max_iter"] == defaults["learning_iterations"]
+        assert params["message_passing_iterations"] == defaults["message_passing_iterations"]
+    assert defaults["evaluation_messages"] == "temp-file"

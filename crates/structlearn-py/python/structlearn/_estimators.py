@@ -21,11 +21,12 @@ from ._validation import (
 
 LEARNERS = ("algorithm1", "hazan-urtasun", "piecewise", "perceptron-local", "perceptron-global")
 
-# Training settings that mirror the command line's defaults (structlearn::TrainConfig::default()),
-# so that the same arguments give the same model bytes as `structlearn train`.
-_DEFAULT_EPS = 0.1
-_DEFAULT_MAX_ITER = 25
-_DEFAULT_MP_ITER = 25
+# The command line's defaults, read from structlearn::TrainConfig::default(), so that the
+# same arguments give the same model bytes as `structlearn train`.
+_TRAIN_DEFAULTS = json.loads(_core.default_train_config())
+_DEFAULT_EPS = _TRAIN_DEFAULTS["epsilon"]
+_DEFAULT_MAX_ITER = _TRAIN_DEFAULTS["learning_iterations"]
+_DEFAULT_MP_ITER = _TRAIN_DEFAULTS["message_passing_iterations"]
 
 
 def _oracle_spec(value, name, slots):
