@@ -226,3 +226,34 @@ fn a_second_ctrl_c_stops_at_once() {
     assert!(rest.iter().any(|l| l.contains("second Ctrl-C")), "{rest:?}");
     assert!(!model.exists());
 }
+
+/// A temporary directory where no file can be made is refused before the
+/// first learning iteration, naming it and the two ways out; with the
+/// evaluation messages in memory it is not needed.
+#[test]
+fn an_unusable_temporary_directory_is_refused_before_the_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_file(dir.path(), "train.sld", &structlearn_fuzz::seeds::dataset(4, 3, 4, 9));
+    let model = dir.path().join("m.slm");
+    let missing = dir.path().join("no-such-dir");
+    let run_with_tmpdir = |extra: &[&str]| {
+        let mut args = vec!["train", "-q", "--data", data.to_str().unwrap(), "--model", model.to_str().unwrap()];
+        args.extend(["--oracle", "unary=linear", "--oracle", "pairwise=linear", "--iterations", "1"]);
+        args.extend(extra);
+        std::process::Command::new(common::BIN)
+            .args(&args)
+            .env("RAYON_NUM_THREADS", "2")
+            .env("TMPDIR", &missing)
+            .output()
+            .unwrap()
+    };
+    let o = run_with_tmpdir(&[]);
+    refused(&o, &[missing.to_str().unwrap(), "TMPDIR", "`evaluation_messages` to `memory`"]);
+    assert!(!model.exists(), "no model from a refused run");
+    let o = run_with_tmpdir(&["--evaluation-messages", "memory"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // An unknown store is a usage error (exit code 2) listing the names.
+    let o = run_with_tmpdir(&["--evaluation-messages", "disk"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown evaluation message store `disk` (expected one of: memory, temp-file)"));
+}

@@ -121,12 +121,25 @@ impl Serialize for CheckpointMessages<'_> {
     }
 }
 
+/// Refuses, before any work, a run whose evaluation would keep its messages
+/// in a temporary file (`how`, warm-started evaluation) where none can be
+/// made, instead of failing at the first evaluation.
+pub(super) fn check_temp_dir(how: EvaluationMessages, warm_evaluation: bool) -> Result<(), LearnError> {
+    if how == EvaluationMessages::TempFile && warm_evaluation {
+        tempfile::tempfile().map_err(temp_file_error)?;
+    }
+    Ok(())
+}
+
 fn temp_file_error(e: io::Error) -> LearnError {
-    LearnError::Config(format!(
-        "the evaluation's temporary file of messages (in {}; set TMPDIR to another directory, or \
-         `evaluation_messages` to `memory`): {e}",
-        std::env::temp_dir().display()
-    ))
+    LearnError::Io {
+        path: format!(
+            "{} (the evaluation's temporary file of messages; set TMPDIR to another directory, or \
+             `evaluation_messages` to `memory`)",
+            std::env::temp_dir().display()
+        ),
+        source: e,
+    }
 }
 
 /// Every example's messages in an unnamed temporary file, example `k`'s

@@ -235,6 +235,8 @@ impl<'a> Algorithm1<'a> {
         check_training_set(train)?;
         let oracles = oracles_by_type(train, oracles)?;
         config.validate()?;
+        let evaluates = config.evaluate != Evaluate::Never;
+        eval_messages::check_temp_dir(config.evaluation_messages, evaluates && config.warm_start_evaluation)?;
         let steps = config.steps(train);
         let step_types = steps
             .iter()
