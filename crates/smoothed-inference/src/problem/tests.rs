@@ -359,6 +359,10 @@ fn paired_avx2_sweeps_equal_the_portable_fused_sweeps_bit_for_bit() {
         (mixed, 0.05, false, false),
         (factor_graph::grid(6, 7, 8).unwrap(), 0.0, false, false),
         (factor_graph::grid(7, 5, 8).unwrap(), 0.2, true, false),
+        // The AVX2 8-label kernel's phases over stars of two, three and four
+        // parents in a shuffled order, and in an order with repeats.
+        (factor_graph::grid(11, 9, 8).unwrap(), 0.0, true, false),
+        (factor_graph::grid(10, 12, 8).unwrap(), 0.05, false, true),
     ];
     for (g, hard, shuffle, repeat) in &cases {
         let theta = random_theta(g, &mut rng, *hard);

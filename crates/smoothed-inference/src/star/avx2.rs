@@ -177,6 +177,14 @@ binary_entry_points!();
 /// order as the portable kernel, so the same bits. A fibre sum below
 /// `TINY_SUM` or an impossible child value hands the star to the portable
 /// kernel (its exact rare paths).
+///
+/// Written phase by phase over the parents (all exponentials, then all
+/// products, then all logarithms), not parent by parent: each parent's
+/// exponential → product → logarithm chain is long, and with sixteen
+/// registers a parent's code is too long for the core to overlap the next
+/// parent's chain with it (AVX-512 halves the code, so it does there). Phase
+/// by phase, the eight exponentials and the eight logarithms of a star are
+/// independent chains side by side. Each lane's operations are unchanged.
 #[inline(always)]
 pub(super) unsafe fn factored8_star<A: Kernel>(
     theta: &[f64],
@@ -192,20 +200,27 @@ pub(super) unsafe fn factored8_star<A: Kernel>(
     let zero = _mm256_setzero_pd();
     let tiny = _mm256_set1_pd(super::TINY_SUM);
     let n = edges.len();
-    let mut l = [[zero; 2]; 4];
-    let mut rare = 0;
-    for (ep, lj) in edges.iter().zip(l.iter_mut()) {
-        let own = &lambda[ep.message_offset..ep.message_offset + N];
+    // Phase 1: each sibling message's maximum and exponentials.
+    let mut mus = [zero; 4];
+    let mut w = [[zero; 2]; 4];
+    for ((ep, mu4), wj) in edges.iter().zip(mus.iter_mut()).zip(w.iter_mut()) {
         let sib = &lambda[ep.sibling_offset..ep.sibling_offset + N];
         let (s0, s1) = (_mm256_loadu_pd(sib.as_ptr()), _mm256_loadu_pd(sib.as_ptr().add(4)));
         // super::max_of's order: four lanes over the two halves, then the lanes in turn.
         let lanes: [f64; 4] = std::mem::transmute(_mm256_max_pd(s1, _mm256_max_pd(s0, neg_inf)));
         let mu = lanes.iter().fold(f64::NEG_INFINITY, |m, &v| if v > m { v } else { m });
-        let (mu4, inv) = (_mm256_set1_pd(mu), _mm256_set1_pd(ep.inv_eps));
-        let w0 = exp_nonpos_4(_mm256_mul_pd(_mm256_sub_pd(s0, mu4), inv));
-        let w1 = exp_nonpos_4(_mm256_mul_pd(_mm256_sub_pd(s1, mu4), inv));
+        let inv = _mm256_set1_pd(ep.inv_eps);
+        *mu4 = _mm256_set1_pd(mu);
+        wj[0] = exp_nonpos_4(_mm256_mul_pd(_mm256_sub_pd(s0, *mu4), inv));
+        wj[1] = exp_nonpos_4(_mm256_mul_pd(_mm256_sub_pd(s1, *mu4), inv));
+    }
+    // Phase 2: the fibre sums, the 8 × 8 products with the fixed blocks.
+    let mut sums = [[zero; 2]; 4];
+    let mut rare = 0;
+    for ((ep, wj), sj) in edges.iter().zip(&w).zip(sums.iter_mut()) {
         let blk = &blocks[ep.block..ep.block + N * (N + 1)];
         let e = |k: usize, h: usize| _mm256_loadu_pd(blk.as_ptr().add(N + N * k + 4 * h));
+        let (w0, w1) = (wj[0], wj[1]);
         let (b0, b1, b2, b3) = (
             _mm256_permute4x64_pd::<0x00>(w0),
             _mm256_permute4x64_pd::<0x55>(w0),
@@ -218,16 +233,25 @@ pub(super) unsafe fn factored8_star<A: Kernel>(
             _mm256_permute4x64_pd::<0xAA>(w1),
             _mm256_permute4x64_pd::<0xFF>(w1),
         );
-        for (h, out) in lj.iter_mut().enumerate() {
+        for (h, out) in sj.iter_mut().enumerate() {
             let a0 = _mm256_fmadd_pd(b4, e(4, h), _mm256_fmadd_pd(b0, e(0, h), zero));
             let a1 = _mm256_fmadd_pd(b5, e(5, h), _mm256_fmadd_pd(b1, e(1, h), zero));
             let a2 = _mm256_fmadd_pd(b6, e(6, h), _mm256_fmadd_pd(b2, e(2, h), zero));
             let a3 = _mm256_fmadd_pd(b7, e(7, h), _mm256_fmadd_pd(b3, e(3, h), zero));
             let s = _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3));
             rare |= _mm256_movemask_pd(_mm256_cmp_pd::<_CMP_LT_OQ>(s, tiny));
+            *out = s;
+        }
+    }
+    // Phase 3: the marginals, L = (own + M) + μ + ε ln s.
+    let mut l = [[zero; 2]; 4];
+    for (((ep, sj), mu4), lj) in edges.iter().zip(&sums).zip(&mus).zip(l.iter_mut()) {
+        let own = &lambda[ep.message_offset..ep.message_offset + N];
+        let blk = &blocks[ep.block..ep.block + N * (N + 1)];
+        for (h, out) in lj.iter_mut().enumerate() {
             let row_max = _mm256_loadu_pd(blk.as_ptr().add(4 * h));
-            let base = _mm256_add_pd(_mm256_add_pd(_mm256_loadu_pd(own.as_ptr().add(4 * h)), row_max), mu4);
-            *out = _mm256_fmadd_pd(_mm256_set1_pd(ep.eps), ln_pos_4(s), base);
+            let base = _mm256_add_pd(_mm256_add_pd(_mm256_loadu_pd(own.as_ptr().add(4 * h)), row_max), *mu4);
+            *out = _mm256_fmadd_pd(_mm256_set1_pd(ep.eps), ln_pos_4(sj[h]), base);
         }
     }
     let child = &tt[cp.offset..cp.offset + N];
