@@ -284,21 +284,19 @@ impl MapShape {
         if s == 0 || m == 0 || map.len() % (s * m) != 0 {
             return MapShape::Gather;
         }
-        // `⌊y / s⌋ mod m` by counters (no integer division: shapes are found
-        // once per block of rows the oracle asks for).
-        let (mut digit, mut within) = (0usize, 0usize);
-        for &v in map {
-            if v as usize != digit {
-                return MapShape::Gather;
-            }
-            within += 1;
-            if within == s {
-                within = 0;
-                digit += 1;
-                if digit == m {
-                    digit = 0;
-                }
-            }
+        // `⌊y / s⌋ mod m`, a run of `s` entries per digit, compared without
+        // early exits (so the comparisons vectorise: shapes are found once per
+        // block of rows the oracle asks for).
+        let fits = if s == 1 {
+            map.chunks_exact(m)
+                .fold(true, |ok, cycle| ok & cycle.iter().zip(0u32..).fold(true, |ok, (&v, y)| ok & (v == y)))
+        } else {
+            map.chunks_exact(s)
+                .zip((0..m as u32).cycle())
+                .fold(true, |ok, (run, digit)| ok & run.iter().fold(true, |ok, &v| ok & (v == digit)))
+        };
+        if !fits {
+            return MapShape::Gather;
         }
         if s == 1 { MapShape::Cycle } else { MapShape::Runs(s) }
     }
