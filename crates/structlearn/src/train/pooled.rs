@@ -281,7 +281,7 @@ impl MapShape {
     /// The shape of `map` reading a message of `m` entries.
     fn of(map: &[u32], m: usize) -> Self {
         let s = map.iter().position(|&y| y != 0).unwrap_or(map.len());
-        if s == 0 || m == 0 || map.len() % (s * m) != 0 {
+        if s == 0 || m == 0 || !map.len().is_multiple_of(s * m) {
             return MapShape::Gather;
         }
         // `⌊y / s⌋ mod m`, a run of `s` entries per digit, compared without
