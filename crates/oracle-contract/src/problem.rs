@@ -117,6 +117,41 @@ impl<'a> Features<'a> {
 pub trait BiasRows: Sync + std::fmt::Debug {
     /// Writes `b_k(y)` for every class `y` into `out` (`classes` entries).
     fn write_row(&self, k: usize, out: &mut [f64]);
+
+    /// Writes rows `b_k(·)`, `k ∈ rows`, into `out` (row-major,
+    /// `rows.len() × classes` entries): what [`Problem::bias_rows`] asks for,
+    /// a block of rows at a time (the linear oracle: 16 rows per call). The
+    /// default calls [`BiasRows::write_row`] per row; a source that can share
+    /// work between neighbouring rows overrides it, and must then write the
+    /// same bits as the row-by-row calls. Algorithm 1's source computes
+    /// Eq. 14, `b^k_α(y) = (Δ_α(y) + message offsets) / ε_t`, for the pooled
+    /// regions of one factor type: it finds the example of `rows.start` once
+    /// and walks that example's regions in row order, instead of searching
+    /// for each row's example.
+    ///
+    /// ```
+    /// use oracles::BiasRows;
+    /// #[derive(Debug)]
+    /// struct Index; // b_k = (k, −k)
+    /// impl BiasRows for Index {
+    ///     fn write_row(&self, k: usize, out: &mut [f64]) {
+    ///         out[0] = k as f64;
+    ///         out[1] = -(k as f64);
+    ///     }
+    /// }
+    /// let mut out = [0.0; 6];
+    /// Index.write_rows(2..5, &mut out);
+    /// assert_eq!(out, [2.0, -2.0, 3.0, -3.0, 4.0, -4.0]);
+    /// ```
+    fn write_rows(&self, rows: std::ops::Range<usize>, out: &mut [f64]) {
+        if rows.is_empty() {
+            return;
+        }
+        let classes = out.len() / rows.len();
+        for (k, row) in rows.zip(out.chunks_exact_mut(classes)) {
+            self.write_row(k, row);
+        }
+    }
 }
 
 /// Where a problem's biases come from.
@@ -207,11 +242,14 @@ impl<'a> Problem<'a> {
         (0..rows.div_ceil(VALIDATE_ROWS))
             .into_par_iter()
             .map(|chunk| {
-                let mut b = vec![0.0; classes];
                 let start = chunk * VALIDATE_ROWS;
-                for (row, &label) in labels.iter().enumerate().skip(start).take(VALIDATE_ROWS) {
-                    bias.write_row(row, &mut b);
-                    check_bias_row(row, &b, label)?;
+                let end = (start + VALIDATE_ROWS).min(rows);
+                let mut b = vec![0.0; (end - start) * classes];
+                bias.write_rows(start..end, &mut b);
+                for ((row, &label), b) in
+                    labels.iter().enumerate().skip(start).take(VALIDATE_ROWS).zip(b.chunks_exact(classes))
+                {
+                    check_bias_row(row, b, label)?;
                 }
                 Ok(())
             })
@@ -478,16 +516,15 @@ impl<'a> Problem<'a> {
     }
 
     /// Bias rows `rows` (row-major), like [`Problem::bias_row`]; `scratch`
-    /// needs `rows.len() × classes` entries.
+    /// needs `rows.len() × classes` entries. Computed biases come from one
+    /// [`BiasRows::write_rows`] call.
     pub fn bias_rows<'s>(&'s self, rows: std::ops::Range<usize>, scratch: &'s mut [f64]) -> &'s [f64] {
         let c = self.classes;
         match self.bias {
             Bias::Dense(b) => &b[rows.start * c..rows.end * c],
             Bias::Rows(source) => {
                 let out = &mut scratch[..rows.len() * c];
-                for (k, row) in rows.zip(out.chunks_exact_mut(c)) {
-                    source.write_row(k, row);
-                }
+                source.write_rows(rows, out);
                 out
             }
         }

@@ -397,13 +397,7 @@ impl<'a, 'p, P: Fn(usize) -> &'a [f64] + Sync> LinearObjective<'a, 'p, P> {
                 gt.fill(0.0);
                 chunk_loss_and_gradient(problem, phi, wt, rows, gt, rest, 0.0)
             } else {
-                let (scores, b) = rest[..2 * c].split_at_mut(c);
-                let mut sum = 0.0;
-                for k in rows {
-                    block_scores(wt, phi(k), scores);
-                    sum += row_loss(scores, problem.bias_row(k, b), problem.labels()[k], problem.weight(k), None);
-                }
-                sum
+                chunk_loss(problem, phi, wt, rows, rest, 0.0)
             };
         });
         let stride = Self::stride(c, d);
@@ -440,13 +434,7 @@ impl<'a, 'p, P: Fn(usize) -> &'a [f64] + Sync> LinearObjective<'a, 'p, P> {
             value[0] = if want_grad {
                 chunk_loss_and_gradient(problem, phi, wt, rows, gt, &mut scratch, value[0])
             } else {
-                let (scores, b) = scratch[..2 * c].split_at_mut(c);
-                let mut sum = value[0];
-                for k in rows {
-                    block_scores(wt, phi(k), scores);
-                    sum += row_loss(scores, problem.bias_row(k, b), problem.labels()[k], problem.weight(k), None);
-                }
-                sum
+                chunk_loss(problem, phi, wt, rows, &mut scratch, value[0])
             };
         });
         // Added as `loss` adds its chunks.
@@ -526,6 +514,34 @@ fn chunk_loss_and_gradient<'a, P: Fn(usize) -> &'a [f64]>(
         return unsafe { avx2(problem, phi, wt, rows, gt, scratch, sum) };
     }
     chunk_generic(problem, phi, wt, rows, gt, scratch, sum)
+}
+
+/// The loss alone of `rows` added to `sum`, row by row in order, the biases
+/// fetched [`SOFTMAX_BLOCK`] rows at a time ([`Problem::bias_rows`]: one call
+/// per block when they are computed). `scratch` holds
+/// `(1 + SOFTMAX_BLOCK) · C` values.
+fn chunk_loss<'a, P: Fn(usize) -> &'a [f64]>(
+    problem: &Problem<'_>,
+    phi: &P,
+    wt: &[f64],
+    rows: std::ops::Range<usize>,
+    scratch: &mut [f64],
+    mut sum: f64,
+) -> f64 {
+    let c = problem.classes();
+    let (scores, rest) = scratch.split_at_mut(c);
+    let bias_scratch = &mut rest[..SOFTMAX_BLOCK * c];
+    let mut start = rows.start;
+    while start < rows.end {
+        let block = start..(start + SOFTMAX_BLOCK).min(rows.end);
+        let bias = problem.bias_rows(block.clone(), bias_scratch);
+        for (k, b) in block.clone().zip(bias.chunks_exact(c)) {
+            block_scores(wt, phi(k), scores);
+            sum += row_loss(scores, b, problem.labels()[k], problem.weight(k), None);
+        }
+        start = block.end;
+    }
+    sum
 }
 
 #[inline(always)]

@@ -4,7 +4,7 @@
 
 use oracles::{BiasRows, Features, Model};
 use rayon::prelude::*;
-use smoothed_inference::{InferenceProblem, Messages, region_message_offsets, with_thread_workspace};
+use smoothed_inference::{InferenceProblem, Messages, with_thread_workspace};
 
 use crate::discrepancy::Discrepancy;
 use crate::objective::loss_at;
@@ -159,10 +159,11 @@ pub(super) fn with_region_deltas(
 }
 
 /// The biases `b^k_α(y) = (Δ_α(y) + message offsets) / ε_t` (Eq. 14) of one
-/// factor type, from the messages, region by region
-/// (`region_message_offsets`): written for every pooled row at once
-/// ([`MessageBias::fill`]) or computed one pooled row at a time for the
-/// oracle ([`BiasRows`]).
+/// factor type, from the messages: written for every pooled row at once
+/// ([`MessageBias::fill`]) or for the blocks of pooled rows the oracle asks
+/// for ([`BiasRows`]), both by [`MessageBias::write_example_rows`] — the
+/// example found once per block, its regions walked in row order — so the
+/// same bits.
 #[derive(Debug)]
 pub(super) struct MessageBias<'t> {
     pub(super) data: &'t Dataset,
@@ -177,33 +178,200 @@ impl MessageBias<'_> {
     /// the pooled rows; examples in parallel.
     pub(super) fn fill(&self, classes: usize, out: &mut [f64]) {
         self.pooled.example_chunks(classes, out).into_par_iter().enumerate().for_each(|(k, chunk)| {
-            for (&r, row) in self.pooled.regions[k].iter().zip(chunk.chunks_exact_mut(classes)) {
-                self.write_region(k, r, row);
-            }
+            self.write_rows_dispatch(self.pooled.rows[k]..self.pooled.rows[k + 1], classes, chunk);
         });
     }
 
-    /// The biases of region `r` of example `k`.
-    fn write_region(&self, k: usize, r: usize, out: &mut [f64]) {
-        let graph = &self.data.examples()[k].graph();
-        let truth = self.data.examples()[k].labels().unwrap_or(&[]);
-        with_buffer(&SCRATCH, |offsets| {
-            offsets.resize(out.len(), 0.0);
-            region_message_offsets(graph, &self.messages[k], r, offsets);
-            self.discrepancy.region(graph, r, truth, out);
-            for (out, &o) in out.iter_mut().zip(offsets.iter()) {
-                *out = (*out + o) / self.epsilon;
+    /// Pooled rows `rows` (`classes` entries each, row-major) into `out`:
+    /// [`MessageBias::write_example_rows`] compiled for AVX2 (four-lane
+    /// divisions; no fused multiply-adds, so the same bits) where the CPU has
+    /// it.
+    fn write_rows_dispatch(&self, rows: std::ops::Range<usize>, classes: usize, out: &mut [f64]) {
+        #[cfg(target_arch = "x86_64")]
+        if fastmath::x86::avx2() {
+            #[target_feature(enable = "avx2")]
+            unsafe fn avx2(bias: &MessageBias<'_>, rows: std::ops::Range<usize>, classes: usize, out: &mut [f64]) {
+                bias.write_example_rows(rows, classes, out);
             }
-        });
+            // SAFETY: the CPU supports AVX2, checked just above.
+            return unsafe { avx2(self, rows, classes, out) };
+        }
+        self.write_example_rows(rows, classes, out);
+    }
+
+    /// Pooled rows `rows` into `out` (`classes` entries each): per row, the
+    /// message offsets of its region written into its slot with the
+    /// operations of [`smoothed_inference::region_message_offsets`] in the
+    /// same order ([`region_offsets`]), then `(Δ_α(y) + offset) / ε_t` —
+    /// the division kept (a reciprocal would round differently). The example
+    /// holding `rows.start` is found once; the rows may run over any number
+    /// of examples.
+    #[inline(always)]
+    fn write_example_rows(&self, rows: std::ops::Range<usize>, classes: usize, out: &mut [f64]) {
+        if rows.is_empty() {
+            return;
+        }
+        let starts = &self.pooled.rows;
+        assert!(rows.end <= *starts.last().expect("rows start at 0"), "bias rows out of range");
+        assert_eq!(out.len(), rows.len() * classes, "bias rows must be rows × classes");
+        // The example whose rows starts[k]..starts[k + 1] hold `rows.start`.
+        let mut k = starts.partition_point(|&start| start <= rows.start) - 1;
+        let mut stack = [0.0; 64];
+        let mut heap = Vec::new();
+        let delta: &mut [f64] = if classes <= stack.len() {
+            &mut stack[..classes]
+        } else {
+            heap.resize(classes, 0.0);
+            &mut heap
+        };
+        let mut maps = EdgeMaps::default();
+        let mut slots = out.chunks_exact_mut(classes);
+        let mut row = rows.start;
+        while row < rows.end {
+            let end = starts[k + 1].min(rows.end);
+            let example = &self.data.examples()[k];
+            let graph = example.graph();
+            let truth = example.labels().unwrap_or(&[]);
+            let lambda = self.messages[k].as_slice();
+            assert_eq!(lambda.len(), graph.total_message_len(), "messages do not fit the graph");
+            for &r in &self.pooled.regions[k][row - starts[k]..end - starts[k]] {
+                let slot = slots.next().expect("one slot per row");
+                region_offsets(graph, lambda, r, slot, &mut maps);
+                self.discrepancy.region(graph, r, truth, delta);
+                for (b, &d) in slot.iter_mut().zip(delta.iter()) {
+                    *b = (d + *b) / self.epsilon;
+                }
+            }
+            row = end;
+            k += 1;
+        }
     }
 }
 
 impl BiasRows for MessageBias<'_> {
     fn write_row(&self, row: usize, out: &mut [f64]) {
-        let rows = &self.pooled.rows;
-        // The example whose rows rows[k]..rows[k + 1] hold `row`.
-        let k = rows.partition_point(|&start| start <= row) - 1;
-        self.write_region(k, self.pooled.regions[k][row - rows[k]], out);
+        self.write_rows_dispatch(row..row + 1, out.len(), out);
+    }
+
+    fn write_rows(&self, rows: std::ops::Range<usize>, out: &mut [f64]) {
+        if !rows.is_empty() {
+            self.write_rows_dispatch(rows.clone(), out.len() / rows.len(), out);
+        }
+    }
+}
+
+/// How an edge map `map[parent configuration] = child configuration` reads
+/// its message `λ` (of `m` entries), found once per interned map
+/// ([`factor_graph::RegionGraph::edge_map`] hands out the same slice for
+/// equal maps): the map of a pair to one of its variables is
+/// `map[y] = ⌊y / s⌋ mod m`, which adds `λ` in whole runs (vector adds)
+/// instead of one gathered entry at a time. Either way each entry gets the
+/// same one addition, so the same bits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum MapShape {
+    /// `map[y] = y mod m`: `λ` added to each run of `m` entries.
+    Cycle,
+    /// `map[y] = ⌊y / s⌋ mod m` with `s > 1`: `λ(j)` added to runs of `s` entries.
+    Runs(usize),
+    /// Anything else: one gathered entry at a time.
+    Gather,
+}
+
+impl MapShape {
+    /// The shape of `map` reading a message of `m` entries.
+    fn of(map: &[u32], m: usize) -> Self {
+        let s = map.iter().position(|&y| y != 0).unwrap_or(map.len());
+        if s == 0 || m == 0 || !map.len().is_multiple_of(s * m) {
+            return MapShape::Gather;
+        }
+        // `⌊y / s⌋ mod m`, a run of `s` entries per digit, compared without
+        // early exits (so the comparisons vectorise: shapes are found once per
+        // block of rows the oracle asks for).
+        let fits = if s == 1 {
+            map.chunks_exact(m)
+                .fold(true, |ok, cycle| ok & cycle.iter().zip(0u32..).fold(true, |ok, (&v, y)| ok & (v == y)))
+        } else {
+            map.chunks_exact(s)
+                .zip((0..m as u32).cycle())
+                .fold(true, |ok, (run, digit)| ok & run.iter().fold(true, |ok, &v| ok & (v == digit)))
+        };
+        if !fits {
+            return MapShape::Gather;
+        }
+        if s == 1 { MapShape::Cycle } else { MapShape::Runs(s) }
+    }
+}
+
+/// The shapes of the edge maps met so far in one call, by the map's address,
+/// length and message length (a handful: the maps are interned per graph).
+#[derive(Debug, Default)]
+struct EdgeMaps {
+    known: Vec<(*const u32, usize, usize, MapShape)>,
+}
+
+impl EdgeMaps {
+    fn shape(&mut self, map: &[u32], m: usize) -> MapShape {
+        let key = (map.as_ptr(), map.len(), m);
+        if let Some(&(.., shape)) = self.known.iter().find(|&&(p, n, mm, _)| (p, n, mm) == key) {
+            return shape;
+        }
+        let shape = MapShape::of(map, m);
+        if self.known.len() < 16 {
+            self.known.push((key.0, key.1, key.2, shape));
+        }
+        shape
+    }
+}
+
+/// [`smoothed_inference::region_message_offsets`] of region `r` into `out`
+/// (`graph.num_configs(r)` entries) from the flat messages `lambda`: `out`
+/// zeroed, then edge by edge in increasing index — `+ λ_{r→β}(map(y))` for
+/// an edge to a child, `− λ_{γ→r}(y)` for an edge from a parent — so each
+/// entry gets the same operations in the same order, the same bits; edge maps
+/// of a [`MapShape`] other than `Gather` add whole runs at once.
+#[inline(always)]
+fn region_offsets(graph: &factor_graph::RegionGraph, lambda: &[f64], r: usize, out: &mut [f64], maps: &mut EdgeMaps) {
+    assert_eq!(out.len(), graph.num_configs(r), "one bias per configuration of the region");
+    out.fill(0.0);
+    let (mut down, mut up) = (graph.child_edges(r).iter().peekable(), graph.parent_edges(r).iter().peekable());
+    loop {
+        let as_parent = match (down.peek(), up.peek()) {
+            (Some(&&d), Some(&&u)) => d < u,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        if as_parent {
+            let e = *down.next().expect("peeked");
+            let msg = &lambda[graph.message_range(e)];
+            let map = graph.edge_map(e);
+            match maps.shape(map, msg.len()) {
+                MapShape::Cycle => {
+                    for run in out.chunks_exact_mut(msg.len()) {
+                        for (v, &m) in run.iter_mut().zip(msg) {
+                            *v += m;
+                        }
+                    }
+                }
+                MapShape::Runs(s) => {
+                    for (run, &m) in out.chunks_exact_mut(s).zip(msg.iter().cycle()) {
+                        for v in run {
+                            *v += m;
+                        }
+                    }
+                }
+                MapShape::Gather => {
+                    for (v, &y) in out.iter_mut().zip(map) {
+                        *v += msg[y as usize];
+                    }
+                }
+            }
+        } else {
+            let e = *up.next().expect("peeked");
+            for (v, &m) in out.iter_mut().zip(&lambda[graph.message_range(e)]) {
+                *v -= m;
+            }
+        }
     }
 }
 
@@ -231,8 +399,6 @@ type Buffer = std::cell::RefCell<Vec<f64>>;
 thread_local! {
     /// An example's gathered `θ` ([`with_theta`]).
     static THETA: Buffer = const { Buffer::new(Vec::new()) };
-    /// Per-example scratch of the graph's size (message offsets, `θ̃`).
-    static SCRATCH: Buffer = const { Buffer::new(Vec::new()) };
     /// An example's scores of one type ([`Potentials::Recomputed`]).
     static SCORES: Buffer = const { Buffer::new(Vec::new()) };
 }
@@ -286,4 +452,158 @@ pub(super) fn pool(data: &Dataset, t: usize) -> Result<Pooled, LearnError> {
     }
     let theta = vec![0.0; labels.len() * data.factor_types()[t].classes];
     Ok(Pooled { labels, rows, regions, potentials: Potentials::Theta(theta) })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use factor_graph::{RegionGraph, RegionGraphBuilder};
+    use oracles::BiasRows;
+    use rand::{RngExt, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+    use smoothed_inference::{Messages, region_message_offsets};
+
+    use super::{MapShape, MessageBias, pool};
+    use crate::discrepancy::{Discrepancy, Hamming};
+    use crate::{Dataset, Example, FactorTypeInfo, FeatureBlock};
+
+    /// A chain of `n` three-label variables: singletons, pairs `(i + 1, i)`
+    /// (variables listed backwards), skip pairs `(i, i + 2)` and triples
+    /// `(i, i + 1, i + 2)`, each triple the parent of its three pairs — maps
+    /// of every [`MapShape`] (a triple's map to `(i, i + 2)` is a gather) and
+    /// pairs with both parents and children.
+    fn chain(n: usize) -> RegionGraph {
+        let mut b = RegionGraphBuilder::new(vec![3; n]).unwrap();
+        let (unary, pair, triple) = (
+            b.add_factor_type("unary").unwrap(),
+            b.add_factor_type("pair").unwrap(),
+            b.add_factor_type("triple").unwrap(),
+        );
+        let singles: Vec<usize> = (0..n).map(|i| b.add_region(&[i], unary).unwrap()).collect();
+        for i in 0..n.saturating_sub(1) {
+            let p = b.add_region(&[i + 1, i], pair).unwrap();
+            b.add_edge(p, singles[i]).unwrap();
+            b.add_edge(p, singles[i + 1]).unwrap();
+        }
+        for i in 0..n.saturating_sub(2) {
+            let p = b.add_region(&[i, i + 2], pair).unwrap();
+            b.add_edge(p, singles[i]).unwrap();
+            b.add_edge(p, singles[i + 2]).unwrap();
+            let t = b.add_region(&[i, i + 1, i + 2], triple).unwrap();
+            for vars in [[i + 1, i], [i, i + 2], [i + 1, i + 2]] {
+                if let Some(c) = b.find_region(&vars) {
+                    b.add_edge(t, c).unwrap();
+                } else {
+                    let c = b.add_region(&vars, pair).unwrap();
+                    b.add_edge(c, singles[vars[0]]).unwrap();
+                    b.add_edge(c, singles[vars[1]]).unwrap();
+                    b.add_edge(t, c).unwrap();
+                }
+            }
+        }
+        b.build().unwrap()
+    }
+
+    /// Examples of unequal sizes (one with no pairs or triples at all),
+    /// random labels, features and messages.
+    fn data() -> (Dataset, Vec<Messages>) {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut examples = Vec::new();
+        let mut messages = Vec::new();
+        for (k, n) in [4usize, 1, 6, 3, 5].into_iter().enumerate() {
+            let graph = Arc::new(chain(n));
+            let labels: Vec<usize> = (0..n).map(|_| rng.random_range(0..3)).collect();
+            let features = (0..3)
+                .map(|t| {
+                    let rows = (0..graph.num_regions()).filter(|&r| graph.region_type(r) == t).count();
+                    FeatureBlock { dim: 1, values: (0..rows).map(|_| rng.random()).collect() }
+                })
+                .collect();
+            let lambda = (0..graph.total_message_len()).map(|_| rng.random_range(-2.0..2.0)).collect();
+            messages.push(Messages::from_vec(&graph, lambda).unwrap());
+            examples.push(Example::new(format!("chain{k}"), graph, Some(labels), features));
+        }
+        let types = ["unary", "pair", "triple"].map(|name| FactorTypeInfo::new(name, 1)).to_vec();
+        (Dataset::new(types, examples).unwrap(), messages)
+    }
+
+    /// Row `row` of type `t` as the row-by-row path computed it before the
+    /// block path: `region_message_offsets`, then `(Δ + offset) / ε`.
+    fn reference(data: &Dataset, messages: &[Messages], t: usize, epsilon: f64) -> Vec<f64> {
+        let pooled = pool(data, t).unwrap();
+        let mut out = Vec::new();
+        for (k, regions) in pooled.regions.iter().enumerate() {
+            let graph = data.examples()[k].graph();
+            let truth = data.examples()[k].labels().unwrap();
+            for &r in regions {
+                let mut offsets = vec![0.0; graph.num_configs(r)];
+                region_message_offsets(graph, &messages[k], r, &mut offsets);
+                let mut row = vec![0.0; offsets.len()];
+                Hamming.region(graph, r, truth, &mut row);
+                for (b, o) in row.iter_mut().zip(&offsets) {
+                    *b = (*b + o) / epsilon;
+                }
+                out.extend(row);
+            }
+        }
+        out
+    }
+
+    fn bits(v: &[f64]) -> Vec<u64> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    #[test]
+    fn block_rows_give_the_row_by_row_bits() {
+        let (data, messages) = data();
+        let epsilon = 0.1;
+        for t in 0..3 {
+            let pooled = pool(&data, t).unwrap();
+            let c = data.factor_types()[t].classes;
+            let n = pooled.labels.len();
+            let bias =
+                MessageBias { data: &data, pooled: &pooled, messages: &messages, discrepancy: &Hamming, epsilon };
+            let want = bits(&reference(&data, &messages, t, epsilon));
+            assert_eq!(want.len(), n * c);
+            let mut all = vec![f64::NAN; n * c];
+            bias.fill(c, &mut all);
+            assert_eq!(bits(&all), want, "fill, type {t}");
+            let mut row = vec![f64::NAN; c];
+            for k in 0..n {
+                bias.write_row(k, &mut row);
+                assert_eq!(bits(&row), want[k * c..(k + 1) * c], "row {k} of type {t}");
+            }
+            // Every range: inside one example, across boundaries (and the
+            // example without rows of this type), the whole set, empty.
+            for start in 0..=n {
+                for end in start..=n {
+                    let mut out = vec![f64::NAN; (end - start) * c];
+                    bias.write_rows(start..end, &mut out);
+                    assert_eq!(bits(&out), want[start * c..end * c], "rows {start}..{end} of type {t}");
+                }
+            }
+        }
+        // The pair type's rows cross example boundaries at these starts.
+        let pairs = pool(&data, 1).unwrap();
+        assert_eq!(pairs.rows, [0, 5, 5, 14, 17, 24]);
+    }
+
+    #[test]
+    fn map_shapes() {
+        let cycle: Vec<u32> = (0..12).map(|y| y % 3).collect();
+        let runs: Vec<u32> = (0..12).map(|y| (y / 2) % 3).collect();
+        assert_eq!(MapShape::of(&cycle, 3), MapShape::Cycle);
+        assert_eq!(MapShape::of(&runs, 3), MapShape::Runs(2));
+        assert_eq!(MapShape::of(&[0, 0, 0, 0], 1), MapShape::Runs(4));
+        assert_eq!(MapShape::of(&[0, 1, 0, 1], 3), MapShape::Gather);
+        assert_eq!(MapShape::of(&[0, 2, 1, 3], 4), MapShape::Gather);
+        assert_eq!(MapShape::of(&[1, 0], 2), MapShape::Gather);
+        // The chain's triple → skip pair map is a gather.
+        let g = chain(3);
+        let shapes: Vec<MapShape> =
+            (0..g.num_edges()).map(|e| MapShape::of(g.edge_map(e), g.message_range(e).len())).collect();
+        assert!(shapes.contains(&MapShape::Gather) && shapes.contains(&MapShape::Cycle));
+        assert!(shapes.iter().any(|s| matches!(s, MapShape::Runs(_))));
+    }
 }
