@@ -556,6 +556,36 @@ impl RegionGraph {
         &self.child_edges[self.child_start[r]..self.child_start[r + 1]]
     }
 
+    /// Every edge of region `r` in increasing edge index, each with whether
+    /// `r` is its parent (`true`: an edge `r → β` of [`RegionGraph::child_edges`])
+    /// or its child (`false`: `γ → r` of [`RegionGraph::parent_edges`]): the
+    /// order in which sums over a region's messages add them, so that every
+    /// such sum has the same bits.
+    ///
+    /// ```
+    /// let g = factor_graph::grid(1, 2, 2).unwrap(); // two singletons and their pair
+    /// let pair = (0..g.num_regions()).find(|&r| g.region_variables(r).len() == 2).unwrap();
+    /// let edges: Vec<(usize, bool)> = g.edges_in_order(pair).collect();
+    /// assert_eq!(edges.len(), 2);
+    /// assert!(edges.iter().all(|&(_, as_parent)| as_parent));
+    /// assert!(edges.windows(2).all(|w| w[0].0 < w[1].0));
+    /// ```
+    #[inline]
+    pub fn edges_in_order(&self, r: usize) -> impl Iterator<Item = (usize, bool)> + '_ {
+        // Both lists ascend, so merging them visits r's edges in index order.
+        let (mut down, mut up) = (self.child_edges(r).iter().peekable(), self.parent_edges(r).iter().peekable());
+        std::iter::from_fn(move || {
+            let as_parent = match (down.peek(), up.peek()) {
+                (Some(&&d), Some(&&u)) => d < u,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (None, None) => return None,
+            };
+            let e = if as_parent { down.next() } else { up.next() };
+            e.map(|&e| (e, as_parent))
+        })
+    }
+
     /// The singleton region `{i}` of variable `i`, if the graph has one.
     pub fn singleton(&self, variable: usize) -> Option<usize> {
         self.singletons[variable]

@@ -199,25 +199,14 @@ pub fn region_message_offsets(graph: &RegionGraph, messages: &Messages, r: usize
     assert_eq!(out.len(), graph.num_configs(r), "output must have one entry per configuration of the region");
     out.fill(0.0);
     let lambda = messages.as_slice();
-    // r is the parent of its child edges and the child of its parent edges;
-    // both lists ascend, so merging them visits r's edges in index order.
-    let (mut down, mut up) = (graph.child_edges(r).iter().peekable(), graph.parent_edges(r).iter().peekable());
-    loop {
-        let as_parent = match (down.peek(), up.peek()) {
-            (Some(&&d), Some(&&u)) => d < u,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => break,
-        };
+    for (e, as_parent) in graph.edges_in_order(r) {
+        let msg = &lambda[graph.message_range(e)];
         if as_parent {
-            let e = *down.next().expect("peeked");
-            let msg = &lambda[graph.message_range(e)];
             for (v, &y) in out.iter_mut().zip(graph.edge_map(e)) {
                 *v += msg[y as usize];
             }
         } else {
-            let e = *up.next().expect("peeked");
-            for (v, &m) in out.iter_mut().zip(&lambda[graph.message_range(e)]) {
+            for (v, &m) in out.iter_mut().zip(msg) {
                 *v -= m;
             }
         }

@@ -333,17 +333,9 @@ impl EdgeMaps {
 fn region_offsets(graph: &factor_graph::RegionGraph, lambda: &[f64], r: usize, out: &mut [f64], maps: &mut EdgeMaps) {
     assert_eq!(out.len(), graph.num_configs(r), "one bias per configuration of the region");
     out.fill(0.0);
-    let (mut down, mut up) = (graph.child_edges(r).iter().peekable(), graph.parent_edges(r).iter().peekable());
-    loop {
-        let as_parent = match (down.peek(), up.peek()) {
-            (Some(&&d), Some(&&u)) => d < u,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => break,
-        };
+    for (e, as_parent) in graph.edges_in_order(r) {
+        let msg = &lambda[graph.message_range(e)];
         if as_parent {
-            let e = *down.next().expect("peeked");
-            let msg = &lambda[graph.message_range(e)];
             let map = graph.edge_map(e);
             match maps.shape(map, msg.len()) {
                 MapShape::Cycle => {
@@ -367,8 +359,7 @@ fn region_offsets(graph: &factor_graph::RegionGraph, lambda: &[f64], r: usize, o
                 }
             }
         } else {
-            let e = *up.next().expect("peeked");
-            for (v, &m) in out.iter_mut().zip(&lambda[graph.message_range(e)]) {
+            for (v, &m) in out.iter_mut().zip(msg) {
                 *v -= m;
             }
         }
