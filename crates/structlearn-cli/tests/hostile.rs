@@ -30,10 +30,15 @@ fn data_file(dir: &Path, name: &str, data: &structlearn::Dataset) -> PathBuf {
 /// `structlearn train -q --data DATA --model MODEL` with `extra` options
 /// (linear oracles and one learning iteration unless `extra` says otherwise).
 fn train(data: &Path, model: &Path, extra: &[&str]) -> Output {
+    run(&train_args(data, model, extra))
+}
+
+/// The arguments of [`train`].
+fn train_args<'a>(data: &'a Path, model: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec!["train", "-q", "--data", data.to_str().unwrap(), "--model", model.to_str().unwrap()];
     args.extend(["--oracle", "unary=linear", "--oracle", "pairwise=linear", "--iterations", "1"]);
     args.extend(extra);
-    run(&args)
+    args
 }
 
 /// A training set of 4 examples and a model trained on it.
@@ -236,17 +241,8 @@ fn an_unusable_temporary_directory_is_refused_before_the_work() {
     let data = data_file(dir.path(), "train.sld", &structlearn_fuzz::seeds::dataset(4, 3, 4, 9));
     let model = dir.path().join("m.slm");
     let missing = dir.path().join("no-such-dir");
-    let run_with_tmpdir = |extra: &[&str]| {
-        let mut args = vec!["train", "-q", "--data", data.to_str().unwrap(), "--model", model.to_str().unwrap()];
-        args.extend(["--oracle", "unary=linear", "--oracle", "pairwise=linear", "--iterations", "1"]);
-        args.extend(extra);
-        std::process::Command::new(common::BIN)
-            .args(&args)
-            .env("RAYON_NUM_THREADS", "2")
-            .env("TMPDIR", &missing)
-            .output()
-            .unwrap()
-    };
+    let run_with_tmpdir =
+        |extra: &[&str]| common::run_with_env(&train_args(&data, &model, extra), &[("TMPDIR", missing.as_os_str())]);
     let o = run_with_tmpdir(&[]);
     refused(&o, &[missing.to_str().unwrap(), "TMPDIR", "`evaluation_messages` to `memory`"]);
     assert!(!model.exists(), "no model from a refused run");

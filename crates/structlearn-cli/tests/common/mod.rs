@@ -9,7 +9,17 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_structlearn");
 
 /// Runs `structlearn ARGS` on two worker threads.
 pub fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).env("RAYON_NUM_THREADS", "2").output().unwrap()
+    run_with_env(args, &[])
+}
+
+/// [`run`] with these environment variables set as well.
+pub fn run_with_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Output {
+    let mut command = Command::new(BIN);
+    command.args(args).env("RAYON_NUM_THREADS", "2");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.output().unwrap()
 }
 
 /// The standard error of a run, as text.
