@@ -4,7 +4,8 @@
 //! evaluation holds only the messages of the examples being predicted.
 
 use std::fs::File;
-use std::io;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::sync::{Mutex, MutexGuard};
 
 use serde::ser::{Error as _, SerializeSeq};
 use serde::{Deserialize, Serialize, Serializer};
@@ -90,7 +91,7 @@ impl MessageStore {
             EvaluationMessages::TempFile => {
                 let file = MessageFile::zeros(data).map_err(temp_file_error)?;
                 for (k, m) in saved.iter().enumerate() {
-                    file.store(k, m.as_slice()).map_err(temp_file_error)?;
+                    file.keep(k, m)?;
                 }
                 Self::File(file)
             }
@@ -112,7 +113,7 @@ impl Serialize for CheckpointMessages<'_> {
                 let mut seq = serializer.serialize_seq(Some(file.len()))?;
                 let mut buffer = Vec::new();
                 for k in 0..file.len() {
-                    file.load(k, &mut buffer).map_err(|e| S::Error::custom(temp_file_error(e)))?;
+                    file.load(k, &mut buffer).map_err(|e| S::Error::custom(example_error(k, e)))?;
                     seq.serialize_element(&buffer[..])?;
                 }
                 seq.end()
@@ -143,10 +144,12 @@ fn temp_file_error(e: io::Error) -> LearnError {
 }
 
 /// Every example's messages in an unnamed temporary file, example `k`'s
-/// `len[k]` numbers from byte `8 · start[k]`, little-endian.
+/// `len[k]` numbers from byte `8 · start[k]`, little-endian. Threads
+/// predicting other examples take turns at the file (a seek and one read or
+/// write of an example's bytes: little beside its message passing).
 #[derive(Debug)]
 pub(super) struct MessageFile {
-    file: File,
+    file: Mutex<File>,
     /// `start[k]..start[k + 1]`: example `k`'s numbers.
     start: Vec<u64>,
 }
@@ -162,7 +165,7 @@ impl MessageFile {
         }
         let file = tempfile::tempfile()?;
         file.set_len(8 * start[data.len()])?;
-        Ok(Self { file, start })
+        Ok(Self { file: Mutex::new(file), start })
     }
 
     /// Number of examples.
@@ -170,11 +173,20 @@ impl MessageFile {
         self.start.len() - 1
     }
 
+    /// The file, positioned at example `k`'s first byte; its number count.
+    fn at(&self, k: usize) -> io::Result<(MutexGuard<'_, File>, usize)> {
+        // A thread that panicked holding the lock left no partial state the next seek depends on.
+        let mut file = self.file.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        file.seek(SeekFrom::Start(8 * self.start[k]))?;
+        Ok((file, (self.start[k + 1] - self.start[k]) as usize))
+    }
+
     /// Example `k`'s messages into `out` (replacing its contents).
     pub(super) fn load(&self, k: usize, out: &mut Vec<f64>) -> io::Result<()> {
-        let n = (self.start[k + 1] - self.start[k]) as usize;
+        let (mut file, n) = self.at(k)?;
         let mut bytes = vec![0u8; 8 * n];
-        read_exact_at(&self.file, &mut bytes, 8 * self.start[k])?;
+        file.read_exact(&mut bytes)?;
+        drop(file);
         out.clear();
         out.extend(bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes"))));
         Ok(())
@@ -182,16 +194,14 @@ impl MessageFile {
 
     /// Writes example `k`'s messages.
     pub(super) fn store(&self, k: usize, values: &[f64]) -> io::Result<()> {
-        let n = (self.start[k + 1] - self.start[k]) as usize;
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let (mut file, n) = self.at(k)?;
         if values.len() != n {
             return Err(io::Error::other(format!("example {k} has {n} messages, got {}", values.len())));
         }
-        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        write_all_at(&self.file, &bytes, 8 * self.start[k])
+        file.write_all(&bytes)
     }
-}
 
-impl MessageFile {
     /// Example `k`'s messages for its graph, for a prediction.
     pub(super) fn messages(&self, data: &Dataset, k: usize) -> Result<Messages, LearnError> {
         let mut values = Vec::new();
@@ -208,46 +218,6 @@ impl MessageFile {
 
 fn example_error(k: usize, e: io::Error) -> LearnError {
     temp_file_error(io::Error::new(e.kind(), format!("example {k}: {e}")))
-}
-
-#[cfg(unix)]
-fn read_exact_at(file: &File, buf: &mut [u8], offset: u64) -> io::Result<()> {
-    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
-}
-
-#[cfg(unix)]
-fn write_all_at(file: &File, buf: &[u8], offset: u64) -> io::Result<()> {
-    std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
-}
-
-#[cfg(windows)]
-fn read_exact_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
-    use std::os::windows::fs::FileExt;
-    while !buf.is_empty() {
-        match file.seek_read(buf, offset)? {
-            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-            n => {
-                buf = &mut buf[n..];
-                offset += n as u64;
-            }
-        }
-    }
-    Ok(())
-}
-
-#[cfg(windows)]
-fn write_all_at(file: &File, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
-    use std::os::windows::fs::FileExt;
-    while !buf.is_empty() {
-        match file.seek_write(buf, offset)? {
-            0 => return Err(io::ErrorKind::WriteZero.into()),
-            n => {
-                buf = &buf[n..];
-                offset += n as u64;
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
