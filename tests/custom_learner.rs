@@ -31,7 +31,7 @@ fn a_custom_learner_checkpoints_and_resumes_bit_for_bit() {
     let config = |n| TrainConfig {
         learning_iterations: n,
         seed: 3,
-        checkpoint: Some(CheckpointConfig { path: path.clone(), every: 1 }),
+        checkpoint: Some(CheckpointConfig::new(path.clone())),
         // The training error after every iteration: the 2-iteration run
         // evaluates it after its last one, which the 4-iteration run would
         // otherwise skip (by default it comes after every fifth and the last).

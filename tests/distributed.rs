@@ -140,8 +140,7 @@ fn an_interrupted_run_resumes_over_the_same_ranks() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.ckpt");
     let specs = specs("linear", "linear");
-    let with_checkpoint =
-        |n| TrainConfig { checkpoint: Some(CheckpointConfig { path: path.clone(), every: 1 }), ..config(n) };
+    let with_checkpoint = |n| TrainConfig { checkpoint: Some(CheckpointConfig::new(path.clone())), ..config(n) };
     let run = |n, resume: bool| {
         over_ranks(2, |c| {
             rank_run(

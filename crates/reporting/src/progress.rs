@@ -288,8 +288,12 @@ impl Observer for ProgressObserver {
                     self.rejected.clear();
                 }
             }
-            TrainEvent::Checkpointed { iteration, path } if self.verbose => {
-                self.print(format!("{}: checkpoint after iteration {iteration} in {}", self.label, path.display()));
+            TrainEvent::Checkpointed { iteration, steps, path } if self.verbose => {
+                let after = match steps {
+                    0 => format!("iteration {iteration}"),
+                    s => format!("step {s} of iteration {}", iteration + 1),
+                };
+                self.print(format!("{}: checkpoint after {after} in {}", self.label, path.display()));
             }
             TrainEvent::Finished => self.bar.finish(),
             _ => {}

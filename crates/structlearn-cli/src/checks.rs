@@ -45,6 +45,24 @@ pub fn parse_tolerance(text: &str) -> Result<f64, String> {
     }
 }
 
+/// Parses a duration in seconds: a finite number ≥ 0.
+///
+/// ```
+/// use structlearn_cli::parse_seconds;
+/// assert_eq!(parse_seconds("600"), Ok(600.0));
+/// assert_eq!(parse_seconds("0"), Ok(0.0));
+/// for bad in ["-1", "nan", "inf", "x"] {
+///     assert!(parse_seconds(bad).unwrap_err().contains("seconds"));
+/// }
+/// ```
+pub fn parse_seconds(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
+        Ok(v) => Err(format!("the number of seconds must be finite and ≥ 0 (got {v})")),
+        Err(_) => Err(format!("the number of seconds must be a number (got `{text}`)")),
+    }
+}
+
 /// An error and its causes as one line, each cause once: a cause whose text
 /// its parent already shows (as in `"file: No such file"` above the I/O error
 /// `"No such file"`) is skipped.

@@ -9,12 +9,12 @@ mod checks;
 pub mod ranks;
 mod resume;
 
-pub use checks::{EPS_RANGE, error_text, parse_eps, parse_tolerance};
+pub use checks::{EPS_RANGE, error_text, parse_eps, parse_seconds, parse_tolerance};
 pub use reporting::{ItemProgress, ProgressMode, ProgressObserver, Verbosity, human_duration, plots};
 pub use resume::{check_or_record_settings, resume_settings, settings_path};
 
 /// Installs the Ctrl-C handler of a long run: the first Ctrl-C sets `stop`
-/// (the run finishes its current learning iteration, keeps what is done and
+/// (the run finishes its current step, keeps what is done and
 /// stops), the second ends the process at once with exit code 130 — an
 /// oracle fit or a message-passing step that takes long (a typo such as
 /// `epochs = 1000000`) cannot otherwise be interrupted.
@@ -31,6 +31,6 @@ pub fn stop_on_ctrl_c(stop: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Re
             eprintln!("\nstopped at once (second Ctrl-C); finished learning iterations and cells are kept");
             std::process::exit(130);
         }
-        eprintln!("\nstopping after the current learning iteration (Ctrl-C again to stop at once)");
+        eprintln!("\nstopping after the current step (Ctrl-C again to stop at once)");
     })
 }

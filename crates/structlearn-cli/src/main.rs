@@ -21,7 +21,8 @@ use structlearn::{
     StructuredModel, TrainConfig, build_learner,
 };
 use structlearn_cli::{
-    ProgressObserver, Verbosity, check_or_record_settings, error_text, parse_eps, parse_tolerance, resume_settings,
+    ProgressObserver, Verbosity, check_or_record_settings, error_text, parse_eps, parse_seconds, parse_tolerance,
+    resume_settings,
 };
 
 #[derive(Parser)]
@@ -670,6 +671,11 @@ struct TrainArgs {
     /// learner, oracles and settings go beside it (FILE.settings.json).
     #[arg(long)]
     checkpoint: Option<PathBuf>,
+    /// With --checkpoint: also write it after a step inside a learning
+    /// iteration once this many seconds have passed since the last write
+    /// (for runs whose steps take long; 0: after every step).
+    #[arg(long, value_name = "SECONDS", default_value_t = 600.0, value_parser = parse_seconds, requires = "checkpoint")]
+    checkpoint_within: f64,
     /// Resume from the checkpoint file if it exists, with the learner, oracles
     /// and settings it was written with (checked; only --iterations, --patience
     /// and --min-delta may change, and --evaluation-messages, which changes no number).
@@ -759,7 +765,8 @@ fn train_on(a: TrainArgs, verbosity: Verbosity, ranks: &structlearn_cli::ranks::
         config.seed = s;
     }
     if let Some(c) = &a.checkpoint {
-        config.checkpoint = Some(CheckpointConfig { path: c.clone(), every: 1 });
+        config.checkpoint =
+            Some(CheckpointConfig { within_iteration_seconds: Some(a.checkpoint_within), ..CheckpointConfig::new(c) });
     }
     let settings = resume_settings(kind, &config, &oracle_specs)?;
     let mut trainer = build_learner(kind, &data, &oracle_specs, config)?;
@@ -780,7 +787,11 @@ fn train_on(a: TrainArgs, verbosity: Verbosity, ranks: &structlearn_cli::ranks::
         trainer.resume_from(c, &ModelRegistry::with_builtin())?;
         resumed = true;
         if verbosity.normal() {
-            eprintln!("resumed after learning iteration {}", trainer.history().last().map_or(0, |r| r.iteration));
+            let completed = trainer.completed_iterations();
+            match trainer.history().iter().rev().take_while(|r| r.iteration > completed).count() {
+                0 => eprintln!("resumed after learning iteration {completed}"),
+                s => eprintln!("resumed after learning iteration {completed} and {s} steps of the next"),
+            }
         }
     }
     trainer.add_observer(Box::new(ProgressObserver::new("train", verbosity)));
@@ -791,7 +802,7 @@ fn train_on(a: TrainArgs, verbosity: Verbosity, ranks: &structlearn_cli::ranks::
     }
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
-    // Ctrl-C: finish the current learning iteration, checkpoint, and stop (a second one: stop at once).
+    // Ctrl-C: finish the current step, checkpoint, and stop (a second one: stop at once).
     if let Err(e) = structlearn_cli::stop_on_ctrl_c(flag) {
         eprintln!("warning: Ctrl-C will not stop training cleanly: {e}");
     }
@@ -806,10 +817,14 @@ fn train_on(a: TrainArgs, verbosity: Verbosity, ranks: &structlearn_cli::ranks::
         }
         Err(structlearn::LearnError::Interrupted { completed }) if completed > 0 => {
             // Keep the model of the last finished learning iteration (with
-            // early stopping: of the best validation iteration so far).
+            // early stopping: of the best validation iteration so far). Stopped
+            // inside an iteration, the learner's model is part-way through the
+            // next one: the file written at the end of `completed` stands.
+            let inside = trainer.history().last().is_some_and(|r| r.iteration > completed);
             match trainer.best_model() {
                 Some(best) => best.save(&a.model)?,
-                None => trainer.model()?.save(&a.model)?,
+                None if !inside => trainer.model()?.save(&a.model)?,
+                None => {}
             }
             bail!(
                 "interrupted after learning iteration {completed}: its model is saved to {}{}",

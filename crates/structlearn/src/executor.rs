@@ -12,6 +12,11 @@
 //! ([`TrainConfig::checkpoint`]) and the model file
 //! ([`Executor::save_model_to`]) atomically, so a killed process keeps
 //! every finished iteration's model, and `--checkpoint` resumes it exactly.
+//! Inside a learning iteration it also checkpoints after a step once
+//! [`crate::CheckpointConfig::within_iteration_seconds`] have passed since the last
+//! write, and the stop flag is obeyed between steps, so a run whose steps
+//! take hours keeps every finished step; a resumed run continues with the
+//! next step of that iteration.
 //!
 //! ```
 //! # use std::sync::Arc;
@@ -95,7 +100,10 @@ pub trait Solver<'a> {
     fn evaluate(&mut self, with_train: bool) -> Result<(Option<f64>, Option<f64>), LearnError>;
     /// The current model.
     fn model(&self) -> Result<StructuredModel, LearnError>;
-    /// Writes the learner's state and `run` to `path`, atomically.
+    /// Writes the learner's state and `run` to `path`, atomically. It may be
+    /// called after any step, also inside a learning iteration (`run.history`
+    /// then ends with that iteration's first steps): the state must be all
+    /// that the next step needs.
     fn save_checkpoint(&self, path: &Path, run: &RunState) -> Result<(), LearnError>;
     /// Spreads the work over `collective`'s ranks, each holding its share of
     /// the training (and validation) examples ([`Learner::distribute`]). The
@@ -135,6 +143,44 @@ pub struct RunState {
     pub elapsed_seconds: f64,
     /// With early stopping: the best validation iteration's model so far.
     pub best_model: Option<StructuredModel>,
+}
+
+impl RunState {
+    /// Steps of learning iteration `completed + 1` already run: the records
+    /// after the last finished iteration's (0 at an iteration boundary).
+    ///
+    /// ```
+    /// use structlearn::{Record, RunState};
+    /// let history = vec![Record::new(1, 0, "fit"), Record::new(1, 1, "message-passing"), Record::new(2, 0, "fit")];
+    /// let run = RunState { completed: 1, history, ..RunState::default() };
+    /// assert_eq!(run.steps_into_next(), 1);
+    /// ```
+    pub fn steps_into_next(&self) -> usize {
+        self.history.iter().rev().take_while(|r| r.iteration > self.completed).count()
+    }
+
+    /// The records of the finished learning iterations.
+    fn finished_history(&self) -> &[Record] {
+        &self.history[..self.history.len() - self.steps_into_next()]
+    }
+
+    /// Refuses a state whose history does not fit `completed` and `steps`
+    /// per iteration (a damaged or foreign checkpoint): records of later
+    /// iterations than the next one, or a next iteration with all its steps.
+    fn check(&self, steps: usize, path: &Path) -> Result<(), LearnError> {
+        let next = self.history.iter().filter(|r| r.iteration > self.completed);
+        if next.clone().any(|r| r.iteration != self.completed + 1) || next.count() >= steps {
+            return Err(LearnError::bad_file(
+                path,
+                format!(
+                    "the checkpoint's curve does not fit its {} finished learning iterations of {steps} steps \
+                     (records of a later iteration, or a whole unfinished one): the file is damaged",
+                    self.completed
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Why training ended.
@@ -187,8 +233,8 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
         self.observers.push(observer);
     }
 
-    /// A flag that, once set, stops training at the next learning-iteration
-    /// boundary (after writing the checkpoint, if configured).
+    /// A flag that, once set, stops training after the current step (after
+    /// writing the checkpoint, if configured).
     pub fn set_stop_flag(&mut self, stop: Arc<AtomicBool>) {
         self.stop = Some(stop);
     }
@@ -251,7 +297,7 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
     /// let oracles = || vec![("unary".into(), builtin_oracle("linear").unwrap()), ("pairwise".into(), builtin_oracle("linear").unwrap())];
     /// let config = |n| TrainConfig {
     ///     learning_iterations: n,
-    ///     checkpoint: Some(CheckpointConfig { path: path.clone(), every: 1 }),
+    ///     checkpoint: Some(CheckpointConfig::new(path.clone())),
     ///     ..TrainConfig::default()
     /// };
     /// let whole = Trainer::new(&data, oracles(), config(4)).unwrap().train().unwrap();
@@ -271,19 +317,21 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
     /// names it in errors.
     pub fn resume_from_bytes(&mut self, bytes: &[u8], path: &Path, registry: &ModelRegistry) -> Result<(), LearnError> {
         let run = self.solver.resume_from_bytes(bytes, path, registry)?;
-        // Every rank must resume after the same iteration (a run stopped
-        // while the ranks were writing their files is not resumable).
+        run.check(self.solver.steps_per_iteration(), path)?;
+        // Every rank must resume after the same step (a run stopped while
+        // the ranks were writing their files is not resumable).
         let collective = self.solver.collective();
         if collective.ranks() > 1 {
-            let mut range = [run.completed as f64, -(run.completed as f64)];
+            let steps = run.history.len() as f64;
+            let mut range = [steps, -steps];
             collective.max(&mut range);
             if range[0] != -range[1] {
                 return Err(LearnError::Ranks(format!(
-                    "the ranks' checkpoint files hold between {} and {} learning iterations ({} on rank {}: {}); \
-                     the run cannot resume from them",
+                    "the ranks' checkpoint files hold between {} and {} steps ({} on rank {}: {}); the run cannot \
+                     resume from them",
                     -range[1],
                     range[0],
-                    run.completed,
+                    run.history.len(),
                     collective.rank(),
                     path.display()
                 )));
@@ -332,24 +380,33 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
         check().map_err(|e| LearnError::Validation(Box::new(e)))
     }
 
-    /// Saves a checkpoint after `iteration` with the time spent so far
+    /// Saves a checkpoint of the run so far with the time spent so far
     /// (`start`: when this call of [`Executor::train`] began) and tells the
     /// observers.
-    fn checkpoint(&mut self, path: &Path, iteration: usize, start: Instant) -> Result<(), LearnError> {
+    fn checkpoint(&mut self, path: &Path, start: Instant) -> Result<(), LearnError> {
         self.run.elapsed_seconds += start.elapsed().as_secs_f64();
         let saved = self.solver.save_checkpoint(&rank_file(path, self.solver.collective()), &self.run);
         self.run.elapsed_seconds -= start.elapsed().as_secs_f64();
         saved?;
-        self.emit(&TrainEvent::Checkpointed { iteration, path })
+        let (iteration, steps) = (self.run.completed, self.run.steps_into_next());
+        self.emit(&TrainEvent::Checkpointed { iteration, steps, path })
+    }
+
+    /// Whether the stop flag is set (on any rank).
+    fn stop_requested(&self) -> bool {
+        let stop = self.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst));
+        on_any_rank(self.solver.collective(), stop)
     }
 
     /// Runs the remaining learning iterations (all of them, or those after a
-    /// resumed checkpoint). Returns [`LearnError::Interrupted`] if the stop flag
-    /// was set (after checkpointing, if configured).
+    /// resumed checkpoint, starting with the rest of its unfinished
+    /// iteration). Returns [`LearnError::Interrupted`] if the stop flag was
+    /// set (after checkpointing, if configured).
     pub fn train(&mut self) -> Result<TrainOutcome, LearnError> {
         self.check_validation()?;
         let config = self.solver.config().clone();
-        let mut best = config.early_stopping.map(|rule| BestValidation::from_history(rule, &self.run.history));
+        let mut best =
+            config.early_stopping.map(|rule| BestValidation::from_history(rule, self.run.finished_history()));
         let mut stop_reason = StopReason::Completed;
         let start = Instant::now();
         let total = config.learning_iterations;
@@ -359,25 +416,33 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
             steps_per_iteration: steps,
             completed: self.run.completed,
         })?;
-        // The last iteration whose state is in the checkpoint file.
-        let mut checkpointed = self.run.completed;
+        // The records (steps) whose state is in the checkpoint file, and when it was written.
+        let mut checkpointed = self.run.history.len();
+        let mut written = Instant::now();
         while self.run.completed < total {
-            if self.solver.converged() {
+            let first_step = self.run.steps_into_next();
+            if first_step == 0 && self.solver.converged() {
                 stop_reason = StopReason::Converged;
                 break;
             }
-            let stop = self.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst));
-            if on_any_rank(self.solver.collective(), stop) {
-                // Stopped between checkpoints: keep the finished iterations too.
-                if let Some(c) = &config.checkpoint
-                    && checkpointed < self.run.completed
-                {
-                    self.checkpoint(&c.path, self.run.completed, start)?;
-                }
-                return Err(LearnError::Interrupted { completed: self.run.completed });
-            }
             let iteration = self.run.completed + 1;
-            for s in 0..steps {
+            for s in first_step..steps {
+                if self.stop_requested() {
+                    // Stopped between checkpoints: keep the finished steps too.
+                    if let Some(c) = &config.checkpoint
+                        && checkpointed < self.run.history.len()
+                    {
+                        self.checkpoint(&c.path, start)?;
+                    }
+                    return Err(LearnError::Interrupted { completed: self.run.completed });
+                }
+                if s > first_step
+                    && let Some(c) = &config.checkpoint
+                    && c.within_iteration_seconds.is_some_and(|t| written.elapsed().as_secs_f64() >= t)
+                {
+                    self.checkpoint(&c.path, start)?;
+                    (checkpointed, written) = (self.run.history.len(), Instant::now());
+                }
                 let t0 = Instant::now();
                 let mut record = self.solver.step(iteration, s, &self.run.history)?;
                 record.step_seconds = t0.elapsed().as_secs_f64();
@@ -415,8 +480,8 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
             if let Some(c) = &config.checkpoint
                 && (iteration.is_multiple_of(c.every) || iteration == total || observer_stop)
             {
-                self.checkpoint(&c.path, iteration, start)?;
-                checkpointed = iteration;
+                self.checkpoint(&c.path, start)?;
+                (checkpointed, written) = (self.run.history.len(), Instant::now());
             }
             if verdict == Some(Verdict::Stop) && iteration < total {
                 stop_reason = StopReason::EarlyStopping;
@@ -486,6 +551,9 @@ impl<'a, S: Solver<'a>> Learner<'a> for Executor<'a, S> {
     fn set_stop_flag(&mut self, stop: Arc<AtomicBool>) {
         Executor::set_stop_flag(self, stop);
     }
+    fn completed_iterations(&self) -> usize {
+        Executor::completed_iterations(self)
+    }
     fn save_model_to(&mut self, path: &Path) {
         Executor::save_model_to(self, path);
     }
@@ -509,5 +577,32 @@ impl<'a, S: Solver<'a>> Learner<'a> for Executor<'a, S> {
     }
     fn distribute(&mut self, collective: Arc<dyn Collective>) -> Result<(), LearnError> {
         Executor::distribute(self, collective)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(completed: usize, steps: &[(usize, usize)]) -> RunState {
+        let history = steps.iter().map(|&(i, s)| Record::new(i, s, "fit")).collect();
+        RunState { completed, history, ..RunState::default() }
+    }
+
+    #[test]
+    fn a_checkpoint_history_must_fit_its_finished_iterations() {
+        let path = Path::new("run.ckpt");
+        let whole = [(1, 0), (1, 1)];
+        assert_eq!(run(1, &whole).steps_into_next(), 0);
+        assert!(run(1, &whole).check(2, path).is_ok());
+        let inside = [(1, 0), (1, 1), (2, 0)];
+        assert_eq!(run(1, &inside).steps_into_next(), 1);
+        assert_eq!(run(1, &inside).finished_history().len(), 2);
+        assert!(run(1, &inside).check(2, path).is_ok());
+        // A record of a later iteration than the next, or a whole unfinished iteration.
+        for (completed, bad) in [(1, &[(1, 0), (1, 1), (3, 0)][..]), (0, &whole[..])] {
+            let err = run(completed, bad).check(2, path).unwrap_err().to_string();
+            assert!(err.starts_with("run.ckpt") && err.contains("damaged"), "{err}");
+        }
     }
 }

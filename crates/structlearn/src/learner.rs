@@ -210,7 +210,7 @@ pub trait Learner<'a> {
     fn set_validation(&mut self, validation: &'a Dataset);
     /// Adds an observer of the training records.
     fn add_observer(&mut self, observer: Box<dyn Observer + Send + 'a>);
-    /// A flag that, once set, stops training at the next iteration boundary.
+    /// A flag that, once set, stops training after the current step (checkpointed, if configured).
     fn set_stop_flag(&mut self, stop: Arc<AtomicBool>);
     /// Writes the model to this file (atomically) after every learning
     /// iteration ([`Executor::save_model_to`]).
@@ -224,8 +224,11 @@ pub trait Learner<'a> {
     fn best_model(&self) -> Option<&StructuredModel> {
         None
     }
-    /// The records so far.
+    /// The records so far (after a resume inside a learning iteration, they
+    /// end with that iteration's first steps).
     fn history(&self) -> &[Record];
+    /// Learning iterations finished so far.
+    fn completed_iterations(&self) -> usize;
     /// Writes the learner's state atomically (errors if the learner has none worth saving).
     fn save_checkpoint(&self, path: &Path) -> Result<(), LearnError>;
     /// Restores a checkpoint written by [`Learner::save_checkpoint`] of the same learner.

@@ -111,8 +111,11 @@ pub enum TrainEvent<'a> {
     },
     /// A checkpoint was written.
     Checkpointed {
-        /// Iterations it holds.
+        /// Finished learning iterations it holds.
         iteration: usize,
+        /// Steps of the next learning iteration it also holds (0 at the end
+        /// of an iteration; see [`crate::CheckpointConfig::within_iteration_seconds`]).
+        steps: usize,
         /// Where.
         path: &'a Path,
     },

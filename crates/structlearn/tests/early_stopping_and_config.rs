@@ -74,12 +74,12 @@ fn early_stopping_keeps_the_best_model_across_a_resume() {
     let path = dir.path().join("run.ckpt");
     // First session: two iterations, checkpointed; second session resumes.
     let mut first = config(20, 3);
-    first.checkpoint = Some(CheckpointConfig { path: path.clone(), every: 1 });
+    first.checkpoint = Some(CheckpointConfig::new(path.clone()));
     first.learning_iterations = whole.best_iteration.unwrap() + 1;
     first.early_stopping = Some(EarlyStopping { patience: 3, min_delta: 0.0 });
     Trainer::new(&data, linear(), first).unwrap().with_validation(&adverse).train().unwrap();
     let mut second = config(20, 3);
-    second.checkpoint = Some(CheckpointConfig { path: path.clone(), every: 1 });
+    second.checkpoint = Some(CheckpointConfig::new(path.clone()));
     let mut trainer = Trainer::new(&data, linear(), second).unwrap().with_validation(&adverse);
     trainer.resume_from(&path, &ModelRegistry::with_builtin()).unwrap();
     // What an interrupted run keeps: the best model, restored from the checkpoint.

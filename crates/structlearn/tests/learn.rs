@@ -274,7 +274,7 @@ fn resume_after_interruption_equals_uninterrupted_run() {
     let dir = tempfile::tempdir().unwrap();
     // Every 3 iterations: the interruption after the 2nd writes its own checkpoint.
     let config = |path: &str| TrainConfig {
-        checkpoint: Some(CheckpointConfig { path: dir.path().join(path), every: 3 }),
+        checkpoint: Some(CheckpointConfig { every: 3, ..CheckpointConfig::new(dir.path().join(path)) }),
         seed: 42,
         ..quick(4)
     };
@@ -340,6 +340,89 @@ fn resume_after_interruption_equals_uninterrupted_run() {
     assert!(other.resume_from(&dir.path().join("b.ckpt"), &ModelRegistry::with_builtin()).is_err());
 }
 
+/// A run stopped inside a learning iteration, after any of its steps (Ctrl-C),
+/// or killed after a step checkpointed inside one, resumes with the next step
+/// to the uninterrupted run's model, objectives, errors and best iteration
+/// bit for bit: boosting's kept scores, the MLP's seeds, the warm-started
+/// evaluation messages and early stopping's state all survive the cut.
+#[test]
+fn resume_inside_a_learning_iteration_equals_uninterrupted_run() {
+    let data = common::denoising(3, 6, 6, 8);
+    let validation = common::denoising(2, 5, 5, 9);
+    let dir = tempfile::tempdir().unwrap();
+    let config = |path: &str, within| TrainConfig {
+        checkpoint: Some(CheckpointConfig {
+            within_iteration_seconds: within,
+            ..CheckpointConfig::new(dir.path().join(path))
+        }),
+        evaluate: Evaluate::EveryIteration,
+        evaluate_train_every: 1,
+        predict: PredictOptions { iterations: 1, tolerance: None },
+        early_stopping: Some(structlearn::EarlyStopping { patience: 10, min_delta: 0.0 }),
+        seed: 5,
+        ..quick(3)
+    };
+    let trainer = |path: &str, within: Option<f64>| {
+        Trainer::new(&data, oracles("boosting", "mlp"), config(path, within)).unwrap().with_validation(&validation)
+    };
+    let figures = |o: &structlearn::TrainOutcome| {
+        let curve: Vec<_> =
+            o.history.iter().map(|r| (r.iteration, r.step, r.objective, r.train_error, r.validation_error)).collect();
+        (curve, o.best_iteration, o.model.to_bytes().unwrap())
+    };
+    // Inside every iteration a checkpoint after each step (steps 1..4 of 4): 3 per iteration.
+    let mut full = trainer("full.ckpt", Some(0.0));
+    let inside = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = inside.clone();
+    full.add_observer(Box::new(Callback(move |e: &TrainEvent<'_>| {
+        if let TrainEvent::Checkpointed { iteration, steps, .. } = e {
+            seen.lock().unwrap().push((*iteration, *steps));
+        }
+        Ok(())
+    })));
+    let full = figures(&full.train().unwrap());
+    assert_eq!(full.0.len(), 12);
+    let expected: Vec<_> = (0..3).flat_map(|i| [(i, 1), (i, 2), (i, 3), (i + 1, 0)]).collect();
+    assert_eq!(*inside.lock().unwrap(), expected);
+
+    let resume = |path: &str| {
+        let mut second = trainer(path, None);
+        second.resume_from(&dir.path().join(path), &ModelRegistry::with_builtin()).unwrap();
+        figures(&second.train().unwrap())
+    };
+    // Ctrl-C during step `s` of iteration 2: the checkpoint holds iteration 1 and steps 0..=s.
+    for s in 0..3 {
+        let path = format!("stop{s}.ckpt");
+        let mut first = trainer(&path, None);
+        let stop = Arc::new(AtomicBool::new(false));
+        first.set_stop_flag(stop.clone());
+        first.add_observer(Box::new(Callback(move |e: &TrainEvent<'_>| {
+            if matches!(e, TrainEvent::Step(r) if (r.iteration, r.step) == (2, s)) {
+                stop.store(true, Ordering::SeqCst);
+            }
+            Ok(())
+        })));
+        let err = first.train().unwrap_err();
+        assert!(matches!(err, LearnError::Interrupted { completed: 1 }), "{err}");
+        assert_eq!(first.history().len(), 4 + s + 1);
+        drop(first);
+        assert_eq!(resume(&path), full, "stopped after step {s} of iteration 2");
+    }
+    // Killed (an observer's error ends training without a checkpoint) after
+    // step 2 of iteration 3: the checkpoint written after its step 1 holds.
+    let mut first = trainer("killed.ckpt", Some(0.0));
+    first.add_observer(Box::new(Callback(|e: &TrainEvent<'_>| match e {
+        TrainEvent::Step(r) if (r.iteration, r.step) == (3, 2) => Err(LearnError::Config("killed".into())),
+        _ => Ok(()),
+    })));
+    assert!(first.train().is_err());
+    drop(first);
+    let mut second = trainer("killed.ckpt", None);
+    second.resume_from(&dir.path().join("killed.ckpt"), &ModelRegistry::with_builtin()).unwrap();
+    assert_eq!((second.completed_iterations(), second.history().len()), (2, 10));
+    assert_eq!(figures(&second.train().unwrap()), full);
+}
+
 /// Warm-started evaluation gives the same errors bit for bit whether its
 /// messages are kept in memory or in the temporary file, and a checkpoint
 /// written with either resumes with the other to the same curve and model.
@@ -354,7 +437,7 @@ fn evaluation_messages_in_a_file_give_the_numbers_of_memory() {
         evaluate_train_every: 1,
         predict: PredictOptions { iterations: 1, tolerance: None },
         evaluation_messages: how,
-        checkpoint: Some(CheckpointConfig { path: dir.path().join(path), every: 1 }),
+        checkpoint: Some(CheckpointConfig::new(dir.path().join(path))),
         ..quick(4)
     };
     let run = |how, path| {
@@ -416,7 +499,7 @@ fn resume_refuses_a_checkpoint_of_another_learner() {
     let data = common::denoising(2, 4, 4, 3);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("linear.ckpt");
-    let config = |n| TrainConfig { checkpoint: Some(CheckpointConfig { path: path.clone(), every: 1 }), ..quick(n) };
+    let config = |n| TrainConfig { checkpoint: Some(CheckpointConfig::new(path.clone())), ..quick(n) };
     Trainer::new(&data, oracles("linear", "linear"), config(2)).unwrap().train().unwrap();
     let registry = ModelRegistry::with_builtin();
 

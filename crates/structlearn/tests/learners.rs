@@ -205,9 +205,7 @@ fn changed(name: &str) -> TrainConfig {
         "evaluate_train_every" => TrainConfig { evaluate_train_every: 2, ..d },
         "warm_start_evaluation" => TrainConfig { warm_start_evaluation: false, ..d },
         "evaluation_messages" => TrainConfig { evaluation_messages: EvaluationMessages::Memory, ..d },
-        "checkpoint" => {
-            TrainConfig { checkpoint: Some(CheckpointConfig { path: "unused.ckpt".into(), every: 1 }), ..d }
-        }
+        "checkpoint" => TrainConfig { checkpoint: Some(CheckpointConfig::new("unused.ckpt")), ..d },
         "early_stopping" => TrainConfig { early_stopping: Some(EarlyStopping { patience: 2, min_delta: 0.0 }), ..d },
         other => panic!("no such setting {other}"),
     }

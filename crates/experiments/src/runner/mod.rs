@@ -788,7 +788,7 @@ where
                         interrupted = true;
                     }
                     Err(e) => {
-                        // The other cells stop after their current learning iteration (checkpointed).
+                        // The other cells stop after their current step (checkpointed).
                         stop.store(true, Ordering::SeqCst);
                         failure.get_or_insert(e.context(format!("cell {u}/{pw}, seed {seed}")));
                     }
@@ -946,10 +946,16 @@ pub fn checkpoint_path(out: &Path, seed: u64, unary: &str, pairwise: &str) -> Pa
     out.join("checkpoints").join(format!("seed{seed}-{unary}-{pairwise}.ckpt"))
 }
 
+/// Inside a learning iteration a cell also checkpoints after a step once this
+/// many seconds have passed since its last checkpoint (steps of the 50 %
+/// Stanford cells take up to an hour; a result changes nowhere).
+const CHECKPOINT_WITHIN_SECONDS: f64 = 600.0;
+
 /// Trains one cell. The trainer checkpoints after every
-/// [`Budget::checkpoint_every`]-th learning iteration and when Ctrl-C stops it,
+/// [`Budget::checkpoint_every`]-th learning iteration, inside one every
+/// [`CHECKPOINT_WITHIN_SECONDS`], and when Ctrl-C stops it (after its step),
 /// so an interrupted cell continues with `--resume` from its last finished
-/// iteration (a killed session: from its last checkpoint), with the same
+/// step (a killed session: from its last checkpoint), with the same
 /// result as an uninterrupted run; the checkpoint is removed once the cell's
 /// model is saved.
 #[allow(clippy::too_many_arguments)]
@@ -984,8 +990,9 @@ pub(crate) fn run_cell<E: Experiment>(
         evaluate_train: true,
         evaluate_train_every: budget.train_error_every,
         checkpoint: Some(CheckpointConfig {
-            path: checkpoint_path(out, seed, unary, pairwise),
             every: budget.checkpoint_every,
+            within_iteration_seconds: Some(CHECKPOINT_WITHIN_SECONDS),
+            ..CheckpointConfig::new(checkpoint_path(out, seed, unary, pairwise))
         }),
         ..TrainConfig::default()
     };

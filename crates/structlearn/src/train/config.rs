@@ -61,11 +61,9 @@ pub enum Evaluate {
 ///
 /// ```
 /// use structlearn::{CheckpointConfig, TrainConfig};
-/// let config = TrainConfig {
-///     checkpoint: Some(CheckpointConfig { path: "run.ckpt".into(), every: 1 }),
-///     ..TrainConfig::default()
-/// };
-/// assert_eq!(config.checkpoint.unwrap().every, 1);
+/// let config = TrainConfig { checkpoint: Some(CheckpointConfig::new("run.ckpt")), ..TrainConfig::default() };
+/// let checkpoint = config.checkpoint.unwrap();
+/// assert_eq!((checkpoint.every, checkpoint.within_iteration_seconds), (1, None));
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -77,6 +75,22 @@ pub struct CheckpointConfig {
     /// (so an interruption keeps every finished iteration; a killed process
     /// loses at most the `every − 1` since the last checkpoint).
     pub every: usize,
+    /// Also write after a step inside a learning iteration once this many
+    /// seconds have passed since the last write (`Some(0.0)`: after every
+    /// step; `None`: only where `every` says). For runs whose steps take
+    /// long (a cold fit over millions of regions): a killed process then
+    /// loses at most the step it was in plus this long. Resuming continues
+    /// with the next step; the numbers are those of an uninterrupted run.
+    #[serde(default)]
+    pub within_iteration_seconds: Option<f64>,
+}
+
+impl CheckpointConfig {
+    /// A checkpoint at `path` after every learning iteration (and nowhere
+    /// inside one).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into(), every: 1, within_iteration_seconds: None }
+    }
 }
 
 /// Smallest and largest entropy weight `ε` (of [`TrainConfig::epsilon`] and
@@ -355,6 +369,11 @@ impl TrainConfig {
             && c.every == 0
         {
             return invalid("checkpoint.every", "0".into(), "at least 1");
+        }
+        if let Some(t) = self.checkpoint.as_ref().and_then(|c| c.within_iteration_seconds)
+            && !(t >= 0.0 && t.is_finite())
+        {
+            return invalid("checkpoint.within_iteration_seconds", t.to_string(), "a finite number ≥ 0");
         }
         if let Some(tol) = self.predict.tolerance
             && (tol.is_nan() || tol <= 0.0)
