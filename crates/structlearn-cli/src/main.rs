@@ -242,12 +242,12 @@ fn run(cli: Cli) -> Result<()> {
             let start = std::time::Instant::now();
             let context = || format!("predicting {} with {}", data_path.display(), model_path.display());
             let (predictions, certified) = if certificates {
-                let both =
-                    report::predict_all_certified(&model, &data, &opts, "predict", verbosity).with_context(context)?;
+                let both = report::predict_all_certified(&model, &data, &opts, "predict", verbosity, beliefs)
+                    .with_context(context)?;
                 let (p, c): (Vec<_>, Vec<_>) = both.into_iter().unzip();
                 (p, Some(c))
             } else {
-                (report::predict_all(&model, &data, &opts, "predict", verbosity).with_context(context)?, None)
+                (report::predict_all(&model, &data, &opts, "predict", verbosity, beliefs).with_context(context)?, None)
             };
             let out: Vec<serde_json::Value> = predictions
                 .iter()
@@ -325,7 +325,7 @@ fn run(cli: Cli) -> Result<()> {
                 );
             }
             let opts = PredictOptions { iterations, tolerance: Some(tolerance) };
-            let predictions = report::predict_all(&model, &data, &opts, "eval", verbosity)
+            let predictions = report::predict_all(&model, &data, &opts, "eval", verbosity, false)
                 .with_context(|| format!("evaluating {} on {}", model_path.display(), data_path.display()))?;
             let metrics = ConfusionMatrix::from_predictions(&data, &predictions)?.report();
             let (converged, worst) = report::convergence(&predictions);

@@ -13,15 +13,19 @@ use reporting::{ItemProgress, Verbosity};
 use smoothed_inference::decoding::Certificate;
 use structlearn::{Dataset, MetricsReport, PredictOptions, Prediction, Record, StructuredModel};
 
-/// Predicts every example in parallel, with progress over examples.
+/// Predicts every example in parallel, with progress over examples. Unless
+/// `keep_beliefs`, each prediction's beliefs (64 numbers per pair at 8
+/// labels) are dropped as soon as its labels are decoded, so that memory
+/// holds the labels of the whole set, not its beliefs.
 pub fn predict_all(
     model: &StructuredModel,
     data: &Dataset,
     opts: &PredictOptions,
     label: &str,
     verbosity: Verbosity,
+    keep_beliefs: bool,
 ) -> Result<Vec<Prediction>> {
-    each_example(model, data, label, verbosity, |k| model.predict_example(data, k, opts))
+    each_example(model, data, label, verbosity, |k| Ok(lean(model.predict_example(data, k, opts)?, keep_beliefs)))
 }
 
 /// [`predict_all`] with each labelling's certificates
@@ -32,8 +36,17 @@ pub fn predict_all_certified(
     opts: &PredictOptions,
     label: &str,
     verbosity: Verbosity,
+    keep_beliefs: bool,
 ) -> Result<Vec<(Prediction, Certificate)>> {
-    each_example(model, data, label, verbosity, |k| model.predict_example_certified(data, k, opts))
+    each_example(model, data, label, verbosity, |k| {
+        let (p, c) = model.predict_example_certified(data, k, opts)?;
+        Ok((lean(p, keep_beliefs), c))
+    })
+}
+
+/// `p`, without its beliefs unless `keep_beliefs`.
+fn lean(p: Prediction, keep_beliefs: bool) -> Prediction {
+    if keep_beliefs { p } else { Prediction { beliefs: Vec::new(), ..p } }
 }
 
 /// `predict(k)` for every example in parallel, with progress over examples.
