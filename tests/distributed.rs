@@ -4,7 +4,8 @@
 //! records; with classes that add their sums in one process's order (linear,
 //! constant, boosting) the model is one process's bit for bit, else
 //! (indexed-linear, mlp) the learning curve equals one process's to 1e-9
-//! relative and the error rates exactly; a checkpointed run resumes over the
+//! relative and the error rates exactly; a checkpointed run (also one stopped
+//! inside a learning iteration, on one rank) resumes over the
 //! same ranks to the same model; learners and oracles that cannot spread
 //! their work say so. (The data of `ranks_learn_what_one_process_learns`
 //! has splits whose gains tie in a boosting fit's first round: histograms
@@ -12,11 +13,13 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use datasets::denoising::{DenoisingConfig, generate};
 use oracles::{Collective, ThreadRanks};
 use structlearn::{
-    CheckpointConfig, Dataset, Evaluate, LearnError, LearnerKind, ModelRegistry, Record, TrainConfig, build_learner,
+    Callback, CheckpointConfig, Dataset, Evaluate, LearnError, LearnerKind, ModelRegistry, Record, TrainConfig,
+    TrainEvent, build_learner,
 };
 
 fn config(iterations: usize) -> TrainConfig {
@@ -160,6 +163,69 @@ fn an_interrupted_run_resumes_over_the_same_ranks() {
     let resumed = run(4, true);
     assert_eq!(resumed[0].0, whole[0].0);
     assert_eq!(resumed[1].0, whole[0].0);
+}
+
+/// Ctrl-C that reaches one rank only, during a step inside a learning
+/// iteration: every rank stops after that step (the flag is agreed before
+/// each step), checkpoints the same steps, and the run resumes over the same
+/// ranks with the next step to the uninterrupted run's model and curve.
+#[test]
+fn a_stop_on_one_rank_inside_an_iteration_stops_every_rank_after_the_same_step() {
+    let data = generate(&DenoisingConfig { height: 8, width: 8, train: 4, test: 2, sigma: 1.5, seed: 4 }).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.ckpt");
+    let specs = specs("linear", "boosting");
+    let with_checkpoint = || TrainConfig { checkpoint: Some(CheckpointConfig::new(path.clone())), ..config(3) };
+    let run = |c, resume: bool| {
+        rank_run(
+            LearnerKind::Algorithm1,
+            c,
+            &data.train,
+            &data.test,
+            &specs,
+            with_checkpoint(),
+            resume.then_some(&path),
+        )
+    };
+    let whole = over_ranks(2, |c| run(c, false));
+    std::fs::remove_file(&path).unwrap();
+    let steps: Vec<usize> = std::thread::scope(|s| {
+        let handles: Vec<_> = ThreadRanks::group(2)
+            .into_iter()
+            .map(|c| {
+                s.spawn(|| {
+                    let (rank, ranks) = (c.rank(), c.ranks());
+                    let train = data.train.clone().into_block(rank, ranks).unwrap();
+                    let validation = data.test.clone().into_block(rank, ranks).unwrap();
+                    let mut learner =
+                        build_learner(LearnerKind::Algorithm1, &train, &specs, with_checkpoint()).unwrap();
+                    learner.distribute(Arc::new(c)).unwrap();
+                    learner.set_validation(&validation);
+                    let stop = Arc::new(AtomicBool::new(false));
+                    learner.set_stop_flag(stop.clone());
+                    if rank == 0 {
+                        learner.add_observer(Box::new(Callback(move |e: &TrainEvent<'_>| {
+                            if matches!(e, TrainEvent::Step(r) if (r.iteration, r.step) == (2, 1)) {
+                                stop.store(true, Ordering::SeqCst);
+                            }
+                            Ok(())
+                        })));
+                    }
+                    let err = learner.train().unwrap_err();
+                    assert!(matches!(err, LearnError::Interrupted { completed: 1 }), "rank {rank}: {err}");
+                    learner.history().len()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(steps, [6, 6]);
+    let resumed = over_ranks(2, |c| run(c, true));
+    for r in &resumed {
+        assert_eq!(r.0, whole[0].0);
+        let objectives = |h: &[Record]| h.iter().map(|r| r.objective.to_bits()).collect::<Vec<_>>();
+        assert_eq!(objectives(&r.1), objectives(&whole[0].1));
+    }
 }
 
 /// A class that does not say its fits add their sums over ranks (the default
