@@ -7,11 +7,9 @@
 
 mod checks;
 pub mod ranks;
-mod resume;
 
 pub use checks::{EPS_RANGE, error_text, parse_eps, parse_seconds, parse_tolerance};
 pub use reporting::{ItemProgress, ProgressMode, ProgressObserver, Verbosity, human_duration, plots};
-pub use resume::{check_or_record_settings, resume_settings, settings_path};
 
 /// Installs the Ctrl-C handler of a long run: the first Ctrl-C sets `stop`
 /// (the run finishes its current step, keeps what is done and

@@ -16,14 +16,12 @@ use smoothed_inference::decoding::{DecodeOptions, LabelOrder};
 use structlearn::files::write_atomic;
 use structlearn::infer::{InferError, InferNote, InferOptions, infer_region_model};
 use structlearn::oracle_config::{RunConfig, oracle_help, parse_oracle_arg};
+use structlearn::resume::{check_or_record_settings, resume_settings};
 use structlearn::{
     CheckpointConfig, ConfusionMatrix, CsvCurveWriter, Dataset, EarlyStopping, LearnerKind, PredictOptions,
     StructuredModel, TrainConfig, build_learner,
 };
-use structlearn_cli::{
-    ProgressObserver, Verbosity, check_or_record_settings, error_text, parse_eps, parse_seconds, parse_tolerance,
-    resume_settings,
-};
+use structlearn_cli::{ProgressObserver, Verbosity, error_text, parse_eps, parse_seconds, parse_tolerance};
 
 #[derive(Parser)]
 #[command(name = "structlearn", version, about = "Structured learning with any function class (Domke 2013)")]
@@ -768,7 +766,7 @@ fn train_on(a: TrainArgs, verbosity: Verbosity, ranks: &structlearn_cli::ranks::
         config.checkpoint =
             Some(CheckpointConfig { within_iteration_seconds: Some(a.checkpoint_within), ..CheckpointConfig::new(c) });
     }
-    let settings = resume_settings(kind, &config, &oracle_specs)?;
+    let settings = resume_settings(kind, &config, &oracle_specs, structlearn::OracleRegistry::builtin())?;
     let mut trainer = build_learner(kind, &data, &oracle_specs, config)?;
     if ranks.count() > 1 {
         trainer.distribute(ranks.collective())?;
@@ -780,7 +778,11 @@ fn train_on(a: TrainArgs, verbosity: Verbosity, ranks: &structlearn_cli::ranks::
     if let Some(c) = &a.checkpoint
         && root
     {
-        check_or_record_settings(c, resuming, &settings)?;
+        let advice = "resume with the same learner, oracles and training settings (only --iterations, --patience, \
+                      --min-delta and --evaluation-messages may change), or start afresh without --resume";
+        if let Some(warning) = check_or_record_settings(c, resuming, &settings, advice)? {
+            eprintln!("warning: {warning}");
+        }
     }
     let mut resumed = false;
     if resuming && let Some(c) = a.checkpoint.as_deref() {

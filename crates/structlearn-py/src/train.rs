@@ -7,8 +7,9 @@ use std::time::Duration;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use serde_json::Value;
+use structlearn::resume::{check_or_record_settings, resume_settings};
 use structlearn::{
-    LearnError, LearnerKind, Observer, OracleRegistry, Record, StructuredModel, TrainConfig, TrainEvent,
+    LearnError, LearnerKind, ModelRegistry, Observer, OracleRegistry, Record, StructuredModel, TrainConfig, TrainEvent,
     build_learner_with,
 };
 
@@ -151,6 +152,9 @@ struct Outcome {
 ///   specification `{"kind": "python", "slot": i}` is `python_oracles[i]`
 ///   ([`crate::pyoracle`]), any other kind comes from the built-in registry;
 /// * `config`: [`TrainConfig`] fields as JSON text (unknown fields are errors);
+///   with a `checkpoint`, the run resumes from that file if it exists (its
+///   settings checked against those recorded beside it:
+///   [`structlearn::resume`]), else records them there;
 /// * `learner`: `algorithm1`, `hazan-urtasun`, `piecewise`,
 ///   `perceptron-local` or `perceptron-global`;
 /// * `on_iteration(records_json) -> bool`: called after every learning
@@ -207,6 +211,21 @@ pub fn train<'py>(
             )
             .map_err(py_err)?;
     }
+    let checkpoint = config.checkpoint.as_ref().map(|c| c.path.clone());
+    let resuming = checkpoint.as_deref().is_some_and(std::path::Path::exists);
+    if let Some(path) = &checkpoint {
+        if specs.iter().any(|(_, s)| s.get("kind").and_then(Value::as_str) == Some(KIND)) {
+            return Err(PyValueError::new_err(
+                "checkpoint: a Python oracle's models cannot be written to a checkpoint; use built-in oracles or \
+                 checkpoint=None",
+            ));
+        }
+        let settings = resume_settings(kind, &config, &specs, &registry).map_err(py_err)?;
+        let advice = "fit with the same learner, oracles and settings (only max_iter, patience and min_delta may \
+                      change), or delete the checkpoint to start afresh";
+        // Python always records the settings; a file without them is resumed unchecked.
+        check_or_record_settings(path, resuming, &settings, advice).map_err(py_err)?;
+    }
     let pool = thread_pool(n_jobs)?;
     let interrupt = Arc::new(AtomicBool::new(false));
     let shared = Arc::new(Mutex::new(Shared::default()));
@@ -223,6 +242,17 @@ pub fn train<'py>(
         let mut learner = build_learner_with(kind, train_data, &specs, config, &registry)?;
         if let Some(v) = validation {
             learner.set_validation(v);
+        }
+        if let Some(path) = checkpoint.as_deref().filter(|_| resuming) {
+            learner.resume_from(path, &ModelRegistry::with_builtin())?;
+            // Resumed at the end of an iteration, its model is the one to keep on
+            // an interruption; resumed inside one, none is held until the next ends.
+            let completed = learner.completed_iterations();
+            let inside = learner.history().last().is_some_and(|r| r.iteration > completed);
+            if let Ok(mut s) = shared.lock() {
+                s.finished = completed;
+                s.last_model = if inside { None } else { Some(learner.model()?) };
+            }
         }
         learner.add_observer(Box::new(observer));
         learner.set_stop_flag(interrupt.clone());

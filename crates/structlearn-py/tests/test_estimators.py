@@ -173,3 +173,32 @@ def test_defaults_are_the_command_lines():
         assert params["max_iter"] == defaults["learning_iterations"]
         assert params["message_passing_iterations"] == defaults["message_passing_iterations"]
     assert defaults["evaluation_messages"] == "temp-file"
+
+
+def test_checkpoint_resumes_to_the_uninterrupted_run(grid_data, tmp_path):
+    X, Y, Xt, Yt = grid_data
+    kw = dict(unary={"kind": "boosting", "rounds": 2}, n_jobs=1, random_state=3)
+    full = structlearn.GridCRF(max_iter=4, **kw).fit(X, Y, X_val=Xt, Y_val=Yt)
+    curve = [(r["objective"], r["validation_error"]) for r in full.history_]
+    ckpt = tmp_path / "run.ckpt"
+    structlearn.GridCRF(max_iter=2, checkpoint=ckpt, **kw).fit(X, Y, X_val=Xt, Y_val=Yt)
+    assert ckpt.is_file() and (tmp_path / "run.ckpt.settings.json").is_file()
+    # More iterations from the checkpoint: the uninterrupted run's model and curve.
+    resumed = structlearn.GridCRF(max_iter=4, checkpoint=str(ckpt), **kw).fit(X, Y, X_val=Xt, Y_val=Yt)
+    assert resumed.model_bytes_ == full.model_bytes_
+    assert [(r["objective"], r["validation_error"]) for r in resumed.history_] == curve
+    # Stopped by the callback after iteration 1 (the checkpoint is written), then resumed.
+    other = tmp_path / "stopped.ckpt"
+    stopped = structlearn.GridCRF(max_iter=4, checkpoint=other, callback=lambda r: True, **kw)
+    stopped.fit(X, Y, X_val=Xt, Y_val=Yt)
+    assert stopped.n_iter_ == 1
+    again = structlearn.GridCRF(max_iter=4, checkpoint=other, **kw).fit(X, Y, X_val=Xt, Y_val=Yt)
+    assert again.model_bytes_ == full.model_bytes_
+    # Other settings than the checkpoint's are refused, naming the difference.
+    with pytest.raises(ValueError, match="train.epsilon: checkpoint"):
+        structlearn.GridCRF(max_iter=4, checkpoint=ckpt, eps=0.5, **kw).fit(X, Y, X_val=Xt, Y_val=Yt)
+    with pytest.raises(ValueError, match="oracles.unary"):
+        kw2 = dict(kw, unary={"kind": "boosting", "rounds": 3})
+        structlearn.GridCRF(max_iter=4, checkpoint=ckpt, **kw2).fit(X, Y, X_val=Xt, Y_val=Yt)
+    with pytest.raises(TypeError, match="checkpoint"):
+        structlearn.GridCRF(checkpoint=3).fit(X, Y)

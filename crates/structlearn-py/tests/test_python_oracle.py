@@ -44,6 +44,14 @@ def test_protocol_and_warm_start(chain_data):
     assert est.score(X, Y) > 0.6
 
 
+def test_a_checkpoint_needs_builtin_oracles(chain_data, tmp_path):
+    X, Y = chain_data
+    est = structlearn.GraphCRF(max_iter=2, unary=SoftmaxRegression(l2=0.1), checkpoint=tmp_path / "run.ckpt")
+    with pytest.raises(ValueError, match="Python oracle"):
+        est.fit(X, Y)
+    assert not (tmp_path / "run.ckpt").exists()
+
+
 def test_python_oracle_with_builtin_and_pickle(chain_data, tmp_path):
     X, Y = chain_data
     est = structlearn.GraphCRF(max_iter=2, unary=SoftmaxRegression(l2=0.1), pairwise="linear").fit(X, Y)

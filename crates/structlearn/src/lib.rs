@@ -32,6 +32,7 @@ pub mod observer;
 pub mod oracle_config;
 pub mod perceptron;
 pub mod registry;
+pub mod resume;
 pub mod threads;
 pub mod train;
 

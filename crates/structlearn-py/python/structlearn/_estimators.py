@@ -161,6 +161,16 @@ class _StructuredCRF:
             patience = positive_number(self.patience, "patience", integer=True, minimum=1)
             min_delta = positive_number(self.min_delta, "min_delta", minimum=0.0)
             config["early_stopping"] = {"patience": patience, "min_delta": min_delta}
+        if self.checkpoint is not None:
+            try:
+                path = os.fspath(self.checkpoint)
+            except TypeError:
+                raise TypeError(
+                    f"checkpoint: expected a path (str or os.PathLike), got {type(self.checkpoint).__name__}"
+                ) from None
+            if not isinstance(path, str) or not path:
+                raise ValueError(f"checkpoint: expected a non-empty path given as str, got {path!r}")
+            config["checkpoint"] = {"path": path, "every": 1, "within_iteration_seconds": 600.0}
         return config
 
     def _threads(self):
@@ -464,6 +474,13 @@ _COMMON_PARAMS = """
         Threads (None or −1: one per core). Results are bit-identical for a given seed and thread count.
     verbose : int, default=0
         1: one line per learning iteration on standard error.
+    checkpoint : str or os.PathLike, optional
+        A checkpoint file, written atomically after every learning iteration and, inside one, after
+        a step once 10 minutes have passed since the last write (with ``checkpoint + ".settings.json"``
+        beside it). If it exists when ``fit`` starts, training resumes from it, to the numbers of an
+        uninterrupted run, provided the learner, oracles and settings are those it was written with
+        (only ``max_iter``, ``patience`` and ``min_delta`` may change; else a ``ValueError`` lists the
+        differences); ``history_`` then holds the whole run. Needs built-in oracles.
 
     Attributes
     ----------
@@ -514,6 +531,7 @@ class GraphCRF(_StructuredCRF):
         random_state=None,
         n_jobs=None,
         verbose=0,
+        checkpoint=None,
     ):
         self.unary = unary
         self.pairwise = pairwise
@@ -530,6 +548,7 @@ class GraphCRF(_StructuredCRF):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.checkpoint = checkpoint
 
     def _parse_X(self, X, name, dims=None):
         items = as_list(X, name, "(node_features, edges[, edge_features]) tuples")
@@ -651,6 +670,7 @@ class GridCRF(_StructuredCRF):
         n_jobs=None,
         verbose=0,
         edge_features="difference",
+        checkpoint=None,
     ):
         self.unary = unary
         self.pairwise = pairwise
@@ -667,6 +687,7 @@ class GridCRF(_StructuredCRF):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.checkpoint = checkpoint
         self.edge_features = edge_features
 
     def _parse_X(self, X, name, dims=None):

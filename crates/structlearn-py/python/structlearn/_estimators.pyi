@@ -47,6 +47,7 @@ class GraphCRF(_StructuredCRF):
         random_state: Any = None,
         n_jobs: Optional[int] = None,
         verbose: int = 0,
+        checkpoint: Optional[Union[str, PathLike[str]]] = None,
     ) -> None: ...
 
 class GridCRF(_StructuredCRF):
@@ -68,4 +69,5 @@ class GridCRF(_StructuredCRF):
         n_jobs: Optional[int] = None,
         verbose: int = 0,
         edge_features: str = "difference",
+        checkpoint: Optional[Union[str, PathLike[str]]] = None,
     ) -> None: ...
