@@ -70,26 +70,21 @@ struct Shared {
     finished: usize,
 }
 
-/// Passes each learning iteration's records to the Python layer, keeps the
-/// last finished iteration's model, and stops training within one step once
-/// `interrupt` is set.
+/// Passes each learning iteration's records to the Python layer and keeps
+/// the last finished iteration's model. (Ctrl-C sets the learner's stop
+/// flag, which the run loop obeys after the current step, checkpointing the
+/// finished steps if asked to.)
 struct PyObserver {
     on_iteration: Option<Py<PyAny>>,
     pending: Vec<Record>,
     shared: Arc<Mutex<Shared>>,
-    interrupt: Arc<AtomicBool>,
     errors: ErrorSlot,
 }
 
 impl Observer for PyObserver {
     fn observe(&mut self, event: &TrainEvent<'_>) -> Result<(), LearnError> {
         match event {
-            TrainEvent::Step(record) => {
-                self.pending.push((*record).clone());
-                if self.interrupt.load(Ordering::SeqCst) {
-                    return Err(LearnError::Interrupted { completed: record.iteration.saturating_sub(1) });
-                }
-            }
+            TrainEvent::Step(record) => self.pending.push((*record).clone()),
             TrainEvent::IterationFinished { iteration, model } => {
                 if let Ok(mut s) = self.shared.lock() {
                     s.last_model = Some((*model).clone());
@@ -117,9 +112,6 @@ impl Observer for PyObserver {
                             return Err(LearnError::Interrupted { completed: *iteration });
                         }
                     }
-                }
-                if self.interrupt.load(Ordering::SeqCst) {
-                    return Err(LearnError::Interrupted { completed: *iteration });
                 }
             }
             _ => {}
@@ -231,13 +223,7 @@ pub fn train<'py>(
     let shared = Arc::new(Mutex::new(Shared::default()));
     let train_data = &data.data;
     let validation = validation.map(|v| &v.data);
-    let observer = PyObserver {
-        on_iteration,
-        pending: Vec::new(),
-        shared: shared.clone(),
-        interrupt: interrupt.clone(),
-        errors: errors.clone(),
-    };
+    let observer = PyObserver { on_iteration, pending: Vec::new(), shared: shared.clone(), errors: errors.clone() };
     let run = || -> Result<Outcome, LearnError> {
         let mut learner = build_learner_with(kind, train_data, &specs, config, &registry)?;
         if let Some(v) = validation {

@@ -436,9 +436,11 @@ impl<'a, S: Solver<'a>> Executor<'a, S> {
                     }
                     return Err(LearnError::Interrupted { completed: self.run.completed });
                 }
+                // Agreed over the ranks (their clocks differ), so that their files hold the same steps.
                 if s > first_step
                     && let Some(c) = &config.checkpoint
-                    && c.within_iteration_seconds.is_some_and(|t| written.elapsed().as_secs_f64() >= t)
+                    && let Some(t) = c.within_iteration_seconds
+                    && on_any_rank(self.solver.collective(), written.elapsed().as_secs_f64() >= t)
                 {
                     self.checkpoint(&c.path, start)?;
                     (checkpointed, written) = (self.run.history.len(), Instant::now());
