@@ -627,26 +627,33 @@ const CACHE_MAGIC: &[u8; 8] = b"SLFCACH\x01";
 /// and mask shapes compared, `.JPG` names, regular files only.
 const LOADER_VERSION: u32 = 2;
 
-/// A cache key over the data set's files (relative name, size and modification
-/// time of every file under `dirs`) and the settings (any serialisable value,
-/// e.g. resolution and [`FeatureConfig`]): FNV-1a 64 of their description.
-/// Editing, adding or removing a data file, or changing a setting, changes it.
+/// A cache key over the data set's files (relative name, size and FNV-1a 64
+/// of the contents of every file under `dirs`) and the settings (any
+/// serialisable value, e.g. resolution and [`FeatureConfig`]): FNV-1a 64 of
+/// their description. Editing, adding or removing a data file, or changing a
+/// setting, changes it; copying or restoring the data (new modification
+/// times) does not (reading the files costs a fraction of a second, against
+/// minutes of featurising).
 pub fn cache_key(root: &Path, dirs: &[&str], settings: &impl Serialize) -> Result<u64, DatasetError> {
     let mut text = serde_json::to_string(settings).map_err(|e| DatasetError::config("settings", e.to_string()))?;
     text.push_str(concat!("\nstructlearn-datasets ", env!("CARGO_PKG_VERSION"), "\n"));
     text.push_str(&format!("loaders {LOADER_VERSION}\n"));
     for d in dirs {
         let dir = root.join(d);
-        let mut files: Vec<(String, u64, u128)> = Vec::new();
+        let mut files: Vec<(String, u64, u64)> = Vec::new();
         for e in std::fs::read_dir(&dir).map_err(|e| DatasetError::io(&dir, e))? {
             let e = e.map_err(|e| DatasetError::io(&dir, e))?;
             let meta = e.metadata().map_err(|err| DatasetError::io(&e.path(), err))?;
-            let mtime = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
-            files.push((e.file_name().to_string_lossy().into_owned(), meta.len(), mtime.map_or(0, |t| t.as_nanos())));
+            let contents = if meta.is_file() {
+                structlearn::files::fnv1a(&std::fs::read(e.path()).map_err(|err| DatasetError::io(&e.path(), err))?)
+            } else {
+                0
+            };
+            files.push((e.file_name().to_string_lossy().into_owned(), meta.len(), contents));
         }
         files.sort();
-        for (name, len, mtime) in files {
-            text.push_str(&format!("{d}/{name} {len} {mtime}\n"));
+        for (name, len, contents) in files {
+            text.push_str(&format!("{d}/{name} {len} {contents:016x}\n"));
         }
     }
     Ok(structlearn::files::fnv1a(text.as_bytes()))
@@ -1060,6 +1067,14 @@ mod tests {
         assert_eq!(first, second);
         // Other settings or other files give another key.
         assert_ne!(cache_key(&data_dir, &["imgs"], &2).unwrap(), key);
+        // A copy of the data (other modification times) has the same key; other contents another.
+        let copy = dir.path().join("copy");
+        std::fs::create_dir_all(copy.join("imgs")).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::fs::write(copy.join("imgs/a.jpg"), b"one").unwrap();
+        assert_eq!(cache_key(&copy, &["imgs"], &1).unwrap(), key);
+        std::fs::write(copy.join("imgs/a.jpg"), b"One").unwrap();
+        assert_ne!(cache_key(&copy, &["imgs"], &1).unwrap(), key);
         std::fs::write(data_dir.join("imgs/b.jpg"), b"two").unwrap();
         assert_ne!(cache_key(&data_dir, &["imgs"], &1).unwrap(), key);
         // A corrupt cache file is recomputed, not trusted.
