@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use datasets::denoising::{DenoisingConfig, generate};
 use oracles::{Collective, ThreadRanks};
 use structlearn::{
-    Callback, CheckpointConfig, Dataset, Evaluate, LearnError, LearnerKind, ModelRegistry, Record, TrainConfig,
-    TrainEvent, build_learner,
+    Callback, CheckpointConfig, Dataset, Evaluate, LearnError, Learner, LearnerKind, ModelRegistry, Record,
+    TrainConfig, TrainEvent, build_learner,
 };
 
 fn config(iterations: usize) -> TrainConfig {
@@ -38,7 +38,28 @@ fn specs(unary: &str, pairwise: &str) -> Vec<(String, serde_json::Value)> {
     ]
 }
 
-/// One rank's run: its blocks of `train` and `validation`, then training.
+/// One rank's learner on its blocks of `train` and `validation`, spread over
+/// `collective`, given to `run` with the rank.
+#[allow(clippy::too_many_arguments)]
+fn on_rank<T>(
+    kind: LearnerKind,
+    collective: ThreadRanks,
+    train: &Dataset,
+    validation: &Dataset,
+    specs: &[(String, serde_json::Value)],
+    config: TrainConfig,
+    run: impl FnOnce(usize, &mut dyn Learner<'_>) -> Result<T, LearnError>,
+) -> Result<T, LearnError> {
+    let (rank, ranks) = (collective.rank(), collective.ranks());
+    let train = train.clone().into_block(rank, ranks)?;
+    let validation = validation.clone().into_block(rank, ranks)?;
+    let mut learner = build_learner(kind, &train, specs, config)?;
+    learner.distribute(Arc::new(collective))?;
+    learner.set_validation(&validation);
+    run(rank, &mut *learner)
+}
+
+/// One rank's run ([`on_rank`]): resumed from `resume` if given, then trained.
 fn rank_run(
     kind: LearnerKind,
     collective: ThreadRanks,
@@ -48,24 +69,17 @@ fn rank_run(
     config: TrainConfig,
     resume: Option<&Path>,
 ) -> Result<(Vec<u8>, Vec<Record>), LearnError> {
-    let (rank, ranks) = (collective.rank(), collective.ranks());
-    let train = train.clone().into_block(rank, ranks)?;
-    let validation = validation.clone().into_block(rank, ranks)?;
-    let mut learner = build_learner(kind, &train, specs, config)?;
-    learner.distribute(Arc::new(collective))?;
-    learner.set_validation(&validation);
-    if let Some(path) = resume {
-        learner.resume_from(path, &ModelRegistry::with_builtin())?;
-    }
-    let outcome = learner.train()?;
-    Ok((outcome.model.to_bytes()?, outcome.history))
+    on_rank(kind, collective, train, validation, specs, config, |_, learner| {
+        if let Some(path) = resume {
+            learner.resume_from(path, &ModelRegistry::with_builtin())?;
+        }
+        let outcome = learner.train()?;
+        Ok((outcome.model.to_bytes()?, outcome.history))
+    })
 }
 
 /// Every rank's run, on threads.
-fn over_ranks(
-    ranks: usize,
-    run: impl Fn(ThreadRanks) -> Result<(Vec<u8>, Vec<Record>), LearnError> + Sync,
-) -> Vec<(Vec<u8>, Vec<Record>)> {
+fn over_ranks<T: Send>(ranks: usize, run: impl Fn(ThreadRanks) -> Result<T, LearnError> + Sync) -> Vec<T> {
     std::thread::scope(|s| {
         let handles: Vec<_> = ThreadRanks::group(ranks).into_iter().map(|c| s.spawn(|| run(c).unwrap())).collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
@@ -189,35 +203,22 @@ fn a_stop_on_one_rank_inside_an_iteration_stops_every_rank_after_the_same_step()
     };
     let whole = over_ranks(2, |c| run(c, false));
     std::fs::remove_file(&path).unwrap();
-    let steps: Vec<usize> = std::thread::scope(|s| {
-        let handles: Vec<_> = ThreadRanks::group(2)
-            .into_iter()
-            .map(|c| {
-                s.spawn(|| {
-                    let (rank, ranks) = (c.rank(), c.ranks());
-                    let train = data.train.clone().into_block(rank, ranks).unwrap();
-                    let validation = data.test.clone().into_block(rank, ranks).unwrap();
-                    let mut learner =
-                        build_learner(LearnerKind::Algorithm1, &train, &specs, with_checkpoint()).unwrap();
-                    learner.distribute(Arc::new(c)).unwrap();
-                    learner.set_validation(&validation);
-                    let stop = Arc::new(AtomicBool::new(false));
-                    learner.set_stop_flag(stop.clone());
-                    if rank == 0 {
-                        learner.add_observer(Box::new(Callback(move |e: &TrainEvent<'_>| {
-                            if matches!(e, TrainEvent::Step(r) if (r.iteration, r.step) == (2, 1)) {
-                                stop.store(true, Ordering::SeqCst);
-                            }
-                            Ok(())
-                        })));
+    let steps = over_ranks(2, |c| {
+        on_rank(LearnerKind::Algorithm1, c, &data.train, &data.test, &specs, with_checkpoint(), |rank, learner| {
+            let stop = Arc::new(AtomicBool::new(false));
+            learner.set_stop_flag(stop.clone());
+            if rank == 0 {
+                learner.add_observer(Box::new(Callback(move |e: &TrainEvent<'_>| {
+                    if matches!(e, TrainEvent::Step(r) if (r.iteration, r.step) == (2, 1)) {
+                        stop.store(true, Ordering::SeqCst);
                     }
-                    let err = learner.train().unwrap_err();
-                    assert!(matches!(err, LearnError::Interrupted { completed: 1 }), "rank {rank}: {err}");
-                    learner.history().len()
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+                    Ok(())
+                })));
+            }
+            let err = learner.train().unwrap_err();
+            assert!(matches!(err, LearnError::Interrupted { completed: 1 }), "rank {rank}: {err}");
+            Ok(learner.history().len())
+        })
     });
     assert_eq!(steps, [6, 6]);
     let resumed = over_ranks(2, |c| run(c, true));
