@@ -790,7 +790,7 @@ fn train_on(a: TrainArgs, verbosity: Verbosity, ranks: &structlearn_cli::ranks::
         resumed = true;
         if verbosity.normal() {
             let completed = trainer.completed_iterations();
-            match trainer.history().iter().rev().take_while(|r| r.iteration > completed).count() {
+            match trainer.steps_into_next() {
                 0 => eprintln!("resumed after learning iteration {completed}"),
                 s => eprintln!("resumed after learning iteration {completed} and {s} steps of the next"),
             }
@@ -822,7 +822,7 @@ fn train_on(a: TrainArgs, verbosity: Verbosity, ranks: &structlearn_cli::ranks::
             // early stopping: of the best validation iteration so far). Stopped
             // inside an iteration, the learner's model is part-way through the
             // next one: the file written at the end of `completed` stands.
-            let inside = trainer.history().last().is_some_and(|r| r.iteration > completed);
+            let inside = trainer.steps_into_next() > 0;
             match trainer.best_model() {
                 Some(best) => best.save(&a.model)?,
                 None if !inside => trainer.model()?.save(&a.model)?,

@@ -234,7 +234,7 @@ pub fn train<'py>(
             // Resumed at the end of an iteration, its model is the one to keep on
             // an interruption; resumed inside one, none is held until the next ends.
             let completed = learner.completed_iterations();
-            let inside = learner.history().last().is_some_and(|r| r.iteration > completed);
+            let inside = learner.steps_into_next() > 0;
             if let Ok(mut s) = shared.lock() {
                 s.finished = completed;
                 s.last_model = if inside { None } else { Some(learner.model()?) };

@@ -556,6 +556,9 @@ impl<'a, S: Solver<'a>> Learner<'a> for Executor<'a, S> {
     fn completed_iterations(&self) -> usize {
         Executor::completed_iterations(self)
     }
+    fn steps_into_next(&self) -> usize {
+        self.run.steps_into_next()
+    }
     fn save_model_to(&mut self, path: &Path) {
         Executor::save_model_to(self, path);
     }

@@ -229,6 +229,13 @@ pub trait Learner<'a> {
     fn history(&self) -> &[Record];
     /// Learning iterations finished so far.
     fn completed_iterations(&self) -> usize;
+    /// Steps of the next learning iteration already run (after a resume or
+    /// a stop inside one; 0 at an iteration boundary):
+    /// [`crate::RunState::steps_into_next`].
+    fn steps_into_next(&self) -> usize {
+        let completed = self.completed_iterations();
+        self.history().iter().rev().take_while(|r| r.iteration > completed).count()
+    }
     /// Writes the learner's state atomically (errors if the learner has none worth saving).
     fn save_checkpoint(&self, path: &Path) -> Result<(), LearnError>;
     /// Restores a checkpoint written by [`Learner::save_checkpoint`] of the same learner.
