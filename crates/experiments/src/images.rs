@@ -374,6 +374,15 @@ impl Images {
     }
 
     /// Loads (or reads from the cache) every image of the preset with its features.
+    /// The seed that splits the images for the run's seed `seed`: the
+    /// preset's `split_seed` + `seed` (results version 3; seed 0 keeps the
+    /// preset's split), so `--seeds N` repeats a cell on N splits.
+    fn split_seed(&self, seed: u64) -> Result<u64> {
+        self.p.split_seed.checked_add(seed).with_context(|| {
+            format!("split seed {} + seed {seed} is past the largest seed; use smaller seeds", self.p.split_seed)
+        })
+    }
+
     fn load(&self) -> Result<SceneData> {
         let start = Instant::now();
         let (root, dirs, prefix) = match self.p.dataset {
@@ -418,6 +427,8 @@ pub struct ImageData {
     train_names: Vec<String>,
     test_names: Vec<String>,
     standardizers: [Standardizer; 2],
+    /// The seed the images were split with ([`Images::split_seed`]).
+    split_seed: u64,
 }
 
 impl ExperimentData for ImageData {
@@ -497,15 +508,16 @@ impl Experiment for Images {
             _ => String::new(),
         };
         format!(
-            "{}: {} training images (seeded split {}), {res}, {} learning iterations",
+            "{}: {} training images (split seed {} + the run's seed), {res}, {} learning iterations",
             p.name, p.train, p.split_seed, p.learning_iterations
         )
     }
 
-    fn data(&self, _seed: u64) -> Result<ImageData> {
+    fn data(&self, seed: u64) -> Result<ImageData> {
+        let split_seed = self.split_seed(seed)?;
         let SceneData { images, features } = self.load()?;
         let names: Vec<String> = images.iter().map(|i| i.name.clone()).collect();
-        let (train_names, test_names) = random_split(&names, self.p.train, self.p.split_seed)?;
+        let (train_names, test_names) = random_split(&names, self.p.train, split_seed)?;
         // Each image and its features move to their side of the split (in
         // loading order): at Stanford's size the features are 0.8 GB, and the
         // data set is built without copying them.
@@ -535,7 +547,7 @@ impl Experiment for Images {
             build_examples(&train_images, train_features, &standardizers, classes, Use::Train, self.p.pair_types)?;
         let test =
             build_examples(&test_images, test_features, &standardizers, classes, Use::Evaluate, self.p.pair_types)?;
-        Ok(ImageData { train, test, test_images, train_names, test_names, standardizers })
+        Ok(ImageData { train, test, test_images, train_names, test_names, standardizers, split_seed })
     }
 
     /// The oracle of class `kind` for the unary (`pairwise = false`) or
@@ -572,7 +584,7 @@ impl Experiment for Images {
     }
 
     fn table_note(&self, data: &BTreeMap<u64, ImageData>) -> String {
-        let Some(d) = data.values().next() else { return String::new() };
+        let Some((first, d)) = data.iter().next() else { return String::new() };
         let share = |set: &Dataset| {
             let mut counts = vec![0usize; self.classes()];
             for k in 0..set.len() {
@@ -587,8 +599,16 @@ impl Experiment for Images {
         };
         let test = share(&d.test);
         let majority = test.iter().copied().fold(0.0, f64::max);
+        let split = if data.len() > 1 {
+            format!(
+                "Seed s splits the images with split seed {} + s; seed {first}'s split (split seed {}): ",
+                self.p.split_seed, d.split_seed
+            )
+        } else {
+            format!("Split seed {}: ", d.split_seed)
+        };
         format!(
-            "{} training and {} test images ({} and {} labelled pixels). Error of predicting the most \
+            "{split}{} training and {} test images ({} and {} labelled pixels). Error of predicting the most \
              frequent class everywhere on the test set: {:.3}. Class shares in the test set: {}.",
             d.train.len(),
             d.test.len(),
@@ -774,6 +794,51 @@ mod tests {
             assert_eq!(kept, [0, 4, 5], "constant and position stay");
         }
         assert!(f.iter().all(|f| f.pair.values.iter().all(|&v| v == 1.0)));
+    }
+
+    /// Seed s splits the images with split seed `split_seed + s`: seed 0
+    /// keeps the preset's split (the committed tables), the other seeds
+    /// split otherwise, and a sum past the largest seed is refused.
+    #[test]
+    fn each_seed_splits_the_images_with_its_own_split_seed() {
+        use image::{ImageFormat, Luma, Rgb, RgbImage};
+        let tmp = tempfile::tempdir().unwrap();
+        let h = tmp.path().join("weizmann_horse");
+        for sub in ["rgb", "figure_ground"] {
+            std::fs::create_dir_all(h.join(sub)).unwrap();
+        }
+        for k in 1..=8u32 {
+            let inside = |x: u32, y: u32| x > 4 + k && x < 24 && y > 6 && y < 18;
+            let rgb =
+                RgbImage::from_fn(32, 24, |x, y| if inside(x, y) { Rgb([200, 40, 30]) } else { Rgb([40, 120, 200]) });
+            let mask = image::GrayImage::from_fn(32, 24, |x, y| Luma([if inside(x, y) { 255 } else { 0 }]));
+            rgb.save_with_format(h.join(format!("rgb/horse{k:03}.jpg")), ImageFormat::Jpeg).unwrap();
+            mask.save_with_format(h.join(format!("figure_ground/horse{k:03}.jpg")), ImageFormat::Jpeg).unwrap();
+        }
+        let exp = |set: &[&str]| {
+            let mut e = horses(&["train=5", "max_side=16"]).unwrap();
+            for a in set {
+                e.p = e.p.clone().set(a).unwrap();
+            }
+            e.data_dir = Some(tmp.path().to_path_buf());
+            e
+        };
+        let e = exp(&[]);
+        let names: Vec<String> = (1..=8).map(|k| format!("horse{k:03}")).collect();
+        let splits: Vec<(Vec<String>, Vec<String>)> = (0..3)
+            .map(|seed| {
+                let d = e.data(seed).unwrap();
+                assert_eq!((d.split_seed, d.train.len(), d.test.len()), (seed, 5, 3));
+                (d.train_names, d.test_names)
+            })
+            .collect();
+        assert_eq!(splits[0], random_split(&names, 5, 0).unwrap(), "seed 0 keeps the preset's split");
+        assert_eq!(splits[2], random_split(&names, 5, 2).unwrap());
+        assert!(splits[1] != splits[0] && splits[2] != splits[0], "seeds 1 and 2 split otherwise");
+        // The preset's split seed is the base.
+        assert_eq!(exp(&["split_seed=1"]).data(1).unwrap().train_names, splits[2].0);
+        let err = format!("{:#}", exp(&["split_seed=18446744073709551615"]).data(1).err().unwrap());
+        assert!(err.contains("past the largest seed"), "{err}");
     }
 
     #[test]

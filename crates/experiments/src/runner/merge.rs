@@ -61,6 +61,8 @@ impl Carried {
 
 /// Where and how `--merge` folders are merged.
 pub(crate) struct MergeInto<'a> {
+    /// The experiment ([`Experiment::name`]).
+    pub(crate) experiment: &'a str,
     /// The output folder.
     pub(crate) out: &'a Path,
     /// This run's preset.
@@ -104,7 +106,7 @@ pub(crate) fn merge_cells(
         if !wanted || have {
             continue;
         }
-        if !cell_reproduced(version, &r.unary, &r.pairwise) {
+        if !cell_reproduced(version, into.experiment, r.seed, &r.unary, &r.pairwise) {
             outdated.push(format!("{}/{} (seed {})", r.unary, r.pairwise, r.seed));
             continue;
         }
@@ -156,7 +158,7 @@ pub(crate) fn merge_cells(
     }
     if !outdated.is_empty() {
         eprintln!(
-            "note: --merge {}: {} cell(s) left out, of results version {version}, whose numbers for their classes \
+            "note: --merge {}: {} cell(s) left out, of results version {version}, whose numbers \
              this code (version {RESULTS_VERSION}) no longer gives: {}",
             dir.display(),
             outdated.len(),

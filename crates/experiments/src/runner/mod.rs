@@ -59,7 +59,7 @@ pub type PaperTable = [[f64; 5]; 5];
 
 /// The version of the results: `run.json` records it (`results_version`).
 /// `--merge` takes a cell of a folder of an older version only where no
-/// later version changed its classes ([`RESULTS_CHANGES`]) and leaves the
+/// later version changed it ([`RESULTS_CHANGES`]) and leaves the
 /// others out, naming them (a training run trains them again); `--resume`
 /// refuses a folder of another version. So one table never mixes cells
 /// whose numbers the code would no longer reproduce.
@@ -67,7 +67,7 @@ pub type PaperTable = [[f64; 5]; 5];
 /// **The rule**: bump it in the commit that changes any bit of any result of
 /// any experiment (an error, a curve point, an objective, a model), whatever
 /// the reason: a fix, a new default, another order of floating-point
-/// operations, and say in [`RESULTS_CHANGES`] which classes' cells changed.
+/// operations, and say in [`RESULTS_CHANGES`] which cells changed.
 /// Changes that keep every result bit for bit (speed, memory, outputs that
 /// only report, new options off by default) keep it. When in doubt, run a
 /// `--quick` denoising cell before and after and compare `curves.csv` and
@@ -75,31 +75,57 @@ pub type PaperTable = [[f64; 5]; 5];
 ///
 /// Version 1: every commit from the first committed results (`docs/results/`)
 /// up to the one that introduced this constant kept the results bit for bit.
-pub const RESULTS_VERSION: u64 = 2;
+pub const RESULTS_VERSION: u64 = 3;
 
-/// Each results version after the first with the function classes whose
-/// cells it changed: a cell (unary/pairwise) of version `v` is still
-/// reproduced by this code when no entry after `v` names its unary or its
-/// pairwise class. An entry naming `"*"` changed every cell.
+/// A results version after the first and the cells it changed: a cell
+/// (experiment, seed, unary/pairwise) is changed when its experiment is
+/// among `experiments` (every experiment when empty), its seed is at least
+/// `from_seed`, and `classes` names its unary or its pairwise class (`"*"`:
+/// every class).
+#[derive(Debug, Clone, Copy)]
+pub struct ResultsChange {
+    /// The version that made the change.
+    pub version: u64,
+    /// Function classes whose cells changed (`"*"`: all).
+    pub classes: &'static [&'static str],
+    /// Experiments ([`Experiment::name`]) whose cells changed (empty: all).
+    pub experiments: &'static [&'static str],
+    /// The first seed whose cells changed.
+    pub from_seed: u64,
+}
+
+impl ResultsChange {
+    /// Whether it changed cell `unary`/`pairwise` of `seed` of `experiment`.
+    fn changed(&self, experiment: &str, seed: u64, unary: &str, pairwise: &str) -> bool {
+        (self.experiments.is_empty() || self.experiments.contains(&experiment))
+            && seed >= self.from_seed
+            && self.classes.iter().any(|c| *c == "*" || *c == unary || *c == pairwise)
+    }
+}
+
+/// Each results version after the first with the cells it changed: a cell
+/// of version `v` is still reproduced by this code when no entry after `v`
+/// changed it ([`ResultsChange`]).
 ///
 /// ```
-/// let (last, _) = experiments::runner::RESULTS_CHANGES.last().unwrap();
-/// assert_eq!(*last, experiments::runner::RESULTS_VERSION);
+/// let last = experiments::runner::RESULTS_CHANGES.last().unwrap();
+/// assert_eq!(last.version, experiments::runner::RESULTS_VERSION);
 /// ```
-pub const RESULTS_CHANGES: &[(u64, &[&str])] = &[
+pub const RESULTS_CHANGES: &[ResultsChange] = &[
     // 2: the constant class stops warm fits after 10 L-BFGS steps, like the
     // linear class (it fitted every call to convergence).
-    (2, &["constant"]),
+    ResultsChange { version: 2, classes: &["constant"], experiments: &[], from_seed: 0 },
+    // 3: seed s of the image experiments splits the images with split seed
+    // `split_seed + s` (every seed used `split_seed`); seed 0 is unchanged.
+    ResultsChange { version: 3, classes: &["*"], experiments: &["horses", "stanford"], from_seed: 1 },
 ];
 
-/// Whether cell `unary`/`pairwise` written by code of results version
-/// `version` has the numbers this code gives ([`RESULTS_CHANGES`]).
-pub(crate) fn cell_reproduced(version: u64, unary: &str, pairwise: &str) -> bool {
+/// Whether cell `unary`/`pairwise` of `seed` of `experiment` written by
+/// code of results version `version` has the numbers this code gives
+/// ([`RESULTS_CHANGES`]).
+pub(crate) fn cell_reproduced(version: u64, experiment: &str, seed: u64, unary: &str, pairwise: &str) -> bool {
     version <= RESULTS_VERSION
-        && RESULTS_CHANGES
-            .iter()
-            .filter(|(v, _)| *v > version)
-            .all(|(_, classes)| !classes.iter().any(|c| *c == "*" || *c == unary || *c == pairwise))
+        && RESULTS_CHANGES.iter().filter(|c| c.version > version).all(|c| !c.changed(experiment, seed, unary, pairwise))
 }
 
 /// The results version of a folder whose `run.json` has no
@@ -414,7 +440,8 @@ where
     }
     create_folder(&out.join("models"))?;
     let class_names = exp.class_names();
-    let (mut done, todo, carried) = pending_cells(opts, &out, &preset, &seeds, &cells, class_names.as_deref())?;
+    let (mut done, todo, carried) =
+        pending_cells(exp.name(), opts, &out, &preset, &seeds, &cells, class_names.as_deref())?;
     let merge_note = carried.note(class_names.is_some());
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -515,6 +542,7 @@ where
 /// pairwise), in the run's order, and what results-only cells carry.
 #[allow(clippy::type_complexity)]
 fn pending_cells(
+    experiment: &str,
     opts: &Options,
     out: &Path,
     preset: &serde_json::Value,
@@ -530,7 +558,7 @@ fn pending_cells(
     }
     done.retain(|r| seeds.contains(&r.seed) && cells.contains(&(r.unary.clone(), r.pairwise.clone())));
     carried.results_only.retain(|((s, u, p), _)| seeds.contains(s) && cells.contains(&(u.clone(), p.clone())));
-    let into = MergeInto { out, preset, seeds, cells, class_names, models: true };
+    let into = MergeInto { experiment, out, preset, seeds, cells, class_names, models: true };
     for dir in &opts.merge {
         merge_cells(dir, &into, &mut done, &mut carried)?;
     }
@@ -620,7 +648,15 @@ fn merge_results_only<E: Experiment>(
         }
     }
     let class_names = exp.class_names();
-    let into = MergeInto { out, preset, seeds, cells, class_names: class_names.as_deref(), models: false };
+    let into = MergeInto {
+        experiment: exp.name(),
+        out,
+        preset,
+        seeds,
+        cells,
+        class_names: class_names.as_deref(),
+        models: false,
+    };
     let mut done = Vec::new();
     let mut carried = Carried::default();
     for dir in &opts.merge {

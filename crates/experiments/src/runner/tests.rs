@@ -43,7 +43,7 @@ fn merge_models(
     cells: &[(String, String)],
     done: &mut Vec<CellResult>,
 ) -> Result<()> {
-    let into = MergeInto { out, preset, seeds, cells, class_names: None, models: true };
+    let into = MergeInto { experiment: "quick", out, preset, seeds, cells, class_names: None, models: true };
     merge_cells(dir, &into, done, &mut Carried::default())
 }
 
@@ -558,7 +558,15 @@ fn merge_refuses_another_preset_or_results_version() {
     let out = tempfile::tempdir().unwrap();
     let cells = vec![("linear".to_string(), "linear".to_string())];
     let merge = |preset: &serde_json::Value| {
-        let into = MergeInto { out: out.path(), preset, seeds: &[0], cells: &cells, class_names: None, models: false };
+        let into = MergeInto {
+            experiment: "quick",
+            out: out.path(),
+            preset,
+            seeds: &[0],
+            cells: &cells,
+            class_names: None,
+            models: false,
+        };
         let mut done = Vec::new();
         merge_cells(dir.path(), &into, &mut done, &mut Carried::default()).map(|()| done).map_err(|e| format!("{e:#}"))
     };
@@ -600,9 +608,14 @@ fn merge_refuses_another_preset_or_results_version() {
 /// the cells left out are trained again (they stay in the to-do list).
 #[test]
 fn merge_leaves_out_cells_a_later_results_version_changed() {
-    assert!(!cell_reproduced(1, "constant", "linear") && !cell_reproduced(1, "zero", "constant"));
-    assert!(cell_reproduced(1, "linear", "mlp") && cell_reproduced(2, "constant", "constant"));
-    assert!(!cell_reproduced(RESULTS_VERSION + 1, "zero", "zero"));
+    let reproduced = |version, unary, pairwise| cell_reproduced(version, "quick", 0, unary, pairwise);
+    assert!(!reproduced(1, "constant", "linear") && !reproduced(1, "zero", "constant"));
+    assert!(reproduced(1, "linear", "mlp") && reproduced(2, "constant", "constant"));
+    assert!(!reproduced(RESULTS_VERSION + 1, "zero", "zero"));
+    // Version 3 moved the split of the image experiments' seeds from 1 on.
+    assert!(cell_reproduced(2, "horses", 0, "linear", "linear") && cell_reproduced(2, "denoising", 1, "mlp", "mlp"));
+    assert!(!cell_reproduced(2, "horses", 1, "linear", "linear") && !cell_reproduced(2, "stanford", 2, "zero", "zero"));
+    assert!(cell_reproduced(3, "stanford", 2, "zero", "zero"));
     let dir = tempfile::tempdir().unwrap();
     let quick = serde_json::json!({ "name": "quick" });
     let o = opts();
@@ -621,12 +634,32 @@ fn merge_leaves_out_cells_a_later_results_version_changed() {
         .iter()
         .map(|(u, p)| (u.to_string(), p.to_string()))
         .collect();
-    let into =
-        MergeInto { out: out.path(), preset: &quick, seeds: &[0], cells: &cells, class_names: None, models: false };
+    let into = MergeInto {
+        experiment: "quick",
+        out: out.path(),
+        preset: &quick,
+        seeds: &[0],
+        cells: &cells,
+        class_names: None,
+        models: false,
+    };
     let mut done = Vec::new();
     merge_cells(dir.path(), &into, &mut done, &mut Carried::default()).unwrap();
     let merged: Vec<(&str, &str)> = done.iter().map(|r| (r.unary.as_str(), r.pairwise.as_str())).collect();
     assert_eq!(merged, [("linear", "linear")]);
+
+    // A horses folder of version 2: seed 1 was trained on seed 0's split.
+    info["results_version"] = serde_json::json!(2);
+    std::fs::write(&run_json, info.to_string()).unwrap();
+    std::fs::write(dir.path().join("results_by_seed.csv"), format!("{GOOD_RESULTS}1,linear,linear,0.5,0.6,3,1\n"))
+        .unwrap();
+    for (experiment, seeds) in [("horses", vec![(0, true), (1, false)]), ("denoising", vec![(0, true), (1, true)])] {
+        let into = MergeInto { experiment, seeds: &[0, 1], ..into };
+        let mut done = Vec::new();
+        merge_cells(dir.path(), &into, &mut done, &mut Carried::default()).unwrap();
+        let merged: Vec<(u64, bool)> = [0, 1].iter().map(|&s| (s, done.iter().any(|r| r.seed == s))).collect();
+        assert_eq!(merged, seeds, "{experiment}");
+    }
 }
 
 /// A cell merged without its model keeps its per-class rows (those of its
@@ -648,6 +681,7 @@ fn a_results_only_cell_keeps_its_per_class_rows() {
     let out = tempfile::tempdir().unwrap();
     for models in [false, true] {
         let into = MergeInto {
+            experiment: "quick",
             out: out.path(),
             preset: &quick,
             seeds: &[0],
