@@ -223,7 +223,7 @@ pub fn train<'py>(
     let shared = Arc::new(Mutex::new(Shared::default()));
     let train_data = &data.data;
     let validation = validation.map(|v| &v.data);
-    let observer = PyObserver { on_iteration, pending: Vec::new(), shared: shared.clone(), errors: errors.clone() };
+    let mut observer = PyObserver { on_iteration, pending: Vec::new(), shared: shared.clone(), errors: errors.clone() };
     let run = || -> Result<Outcome, LearnError> {
         let mut learner = build_learner_with(kind, train_data, &specs, config, &registry)?;
         if let Some(v) = validation {
@@ -239,6 +239,9 @@ pub fn train<'py>(
                 s.finished = completed;
                 s.last_model = if inside { None } else { Some(learner.model()?) };
             }
+            // The resumed iteration's finished steps: `on_iteration` gets all of
+            // its records, as in an uninterrupted run.
+            observer.pending = learner.history().iter().filter(|r| r.iteration > completed).cloned().collect();
         }
         learner.add_observer(Box::new(observer));
         learner.set_stop_flag(interrupt.clone());

@@ -202,3 +202,24 @@ def test_checkpoint_resumes_to_the_uninterrupted_run(grid_data, tmp_path):
         structlearn.GridCRF(max_iter=4, checkpoint=ckpt, **kw2).fit(X, Y, X_val=Xt, Y_val=Yt)
     with pytest.raises(TypeError, match="checkpoint"):
         structlearn.GridCRF(checkpoint=3).fit(X, Y)
+
+
+def test_an_interruption_before_the_resumed_iteration_ends_leaves_no_stale_model(grid_data, monkeypatch, capsys):
+    # Resumed inside a learning iteration and interrupted before it ends, the run
+    # returns no model and the earlier iterations' records: the estimator must not
+    # keep an earlier fit's model beside this run's history.
+    from structlearn import _estimators
+
+    X, Y, _, _ = grid_data
+    est = structlearn.GridCRF(max_iter=1, n_jobs=1, verbose=1).fit(X, Y)
+    assert hasattr(est, "model_")
+    record = dict(est.history_[-1])
+    del record["steps"]
+    fake = lambda *a, **k: (None, json.dumps([record]), None, "Interrupted", KeyboardInterrupt())
+    monkeypatch.setattr(_estimators._core, "train", fake)
+    with pytest.raises(KeyboardInterrupt):
+        est.fit(X, Y)
+    assert not hasattr(est, "model_") and est.n_iter_ == 1
+    assert "checkpoint keeps its finished steps" in capsys.readouterr().err
+    with pytest.raises(Exception, match="not fitted"):
+        est.predict(X)

@@ -88,7 +88,12 @@ def test_ctrl_c_with_a_checkpoint_then_fit_again_gives_the_uninterrupted_model(t
     assert path.is_file()
     X, Y, _, _ = make_denoising(40, 40, 6, 1, sigma=5.0)
     kw = dict(max_iter=8, unary={"kind": "boosting", "rounds": 30}, n_jobs=1)
-    resumed = structlearn.GridCRF(checkpoint=path, **kw).fit(X, Y)
+    seen = []
+    resumed = structlearn.GridCRF(checkpoint=path, callback=seen.append, **kw).fit(X, Y)
     full = structlearn.GridCRF(**kw).fit(X, Y)
     assert resumed.model_bytes_ == full.model_bytes_
     assert [r["objective"] for r in resumed.history_] == [r["objective"] for r in full.history_]
+    # The callback gets each iteration after the resume with all its steps, even
+    # when the checkpoint was written inside one (after its unary fit).
+    steps = lambda r: [(s["step"], s["objective"]) for s in r["steps"]]
+    assert seen and [steps(r) for r in seen] == [steps(r) for r in full.history_[-len(seen):]]

@@ -283,6 +283,10 @@ class _StructuredCRF:
         self.history_ = _group_history(json.loads(history))
         if model is not None:
             self.model_ = model
+        elif hasattr(self, "model_"):
+            # Interrupted inside the learning iteration a checkpoint resumed:
+            # no iteration finished, and an earlier fit's model is not this run's.
+            del self.model_
         self.best_iteration_ = best
         self.stop_reason_ = reason
         self.n_iter_ = len(self.history_)
@@ -290,6 +294,12 @@ class _StructuredCRF:
             if model is not None and verbose > 0:
                 print(
                     f"structlearn: interrupted; the estimator keeps the model of learning iteration {self.n_iter_}",
+                    file=sys.stderr,
+                )
+            elif model is None and verbose > 0:
+                print(
+                    "structlearn: interrupted before the resumed learning iteration finished; the checkpoint keeps "
+                    "its finished steps: fit again to continue",
                     file=sys.stderr,
                 )
             raise error
