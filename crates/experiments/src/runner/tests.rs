@@ -47,6 +47,17 @@ fn merge_models(
     merge_cells(dir, &into, done, &mut Carried::default())
 }
 
+/// What `--merge` into `out` needs for seed 0 of `cells` of the "quick" experiment.
+fn quick_into<'a>(
+    out: &'a Path,
+    preset: &'a serde_json::Value,
+    cells: &'a [(String, String)],
+    class_names: Option<&'a [String]>,
+    models: bool,
+) -> MergeInto<'a> {
+    MergeInto { experiment: "quick", out, preset, seeds: &[0], cells, class_names, models }
+}
+
 pub(crate) fn opts() -> Options {
     Options {
         scale: Scale::Quick,
@@ -558,15 +569,7 @@ fn merge_refuses_another_preset_or_results_version() {
     let out = tempfile::tempdir().unwrap();
     let cells = vec![("linear".to_string(), "linear".to_string())];
     let merge = |preset: &serde_json::Value| {
-        let into = MergeInto {
-            experiment: "quick",
-            out: out.path(),
-            preset,
-            seeds: &[0],
-            cells: &cells,
-            class_names: None,
-            models: false,
-        };
+        let into = quick_into(out.path(), preset, &cells, None, false);
         let mut done = Vec::new();
         merge_cells(dir.path(), &into, &mut done, &mut Carried::default()).map(|()| done).map_err(|e| format!("{e:#}"))
     };
@@ -634,15 +637,7 @@ fn merge_leaves_out_cells_a_later_results_version_changed() {
         .iter()
         .map(|(u, p)| (u.to_string(), p.to_string()))
         .collect();
-    let into = MergeInto {
-        experiment: "quick",
-        out: out.path(),
-        preset: &quick,
-        seeds: &[0],
-        cells: &cells,
-        class_names: None,
-        models: false,
-    };
+    let into = quick_into(out.path(), &quick, &cells, None, false);
     let mut done = Vec::new();
     merge_cells(dir.path(), &into, &mut done, &mut Carried::default()).unwrap();
     let merged: Vec<(&str, &str)> = done.iter().map(|r| (r.unary.as_str(), r.pairwise.as_str())).collect();
@@ -680,15 +675,7 @@ fn a_results_only_cell_keeps_its_per_class_rows() {
     let cells = vec![("linear".to_string(), "linear".to_string()), ("zero".to_string(), "zero".to_string())];
     let out = tempfile::tempdir().unwrap();
     for models in [false, true] {
-        let into = MergeInto {
-            experiment: "quick",
-            out: out.path(),
-            preset: &quick,
-            seeds: &[0],
-            cells: &cells,
-            class_names: Some(&names),
-            models,
-        };
+        let into = quick_into(out.path(), &quick, &cells, Some(&names), models);
         let (mut done, mut carried) = (Vec::new(), Carried::default());
         merge_cells(dir.path(), &into, &mut done, &mut carried).unwrap();
         assert_eq!(done.len(), 2);
