@@ -183,10 +183,19 @@ impl MessageBias<'_> {
     }
 
     /// Pooled rows `rows` (`classes` entries each, row-major) into `out`:
-    /// [`MessageBias::write_example_rows`] compiled for AVX2 (four-lane
-    /// divisions; no fused multiply-adds, so the same bits) where the CPU has
-    /// it.
+    /// [`MessageBias::write_example_rows`] compiled for AVX-512 F or AVX2
+    /// (eight- or four-lane divisions; no fused multiply-adds, so the same
+    /// bits) where the CPU has it.
     fn write_rows_dispatch(&self, rows: std::ops::Range<usize>, classes: usize, out: &mut [f64]) {
+        #[cfg(target_arch = "x86_64")]
+        if fastmath::x86::available_512() {
+            #[target_feature(enable = "avx512f")]
+            unsafe fn avx512(bias: &MessageBias<'_>, rows: std::ops::Range<usize>, classes: usize, out: &mut [f64]) {
+                bias.write_example_rows(rows, classes, out);
+            }
+            // SAFETY: the CPU supports AVX-512 F, checked just above.
+            return unsafe { avx512(self, rows, classes, out) };
+        }
         #[cfg(target_arch = "x86_64")]
         if fastmath::x86::avx2() {
             #[target_feature(enable = "avx2")]
