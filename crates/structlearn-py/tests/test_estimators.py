@@ -223,3 +223,20 @@ def test_an_interruption_before_the_resumed_iteration_ends_leaves_no_stale_model
     assert "checkpoint keeps its finished steps" in capsys.readouterr().err
     with pytest.raises(Exception, match="not fitted"):
         est.predict(X)
+
+
+def test_checkpoint_within_reaches_the_run_and_bad_values_are_refused(grid_data, tmp_path):
+    X, Y, _, _ = grid_data
+    est = structlearn.GridCRF(max_iter=2, n_jobs=1, checkpoint=tmp_path / "run.ckpt", checkpoint_within=0)
+    assert est._config(False)["checkpoint"]["within_iteration_seconds"] == 0.0
+    assert structlearn.GridCRF(checkpoint="c")._config(False)["checkpoint"]["within_iteration_seconds"] == 600.0
+    full = structlearn.GridCRF(max_iter=2, n_jobs=1).fit(X, Y)
+    # Written after every step, and the same model as a run without a checkpoint.
+    assert est.fit(X, Y).model_bytes_ == full.model_bytes_ and (tmp_path / "run.ckpt").is_file()
+    # It may change between the run that wrote the checkpoint and the one that resumes it.
+    again = structlearn.GridCRF(max_iter=3, n_jobs=1, checkpoint=tmp_path / "run.ckpt", checkpoint_within=5.0)
+    assert again.fit(X, Y).n_iter_ == 3
+    for bad, error in [(-1, ValueError), (float("nan"), ValueError), ("10", TypeError), (True, TypeError)]:
+        with pytest.raises(error, match="checkpoint_within"):
+            structlearn.GridCRF(max_iter=1, checkpoint_within=bad).fit(X, Y)
+    assert "checkpoint_within" in structlearn.GraphCRF().get_params()

@@ -161,6 +161,7 @@ class _StructuredCRF:
             patience = positive_number(self.patience, "patience", integer=True, minimum=1)
             min_delta = positive_number(self.min_delta, "min_delta", minimum=0.0)
             config["early_stopping"] = {"patience": patience, "min_delta": min_delta}
+        within = positive_number(self.checkpoint_within, "checkpoint_within", minimum=0.0)
         if self.checkpoint is not None:
             try:
                 path = os.fspath(self.checkpoint)
@@ -170,7 +171,7 @@ class _StructuredCRF:
                 ) from None
             if not isinstance(path, str) or not path:
                 raise ValueError(f"checkpoint: expected a non-empty path given as str, got {path!r}")
-            config["checkpoint"] = {"path": path, "every": 1, "within_iteration_seconds": 600.0}
+            config["checkpoint"] = {"path": path, "every": 1, "within_iteration_seconds": within}
         return config
 
     def _threads(self):
@@ -486,11 +487,14 @@ _COMMON_PARAMS = """
         1: one line per learning iteration on standard error.
     checkpoint : str or os.PathLike, optional
         A checkpoint file, written atomically after every learning iteration and, inside one, after
-        a step once 10 minutes have passed since the last write (with ``checkpoint + ".settings.json"``
+        a step once ``checkpoint_within`` seconds have passed since the last write (with ``checkpoint + ".settings.json"``
         beside it). If it exists when ``fit`` starts, training resumes from it, to the numbers of an
         uninterrupted run, provided the learner, oracles and settings are those it was written with
         (only ``max_iter``, ``patience`` and ``min_delta`` may change; else a ``ValueError`` lists the
         differences); ``history_`` then holds the whole run. Needs built-in oracles.
+    checkpoint_within : float, default=600.0
+        Seconds after which the checkpoint is also written inside a learning iteration, after the
+        step that passes them (0: after every step); the command line's ``--checkpoint-within``.
 
     Attributes
     ----------
@@ -542,6 +546,7 @@ class GraphCRF(_StructuredCRF):
         n_jobs=None,
         verbose=0,
         checkpoint=None,
+        checkpoint_within=600.0,
     ):
         self.unary = unary
         self.pairwise = pairwise
@@ -559,6 +564,7 @@ class GraphCRF(_StructuredCRF):
         self.n_jobs = n_jobs
         self.verbose = verbose
         self.checkpoint = checkpoint
+        self.checkpoint_within = checkpoint_within
 
     def _parse_X(self, X, name, dims=None):
         items = as_list(X, name, "(node_features, edges[, edge_features]) tuples")
@@ -681,6 +687,7 @@ class GridCRF(_StructuredCRF):
         verbose=0,
         edge_features="difference",
         checkpoint=None,
+        checkpoint_within=600.0,
     ):
         self.unary = unary
         self.pairwise = pairwise
@@ -698,6 +705,7 @@ class GridCRF(_StructuredCRF):
         self.n_jobs = n_jobs
         self.verbose = verbose
         self.checkpoint = checkpoint
+        self.checkpoint_within = checkpoint_within
         self.edge_features = edge_features
 
     def _parse_X(self, X, name, dims=None):

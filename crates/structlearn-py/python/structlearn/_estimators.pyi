@@ -48,6 +48,7 @@ class GraphCRF(_StructuredCRF):
         n_jobs: Optional[int] = None,
         verbose: int = 0,
         checkpoint: Optional[Union[str, PathLike[str]]] = None,
+        checkpoint_within: float = 600.0,
     ) -> None: ...
 
 class GridCRF(_StructuredCRF):
@@ -70,4 +71,5 @@ class GridCRF(_StructuredCRF):
         verbose: int = 0,
         edge_features: str = "difference",
         checkpoint: Optional[Union[str, PathLike[str]]] = None,
+        checkpoint_within: float = 600.0,
     ) -> None: ...
