@@ -496,39 +496,34 @@ fn chunk_loss_and_gradient<'a, P: Fn(usize) -> &'a [f64]>(
     scratch: &mut [f64],
     sum: f64,
 ) -> f64 {
+    // `chunk_generic` compiled with `$feature` enabled, called: one build per
+    // vector width, the same code (no fused multiply-adds), so the same bits.
+    #[cfg(target_arch = "x86_64")]
+    macro_rules! compiled_for {
+        ($feature:literal) => {{
+            #[target_feature(enable = $feature)]
+            unsafe fn kernel<'a, P: Fn(usize) -> &'a [f64]>(
+                problem: &Problem<'_>,
+                phi: &P,
+                wt: &[f64],
+                rows: std::ops::Range<usize>,
+                gt: &mut [f64],
+                scratch: &mut [f64],
+                sum: f64,
+            ) -> f64 {
+                chunk_generic(problem, phi, wt, rows, gt, scratch, sum)
+            }
+            // SAFETY: the caller checked that the CPU has `$feature`.
+            unsafe { kernel(problem, phi, wt, rows, gt, scratch, sum) }
+        }};
+    }
     #[cfg(target_arch = "x86_64")]
     if fastmath::x86::available_512() {
-        #[target_feature(enable = "avx512f")]
-        unsafe fn avx512<'a, P: Fn(usize) -> &'a [f64]>(
-            problem: &Problem<'_>,
-            phi: &P,
-            wt: &[f64],
-            rows: std::ops::Range<usize>,
-            gt: &mut [f64],
-            scratch: &mut [f64],
-            sum: f64,
-        ) -> f64 {
-            chunk_generic(problem, phi, wt, rows, gt, scratch, sum)
-        }
-        // SAFETY: the CPU supports AVX-512 F, checked just above.
-        return unsafe { avx512(problem, phi, wt, rows, gt, scratch, sum) };
+        return compiled_for!("avx512f");
     }
     #[cfg(target_arch = "x86_64")]
     if fastmath::x86::avx2() {
-        #[target_feature(enable = "avx2")]
-        unsafe fn avx2<'a, P: Fn(usize) -> &'a [f64]>(
-            problem: &Problem<'_>,
-            phi: &P,
-            wt: &[f64],
-            rows: std::ops::Range<usize>,
-            gt: &mut [f64],
-            scratch: &mut [f64],
-            sum: f64,
-        ) -> f64 {
-            chunk_generic(problem, phi, wt, rows, gt, scratch, sum)
-        }
-        // SAFETY: the CPU supports AVX2, checked just above.
-        return unsafe { avx2(problem, phi, wt, rows, gt, scratch, sum) };
+        return compiled_for!("avx2");
     }
     chunk_generic(problem, phi, wt, rows, gt, scratch, sum)
 }

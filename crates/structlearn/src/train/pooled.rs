@@ -187,23 +187,30 @@ impl MessageBias<'_> {
     /// (eight- or four-lane divisions; no fused multiply-adds, so the same
     /// bits) where the CPU has it.
     fn write_rows_dispatch(&self, rows: std::ops::Range<usize>, classes: usize, out: &mut [f64]) {
+        // `write_example_rows` compiled with `$feature` enabled, called.
+        #[cfg(target_arch = "x86_64")]
+        macro_rules! compiled_for {
+            ($feature:literal) => {{
+                #[target_feature(enable = $feature)]
+                unsafe fn kernel(
+                    bias: &MessageBias<'_>,
+                    rows: std::ops::Range<usize>,
+                    classes: usize,
+                    out: &mut [f64],
+                ) {
+                    bias.write_example_rows(rows, classes, out);
+                }
+                // SAFETY: the caller checked that the CPU has `$feature`.
+                unsafe { kernel(self, rows, classes, out) }
+            }};
+        }
         #[cfg(target_arch = "x86_64")]
         if fastmath::x86::available_512() {
-            #[target_feature(enable = "avx512f")]
-            unsafe fn avx512(bias: &MessageBias<'_>, rows: std::ops::Range<usize>, classes: usize, out: &mut [f64]) {
-                bias.write_example_rows(rows, classes, out);
-            }
-            // SAFETY: the CPU supports AVX-512 F, checked just above.
-            return unsafe { avx512(self, rows, classes, out) };
+            return compiled_for!("avx512f");
         }
         #[cfg(target_arch = "x86_64")]
         if fastmath::x86::avx2() {
-            #[target_feature(enable = "avx2")]
-            unsafe fn avx2(bias: &MessageBias<'_>, rows: std::ops::Range<usize>, classes: usize, out: &mut [f64]) {
-                bias.write_example_rows(rows, classes, out);
-            }
-            // SAFETY: the CPU supports AVX2, checked just above.
-            return unsafe { avx2(self, rows, classes, out) };
+            return compiled_for!("avx2");
         }
         self.write_example_rows(rows, classes, out);
     }
