@@ -125,6 +125,20 @@ pub fn human_duration(seconds: f64) -> String {
     if s < 3600 { format!("{}m{:02}s", s / 60, s % 60) } else { format!("{}h{:02}m", s / 3600, (s % 3600) / 60) }
 }
 
+/// Seconds left after `done` learning iterations of this session took
+/// `elapsed` seconds, with `left` to go: the mean of the iterations after the
+/// session's first (`since_first`: seconds since it ended) times `left`, or
+/// the first's time while it is the only one. The first iteration fits every
+/// oracle from scratch (cold) and costs several warm-started ones (3–4 at
+/// Stanford scale), so a mean that includes it overestimates the rest.
+fn eta_seconds(elapsed: f64, since_first: Option<f64>, done: usize, left: usize) -> f64 {
+    let per_iteration = match since_first {
+        Some(since) if done >= 2 => since / (done - 1) as f64,
+        _ => elapsed / done.max(1) as f64,
+    };
+    per_iteration * left as f64
+}
+
 /// An observer of [`structlearn::Trainer`] that reports progress as a bar or
 /// as plain lines ([`ProgressMode`]).
 ///
@@ -150,6 +164,8 @@ pub struct ProgressObserver {
     first_iteration: usize,
     session_start: Instant,
     iteration_start: Instant,
+    /// When this session's first learning iteration ended (see [`eta_seconds`]).
+    first_end: Option<Instant>,
     /// Factor types whose fit was rejected in the current iteration.
     rejected: Vec<String>,
 }
@@ -183,6 +199,7 @@ impl ProgressObserver {
             first_iteration: 0,
             session_start: now,
             iteration_start: now,
+            first_end: None,
             rejected: Vec::new(),
         }
     }
@@ -199,8 +216,9 @@ impl ProgressObserver {
     fn iteration_line(&self, r: &Record) -> String {
         let now = Instant::now();
         let done_here = r.iteration.saturating_sub(self.first_iteration).max(1);
-        let per_iteration = (now - self.session_start).as_secs_f64() / done_here as f64;
+        let since_first = self.first_end.map(|t| (now - t).as_secs_f64());
         let left = self.total_iterations.saturating_sub(r.iteration);
+        let eta = eta_seconds((now - self.session_start).as_secs_f64(), since_first, done_here, left);
         let mut line = format!(
             "{}: iteration {}/{}: objective R = {:.6e}",
             self.label, r.iteration, self.total_iterations, r.objective
@@ -219,7 +237,7 @@ impl ProgressObserver {
             ", {} (total {}), ETA {}",
             human_duration((now - self.iteration_start).as_secs_f64()),
             human_duration(r.elapsed_seconds),
-            human_duration(per_iteration * left as f64)
+            human_duration(eta)
         );
         line
     }
@@ -253,6 +271,7 @@ impl Observer for ProgressObserver {
                 self.first_iteration = *completed;
                 self.session_start = Instant::now();
                 self.iteration_start = self.session_start;
+                self.first_end = None;
                 self.bar.set_length((total_iterations * steps_per_iteration) as u64);
                 self.bar.set_position((completed * steps_per_iteration) as u64);
                 if self.mode == ProgressMode::Lines {
@@ -285,6 +304,7 @@ impl Observer for ProgressObserver {
                         eprintln!("{}", self.iteration_line(r));
                     }
                     self.iteration_start = Instant::now();
+                    self.first_end.get_or_insert(self.iteration_start);
                     self.rejected.clear();
                 }
             }
@@ -390,6 +410,30 @@ mod tests {
             step_seconds: 0.1,
             elapsed_seconds: 1.0,
         }
+    }
+
+    #[test]
+    fn the_eta_leaves_out_the_sessions_first_iteration_once_there_are_others() {
+        // A cold first iteration of 100 s, then warm ones of 25 s: 10 left take 250 s.
+        assert_eq!(eta_seconds(100.0, Some(0.0), 1, 10), 1000.0);
+        assert_eq!(eta_seconds(100.0, None, 1, 10), 1000.0);
+        assert_eq!(eta_seconds(150.0, Some(50.0), 3, 10), 250.0);
+        // Without a recorded first iteration, the mean of all of them.
+        assert_eq!(eta_seconds(150.0, None, 3, 10), 500.0);
+        assert_eq!(eta_seconds(150.0, Some(50.0), 3, 0), 0.0);
+    }
+
+    #[test]
+    fn the_observer_records_when_its_first_iteration_ended() {
+        let mut p = ProgressObserver::new("cell", Verbosity::Quiet);
+        p.observe(&TrainEvent::Started { total_iterations: 5, steps_per_iteration: 1, completed: 0 }).unwrap();
+        assert!(p.first_end.is_none());
+        p.observe(&TrainEvent::Step(&record(0, None, None))).unwrap();
+        let first = p.first_end.expect("set after the first iteration");
+        p.observe(&TrainEvent::Step(&record(0, None, None))).unwrap();
+        assert_eq!(p.first_end, Some(first), "kept at the first iteration's end");
+        p.observe(&TrainEvent::Started { total_iterations: 5, steps_per_iteration: 1, completed: 2 }).unwrap();
+        assert!(p.first_end.is_none(), "a resumed session starts again");
     }
 
     #[test]
