@@ -229,7 +229,6 @@ fn check_seeds(experiment: &Experiment, seeds: Option<usize>) -> Result<()> {
 }
 
 fn main() {
-    structlearn_cli::return_large_blocks_when_freed();
     if let Err(e) = run() {
         eprintln!("{}", error_line(&e));
         std::process::exit(1);

@@ -208,7 +208,6 @@ fn predict_image(args: PredictImageArgs) -> Result<()> {
 }
 
 fn main() {
-    structlearn_cli::return_large_blocks_when_freed();
     if let Err(e) = run(Cli::parse()) {
         eprintln!("error: {}", error_text(&e));
         std::process::exit(1);
