@@ -430,9 +430,11 @@ pub fn downcast_model<'m, M: Model>(model: &'m dyn Model, expected: &str) -> Res
 /// ```
 pub fn model_loss(model: &dyn Model, problem: &Problem<'_>) -> Result<f64, OracleError> {
     check_model_shape(model, problem.dim(), problem.classes())?;
-    let mut scores = vec![0.0; problem.rows() * problem.classes()];
-    model.score(problem.features(), &mut scores)?;
-    Ok(crate::logistic_loss(problem, &scores, None))
+    // The rows are scored a chunk at a time, never all at once: for a pairwise
+    // type that array would be 64 numbers per pair, the size of `θ`.
+    crate::problem::chunked_loss(problem, |rows, out| {
+        model.score(problem.features().slice_rows(rows.start, rows.end), out)
+    })
 }
 
 /// Outcome of [`fit_monotone`].

@@ -877,6 +877,51 @@ fn local_logistic_loss(problem: &Problem<'_>, scores: &[f64], grad: Option<&mut 
     }
 }
 
+/// [`logistic_loss`] of the scores `score(rows, out)` writes for a range of
+/// rows (`rows.len() × classes`), computed [`LOSS_CHUNK`] rows at a time:
+/// the same chunks and order of addition as [`logistic_loss`] of all the
+/// rows' scores, so the same bits, holding one chunk's scores per task
+/// instead of every row's. The first error of `score` is returned (on a
+/// distributed problem every rank still takes part in the sums).
+pub(crate) fn chunked_loss<F>(problem: &Problem<'_>, score: F) -> Result<f64, OracleError>
+where
+    F: Fn(std::ops::Range<usize>, &mut [f64]) -> Result<(), OracleError> + Sync,
+{
+    use rayon::prelude::*;
+    let c = problem.classes();
+    // Adds rows' losses to `sum` in row order, as both paths of `logistic_loss` do.
+    let add = |rows: std::ops::Range<usize>, sum: &mut f64| -> Result<(), OracleError> {
+        let mut scores = vec![0.0; rows.len() * c];
+        score(rows.clone(), &mut scores)?;
+        let mut b = vec![0.0; c];
+        for (k, s) in rows.zip(scores.chunks_exact(c)) {
+            *sum += row_loss(s, problem.bias_row(k, &mut b), problem.labels()[k], problem.weight(k), None);
+        }
+        Ok(())
+    };
+    if problem.is_distributed() {
+        let failed = std::sync::OnceLock::new();
+        let partials = problem.chunk_partials(LOSS_CHUNK, 1, |rows, acc| {
+            if let Err(e) = add(rows, &mut acc[0]) {
+                let _ = failed.set(e);
+            }
+        });
+        return match failed.into_inner() {
+            Some(e) => Err(e),
+            None => Ok(partials.iter().sum()),
+        };
+    }
+    let n = problem.rows();
+    let partial: Vec<f64> = (0..n.div_ceil(LOSS_CHUNK))
+        .into_par_iter()
+        .map(|chunk| {
+            let mut sum = 0.0;
+            add(chunk * LOSS_CHUNK..((chunk + 1) * LOSS_CHUNK).min(n), &mut sum).map(|()| sum)
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(partial.iter().sum())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
