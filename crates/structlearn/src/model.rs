@@ -293,6 +293,13 @@ impl StructuredModel {
     /// Scores of factor type `t` for all its regions of example `k`
     /// (`rows × classes`, rows in region order).
     pub fn type_scores(&self, data: &Dataset, k: usize, t: usize) -> Result<Vec<f64>, LearnError> {
+        let mut out = Vec::new();
+        self.type_scores_into(data, k, t, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`StructuredModel::type_scores`] into `out` (resized; its allocation reused).
+    fn type_scores_into(&self, data: &Dataset, k: usize, t: usize, out: &mut Vec<f64>) -> Result<(), LearnError> {
         data.example(k)?;
         let (Some(ft), true) = (self.factor_types.get(t), t < data.factor_types().len()) else {
             return Err(LearnError::ModelMismatch(format!(
@@ -305,20 +312,34 @@ impl StructuredModel {
         // Rows are regions: with dimension 0 the block holds no values at all.
         let rows = data.regions_of_type(k, t).count();
         let features = Features::new(block, rows, ft.dim).map_err(|e| oracle_err(ft, e))?;
-        let mut out = vec![0.0; rows * ft.classes];
-        self.models[t].score(features, &mut out).map_err(|e| oracle_err(ft, e))?;
-        Ok(out)
+        out.clear();
+        out.resize(rows * ft.classes, 0.0);
+        self.models[t].score(features, out).map_err(|e| oracle_err(ft, e))
     }
 
     /// Energies `θ(y_α) = ε_t g_t(φ_α, y_α)` of example `k` (no `Δ`), flat per
     /// configuration of its graph.
     pub fn energies(&self, data: &Dataset, k: usize) -> Result<Vec<f64>, LearnError> {
+        let mut theta = Vec::new();
+        self.energies_into(data, k, &mut theta, &mut Vec::new())?;
+        Ok(theta)
+    }
+
+    /// [`StructuredModel::energies`] into `theta` (resized), with `scores` as
+    /// scratch: both allocations reused.
+    fn energies_into(
+        &self,
+        data: &Dataset,
+        k: usize,
+        theta: &mut Vec<f64>,
+        scores: &mut Vec<f64>,
+    ) -> Result<(), LearnError> {
         self.check_dataset(data)?;
-        data.example(k)?;
         let graph = &data.example(k)?.graph();
-        let mut theta = vec![0.0; graph.total_configs()];
+        theta.clear();
+        theta.resize(graph.total_configs(), 0.0);
         for t in 0..self.factor_types.len() {
-            let scores = self.type_scores(data, k, t)?;
+            self.type_scores_into(data, k, t, scores)?;
             let c = self.factor_types[t].classes;
             let eps = self.epsilon[t];
             for (row, r) in data.regions_of_type(k, t).enumerate() {
@@ -327,7 +348,7 @@ impl StructuredModel {
                 }
             }
         }
-        Ok(theta)
+        Ok(())
     }
 
     /// Predicts example `k` (docs/MATH.md §4): `θ = ε g`, messages from 0, message
@@ -556,16 +577,20 @@ impl StructuredModel {
         m: &mut Messages,
     ) -> Result<(usize, usize), LearnError> {
         let truth = data.labels(k)?;
-        let theta = self.energies(data, k)?;
-        let inference = |source| LearnError::Inference { example: k, source };
-        let problem = InferenceProblem::planned(&plans[k], &theta).map_err(inference)?;
-        let run = opts.run_options();
-        // The labels the prediction gives, without its report and beliefs.
-        let labels = with_thread_workspace(|ws| {
-            problem.run(m, &run, ws)?;
-            decode_allowed(plans[k].graph(), &theta, ws.beliefs())
-        })
-        .map_err(inference)?;
+        // θ and the scores in this thread's buffers: evaluation runs every
+        // learning iteration, over every example.
+        let labels = with_energy_buffers(|theta, scores| {
+            self.energies_into(data, k, theta, scores)?;
+            let inference = |source| LearnError::Inference { example: k, source };
+            let problem = InferenceProblem::planned(&plans[k], theta).map_err(inference)?;
+            let run = opts.run_options();
+            // The labels the prediction gives, without its report and beliefs.
+            with_thread_workspace(|ws| {
+                problem.run(m, &run, ws)?;
+                decode_allowed(plans[k].graph(), theta, ws.beliefs())
+            })
+            .map_err(inference)
+        })?;
         Ok(count_errors(data, k, &labels, truth))
     }
 
@@ -681,6 +706,24 @@ impl StructuredModel {
     }
 }
 
+thread_local! {
+    /// An example's `θ` and one type's scores ([`with_energy_buffers`]).
+    static ENERGY_BUFFERS: std::cell::RefCell<(Vec<f64>, Vec<f64>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Calls `f` with this thread's `θ` and score buffers, so that examples of
+/// one size reuse them instead of allocating (and fragmenting the heap with)
+/// arrays of a graph's configurations each; fresh ones if re-entered.
+fn with_energy_buffers<R>(f: impl FnOnce(&mut Vec<f64>, &mut Vec<f64>) -> R) -> R {
+    ENERGY_BUFFERS.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buffers) => {
+            let (theta, scores) = &mut *buffers;
+            f(theta, scores)
+        }
+        Err(_) => f(&mut Vec::new(), &mut Vec::new()),
+    })
+}
 /// Zero messages for every example of `data` (message passing's start, docs/MATH.md §4).
 pub(crate) fn zero_messages(data: &Dataset) -> Vec<Messages> {
     data.examples().iter().map(|e| Messages::zeros(e.graph())).collect()

@@ -46,7 +46,8 @@ impl InferenceProblem<'_> {
             .flat_map(|c| self.plan.edges[c.first..c.end].iter().map(move |ep| ep.block + c.len * (ep.sibling_len + 1)))
             .max()
             .unwrap_or(0);
-        let mut blocks = vec![0.0; len];
+        let mut out = Factored::zeroed(len);
+        let blocks = &mut out.blocks;
         for cp in factored() {
             for ep in &self.plan.edges[cp.first..cp.end] {
                 let (ly, lo) = (cp.len, ep.sibling_len);
@@ -81,7 +82,7 @@ impl InferenceProblem<'_> {
                 }
             }
         }
-        Factored { blocks }
+        out
     }
 
     /// [`singleton_strides`] of edge `e`, from the plan.
