@@ -14,6 +14,7 @@ use oracles::linear::LinearOracle;
 use oracles::zero::ZeroOracle;
 use oracles::{
     Features, FitContext, Model, Oracle, Problem, ThreadRanks, fit_monotone, fit_monotone_scored, logistic_loss,
+    model_loss,
 };
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -308,4 +309,32 @@ fn boosting_bins_come_from_one_process_sample_of_every_rank_rows() {
     let oracle =
         BoostingOracle { rounds: 2, subsample: 400, bins: 64, leaf_l2: 1.0, max_depth: Some(3), ..Default::default() };
     check_against_one_process(&oracle, &d, true);
+}
+
+/// `model_loss` scores 4096 rows at a time instead of all of them at once:
+/// its loss is `logistic_loss` of every row's scores, bit for bit, in one
+/// process and over 2, 3 and 5 ranks (chunks split between ranks).
+#[test]
+fn model_loss_is_the_logistic_loss_of_all_the_scores_bit_for_bit() {
+    let d = data(11, 9000, 4, 3);
+    let whole_problem = d.problem(0..d.rows);
+    let model = fit_monotone(&LinearOracle::default(), &whole_problem, None, FitContext { seed: 1 }).unwrap().model;
+    let whole = logistic_loss(&whole_problem, &scores(model.as_ref(), &d), None);
+    assert_eq!(model_loss(model.as_ref(), &whole_problem).unwrap().to_bits(), whole.to_bits());
+    for ranks in [2, 3, 5] {
+        let losses: Vec<f64> = std::thread::scope(|s| {
+            let handles: Vec<_> = ThreadRanks::group(ranks)
+                .into_iter()
+                .map(|c| {
+                    let (d, model) = (&d, model.as_ref());
+                    s.spawn(move || {
+                        let rows = oracles::collective::block(d.rows, oracles::Collective::rank(&c), ranks);
+                        model_loss(model, &d.problem(rows).distributed(&c)).unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(losses.iter().all(|l| l.to_bits() == whole.to_bits()), "{ranks} ranks: {losses:?} vs {whole}");
+    }
 }

@@ -428,3 +428,32 @@ fn portable_and_dispatched_kernels_agree() {
         }
     }
 }
+
+/// The factored blocks are built in a recycled buffer (the spare a dropped
+/// problem leaves on its thread): a problem built after a larger one, or
+/// after one on another graph, gets the blocks a fresh thread builds for
+/// it, bit for bit, and the spare's allocation is reused.
+#[test]
+fn recycled_factored_blocks_equal_fresh_ones() {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+    let (big, small) = (factor_graph::grid(9, 7, 8).unwrap(), factor_graph::grid(4, 3, 3).unwrap());
+    let (theta_big, theta_small) = (random_theta(&big, &mut rng, 0.1), random_theta(&small, &mut rng, 0.1));
+    let fresh = |g: &RegionGraph, theta: &[f64]| {
+        std::thread::scope(|s| {
+            s.spawn(|| InferenceProblem::uniform(g, theta, 0.3).unwrap().factored_blocks().to_vec()).join().unwrap()
+        })
+    };
+    let (want_big, want_small) = (fresh(&big, &theta_big), fresh(&small, &theta_small));
+    assert!(!want_big.is_empty() && want_small.len() < want_big.len());
+    let first = InferenceProblem::uniform(&big, &theta_big, 0.3).unwrap();
+    assert_eq!(first.factored_blocks(), &want_big[..]);
+    let address = first.factored_blocks().as_ptr();
+    drop(first);
+    // The small problem takes the big one's buffer: stale contents must not show.
+    let second = InferenceProblem::uniform(&small, &theta_small, 0.3).unwrap();
+    assert_eq!(second.factored_blocks(), &want_small[..]);
+    assert_eq!(second.factored_blocks().as_ptr(), address, "the spare buffer was not reused");
+    drop(second);
+    let third = InferenceProblem::uniform(&big, &theta_big, 0.3).unwrap();
+    assert_eq!(third.factored_blocks(), &want_big[..]);
+}
