@@ -881,8 +881,8 @@ fn local_logistic_loss(problem: &Problem<'_>, scores: &[f64], grad: Option<&mut 
 /// rows (`rows.len() × classes`), computed [`LOSS_CHUNK`] rows at a time:
 /// the same chunks and order of addition as [`logistic_loss`] of all the
 /// rows' scores, so the same bits, holding one chunk's scores per task
-/// instead of every row's. The first error of `score` is returned (on a
-/// distributed problem every rank still takes part in the sums).
+/// instead of every row's. If `score` fails, one of its errors is returned
+/// (on a distributed problem every rank still takes part in the sums).
 pub(crate) fn chunked_loss<F>(problem: &Problem<'_>, score: F) -> Result<f64, OracleError>
 where
     F: Fn(std::ops::Range<usize>, &mut [f64]) -> Result<(), OracleError> + Sync,

@@ -579,8 +579,8 @@ impl StructuredModel {
         let truth = data.labels(k)?;
         // θ and the scores in this thread's buffers: evaluation runs every
         // learning iteration, over every example.
-        let labels = with_energy_buffers(|theta, scores| {
-            self.energies_into(data, k, theta, scores)?;
+        let labels = with_buffer(&THETA, |theta| {
+            with_buffer(&SCORES, |scores| self.energies_into(data, k, theta, scores))?;
             let inference = |source| LearnError::Inference { example: k, source };
             let problem = InferenceProblem::planned(&plans[k], theta).map_err(inference)?;
             let run = opts.run_options();
@@ -706,24 +706,27 @@ impl StructuredModel {
     }
 }
 
+/// A per-thread scratch array ([`with_buffer`]).
+pub(crate) type Buffer = std::cell::RefCell<Vec<f64>>;
+
 thread_local! {
-    /// An example's `θ` and one type's scores ([`with_energy_buffers`]).
-    static ENERGY_BUFFERS: std::cell::RefCell<(Vec<f64>, Vec<f64>)> =
-        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+    /// An example's `θ` (gathered for message passing, or its energies for evaluation).
+    pub(crate) static THETA: Buffer = const { Buffer::new(Vec::new()) };
+    /// An example's scores of one factor type.
+    pub(crate) static SCORES: Buffer = const { Buffer::new(Vec::new()) };
 }
 
-/// Calls `f` with this thread's `θ` and score buffers, so that examples of
-/// one size reuse them instead of allocating (and fragmenting the heap with)
-/// arrays of a graph's configurations each; fresh ones if re-entered.
-fn with_energy_buffers<R>(f: impl FnOnce(&mut Vec<f64>, &mut Vec<f64>) -> R) -> R {
-    ENERGY_BUFFERS.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut buffers) => {
-            let (theta, scores) = &mut *buffers;
-            f(theta, scores)
-        }
-        Err(_) => f(&mut Vec::new(), &mut Vec::new()),
+/// Calls `f` with one of this thread's buffers: examples of one size then
+/// reuse it instead of allocating (and fragmenting the heap with) an array
+/// of a graph's configurations each.
+pub(crate) fn with_buffer<R>(key: &'static std::thread::LocalKey<Buffer>, f: impl FnOnce(&mut Vec<f64>) -> R) -> R {
+    key.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buffer) => f(&mut buffer),
+        // Re-entered on this thread (a rayon task stolen inside `f`): a fresh buffer.
+        Err(_) => f(&mut Vec::new()),
     })
 }
+
 /// Zero messages for every example of `data` (message passing's start, docs/MATH.md §4).
 pub(crate) fn zero_messages(data: &Dataset) -> Vec<Messages> {
     data.examples().iter().map(|e| Messages::zeros(e.graph())).collect()

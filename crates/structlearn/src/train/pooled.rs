@@ -1,12 +1,13 @@
 //! The regions of each factor type pooled over the training examples, their
 //! potentials `θ = ε_t g_t + Δ` (or `g_t`'s scores), the message biases of
-//! Eq. 14 and the per-thread buffers an example's `θ` is gathered into.
+//! Eq. 14 and the gathering of an example's `θ` into a per-thread buffer.
 
 use oracles::{BiasRows, Features, Model};
 use rayon::prelude::*;
 use smoothed_inference::{InferenceProblem, Messages, with_thread_workspace};
 
 use crate::discrepancy::Discrepancy;
+use crate::model::{SCORES, THETA, with_buffer};
 use crate::objective::loss_at;
 use crate::{Dataset, LearnError};
 
@@ -399,26 +400,6 @@ pub(super) struct ThetaSource<'t> {
     /// The current model of each type (`None` before its first fit), for
     /// [`Potentials::Recomputed`] types.
     pub(super) models: &'t [Option<Box<dyn Model>>],
-}
-
-type Buffer = std::cell::RefCell<Vec<f64>>;
-
-thread_local! {
-    /// An example's gathered `θ` ([`with_theta`]).
-    static THETA: Buffer = const { Buffer::new(Vec::new()) };
-    /// An example's scores of one type ([`Potentials::Recomputed`]).
-    static SCORES: Buffer = const { Buffer::new(Vec::new()) };
-}
-
-/// Calls `f` with one of this thread's buffers: examples of one size then
-/// reuse it instead of allocating (and fragmenting the heap with) an array
-/// of a graph's configurations each.
-fn with_buffer<R>(key: &'static std::thread::LocalKey<Buffer>, f: impl FnOnce(&mut Vec<f64>) -> R) -> R {
-    key.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut buffer) => f(&mut buffer),
-        // Re-entered on this thread (a rayon task stolen inside `f`): a fresh buffer.
-        Err(_) => f(&mut Vec::new()),
-    })
 }
 
 /// Calls `f` with example `k`'s gathered `θ` (in a per-thread buffer).
