@@ -858,22 +858,25 @@ fn local_logistic_loss(problem: &Problem<'_>, scores: &[f64], grad: Option<&mut 
             let partial: Vec<f64> = (0..n.div_ceil(CHUNK))
                 .into_par_iter()
                 .map(|chunk| {
+                    let rows = chunk * CHUNK..((chunk + 1) * CHUNK).min(n);
                     let mut sum = 0.0;
-                    let mut b = vec![0.0; c];
-                    for k in chunk * CHUNK..((chunk + 1) * CHUNK).min(n) {
-                        sum += row_loss(
-                            &scores[k * c..(k + 1) * c],
-                            problem.bias_row(k, &mut b),
-                            problem.labels()[k],
-                            problem.weight(k),
-                            None,
-                        );
-                    }
+                    add_row_losses(problem, rows.clone(), &scores[rows.start * c..rows.end * c], &mut sum);
                     sum
                 })
                 .collect();
             partial.iter().sum()
         }
+    }
+}
+
+/// Adds the losses of rows `rows`, whose scores are `scores`
+/// (`rows.len() × classes`), to `sum` in row order: the inner loop of
+/// [`logistic_loss`] without a gradient and of [`chunked_loss`].
+fn add_row_losses(problem: &Problem<'_>, rows: std::ops::Range<usize>, scores: &[f64], sum: &mut f64) {
+    let c = problem.classes();
+    let mut b = vec![0.0; c];
+    for (k, s) in rows.zip(scores.chunks_exact(c)) {
+        *sum += row_loss(s, problem.bias_row(k, &mut b), problem.labels()[k], problem.weight(k), None);
     }
 }
 
@@ -889,14 +892,11 @@ where
 {
     use rayon::prelude::*;
     let c = problem.classes();
-    // Adds rows' losses to `sum` in row order, as both paths of `logistic_loss` do.
+    // Scores rows and adds their losses to `sum` in row order, as both paths of `logistic_loss` do.
     let add = |rows: std::ops::Range<usize>, sum: &mut f64| -> Result<(), OracleError> {
         let mut scores = vec![0.0; rows.len() * c];
         score(rows.clone(), &mut scores)?;
-        let mut b = vec![0.0; c];
-        for (k, s) in rows.zip(scores.chunks_exact(c)) {
-            *sum += row_loss(s, problem.bias_row(k, &mut b), problem.labels()[k], problem.weight(k), None);
-        }
+        add_row_losses(problem, rows, &scores, sum);
         Ok(())
     };
     if problem.is_distributed() {
