@@ -44,7 +44,8 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
         /// Repeat with this many seeds (horses, stanford: seed s also splits the images with split seed
-        /// `split_seed + s`; punyakanok: trials, default 10; at most 100) and report mean ± std.
+        /// `split_seed + s`, unless `--set fixed_split=true`; punyakanok: trials, default 10; at most 100)
+        /// and report mean ± std.
         #[arg(long)]
         seeds: Option<usize>,
         /// First seed (the seeds are SEED, SEED + 1, …; a list past the largest seed is refused).

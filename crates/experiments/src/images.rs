@@ -86,6 +86,12 @@ struct Preset {
     images: Option<usize>,
     train: usize,
     split_seed: u64,
+    /// Every seed splits the images with `split_seed` (`true`: the seeds vary
+    /// only the randomness of training, the MLP's initialisation and
+    /// minibatches and boosting's seeds, as in results version 2) or seed `s`
+    /// with `split_seed + s` (`false`, the default; not recorded then).
+    #[serde(default)]
+    fixed_split: bool,
     features: FeatureConfig,
     /// Standardise the features with training statistics (`false`: raw values).
     standardize: bool,
@@ -253,6 +259,7 @@ fn preset(which: Which, scale: Scale) -> Preset {
         images: None,
         train: 0,
         split_seed: 0,
+        fixed_split: false,
         features: FeatureConfig::default(),
         standardize: true,
         drop_unary: Vec::new(),
@@ -376,8 +383,12 @@ impl Images {
     /// Loads (or reads from the cache) every image of the preset with its features.
     /// The seed that splits the images for the run's seed `seed`: the
     /// preset's `split_seed` + `seed` (results version 3; seed 0 keeps the
-    /// preset's split), so `--seeds N` repeats a cell on N splits.
+    /// preset's split), so `--seeds N` repeats a cell on N splits; with
+    /// `fixed_split` the preset's `split_seed` for every seed.
     fn split_seed(&self, seed: u64) -> Result<u64> {
+        if self.p.fixed_split {
+            return Ok(self.p.split_seed);
+        }
         self.p.split_seed.checked_add(seed).with_context(|| {
             format!("split seed {} + seed {seed} is past the largest seed; use smaller seeds", self.p.split_seed)
         })
@@ -487,6 +498,9 @@ impl Experiment for Images {
                     map.remove(key);
                 }
             }
+            if map.get("fixed_split") == Some(&serde_json::json!(false)) {
+                map.remove("fixed_split");
+            }
         }
         json
     }
@@ -507,8 +521,9 @@ impl Experiment for Images {
             (_, Some(s)) => format!("{:.0} % resolution", 100.0 * s),
             _ => String::new(),
         };
+        let split = if p.fixed_split { "for every seed" } else { "+ the run's seed" };
         format!(
-            "{}: {} training images (split seed {} + the run's seed), {res}, {} learning iterations",
+            "{}: {} training images (split seed {} {split}), {res}, {} learning iterations",
             p.name, p.train, p.split_seed, p.learning_iterations
         )
     }
@@ -599,7 +614,9 @@ impl Experiment for Images {
         };
         let test = share(&d.test);
         let majority = test.iter().copied().fold(0.0, f64::max);
-        let split = if data.len() > 1 {
+        let split = if data.len() > 1 && self.p.fixed_split {
+            format!("Every seed splits the images with split seed {}: ", d.split_seed)
+        } else if data.len() > 1 {
             format!(
                 "Seed s splits the images with split seed {} + s; seed {first}'s split (split seed {}): ",
                 self.p.split_seed, d.split_seed
@@ -798,7 +815,8 @@ mod tests {
 
     /// Seed s splits the images with split seed `split_seed + s`: seed 0
     /// keeps the preset's split (the committed tables), the other seeds
-    /// split otherwise, and a sum past the largest seed is refused.
+    /// split otherwise, and a sum past the largest seed is refused; with
+    /// `fixed_split` every seed keeps the preset's split.
     #[test]
     fn each_seed_splits_the_images_with_its_own_split_seed() {
         use image::{ImageFormat, Luma, Rgb, RgbImage};
@@ -839,18 +857,27 @@ mod tests {
         assert_eq!(exp(&["split_seed=1"]).data(1).unwrap().train_names, splits[2].0);
         let err = format!("{:#}", exp(&["split_seed=18446744073709551615"]).data(1).err().unwrap());
         assert!(err.contains("past the largest seed"), "{err}");
+        // `fixed_split`: every seed keeps the preset's split.
+        let fixed = exp(&["fixed_split=true", "split_seed=2"]);
+        for seed in 0..3 {
+            let d = fixed.data(seed).unwrap();
+            assert_eq!((d.split_seed, &d.train_names), (2, &splits[2].0), "seed {seed}");
+        }
     }
 
     #[test]
     fn unchanged_ablation_settings_stay_out_of_run_json() {
         let plain = horses(&[]).unwrap().preset();
-        for key in ["standardize", "drop_unary", "pair_types", "oracles"] {
+        for key in ["standardize", "drop_unary", "pair_types", "oracles", "fixed_split"] {
             assert!(plain.get(key).is_none(), "{key} recorded at its default");
         }
         let changed =
-            horses(&["standardize=false", "oracles.linear.l2=0.5", "pair_types=by-direction"]).unwrap().preset();
+            horses(&["standardize=false", "oracles.linear.l2=0.5", "pair_types=by-direction", "fixed_split=true"])
+                .unwrap()
+                .preset();
         assert_eq!(changed["standardize"], false);
         assert_eq!(changed["pair_types"], "by-direction");
         assert_eq!(changed["oracles"]["linear"]["l2"], 0.5);
+        assert_eq!(changed["fixed_split"], true);
     }
 }
