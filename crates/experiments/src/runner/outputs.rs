@@ -498,9 +498,22 @@ pub(crate) fn typed_command(args: impl IntoIterator<Item = String>) -> String {
     std::iter::once("cargo xtask".to_string()).chain(args.into_iter().skip(1).map(quote)).collect::<Vec<_>>().join(" ")
 }
 
-/// The short commit hash of `HEAD`, with `-dirty` if tracked files differ from it.
+/// The short commit hash of the checkout this crate was built from, with
+/// `-dirty` if tracked files differ from it: `HEAD` of the workspace the
+/// binary's sources are in, whatever the working directory (a run started
+/// from its output folder, outside the checkout, records it too; one started
+/// inside another repository does not credit that one). `None` without git or
+/// a checkout (a source tarball).
 pub fn current_commit() -> Option<String> {
-    let run = |args: &[&str]| std::process::Command::new("git").args(args).output().ok().filter(|o| o.status.success());
+    commit_of(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")))
+}
+
+/// The short commit hash of `HEAD` of the git checkout at `dir`, with
+/// `-dirty` if tracked files differ from it; `None` if `dir` is not in one.
+pub(crate) fn commit_of(dir: &Path) -> Option<String> {
+    let run = |args: &[&str]| {
+        std::process::Command::new("git").arg("-C").arg(dir).args(args).output().ok().filter(|o| o.status.success())
+    };
     let hash = String::from_utf8_lossy(&run(&["rev-parse", "--short", "HEAD"])?.stdout).trim().to_string();
     let dirty = run(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|o| !o.stdout.is_empty());
     Some(if dirty { format!("{hash}-dirty") } else { hash })

@@ -118,6 +118,42 @@ fn run_json_records_the_typed_command() {
     assert_eq!(typed_command(args), "cargo xtask reproduce --quick --out 'my dir'");
 }
 
+/// `commit_of` names the checkout's `HEAD`, marks changed tracked files
+/// `-dirty`, and is `None` outside a checkout, whatever the working directory.
+#[test]
+fn the_commit_is_that_of_the_checkout_asked_about() {
+    let git = |dir: &Path, args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
+            .args(args)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+    };
+    let outside = tempfile::tempdir().unwrap();
+    if git(outside.path(), &["--version"]).is_none() {
+        eprintln!("skipped: no git");
+        return;
+    }
+    assert_eq!(commit_of(outside.path()), None, "not a checkout");
+    let repo = tempfile::tempdir().unwrap();
+    let r = repo.path();
+    git(r, &["init", "-q"]).unwrap();
+    std::fs::write(r.join("a.txt"), "1").unwrap();
+    git(r, &["add", "a.txt"]).unwrap();
+    git(r, &["commit", "-q", "-m", "one"]).unwrap();
+    let head = String::from_utf8(git(r, &["rev-parse", "--short", "HEAD"]).unwrap().stdout).unwrap();
+    assert_eq!(commit_of(r).as_deref(), Some(head.trim()));
+    std::fs::write(r.join("a.txt"), "2").unwrap();
+    assert_eq!(commit_of(r), Some(format!("{}-dirty", head.trim())));
+    // Untracked files do not make it dirty.
+    std::fs::write(r.join("a.txt"), "1").unwrap();
+    std::fs::write(r.join("b.txt"), "new").unwrap();
+    assert_eq!(commit_of(r).as_deref(), Some(head.trim()));
+}
+
 #[test]
 fn resuming_a_finished_folder_keeps_its_time() {
     let dir = tempfile::tempdir().unwrap();
