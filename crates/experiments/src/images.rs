@@ -113,7 +113,7 @@ struct Preset {
     mlp_epochs: usize,
     mlp_minibatch: usize,
     /// Extra hyper-parameters per oracle kind, laid over the preset's (e.g.
-    /// `linear.warm_max_iterations`; `structlearn oracles` lists them).
+    /// `linear.warm_max_iterations`; `structlearn train --help` lists them).
     oracles: BTreeMap<String, serde_json::Value>,
 }
 
@@ -243,7 +243,7 @@ impl Preset {
             anyhow::ensure!(
                 settings.is_object(),
                 "--set oracles.{kind}={settings}: the settings of an oracle kind are a group of named \
-                 hyper-parameters, e.g. --set oracles.{kind}.l2=0.5 (`structlearn oracles` lists them)"
+                 hyper-parameters, e.g. --set oracles.{kind}.l2=0.5 (`structlearn train --help` lists them)"
             );
         }
         Ok(())
