@@ -484,22 +484,21 @@ impl Experiment for Images {
 
     fn preset(&self) -> serde_json::Value {
         let mut json = serde_json::to_value(&self.p).unwrap_or_default();
-        // The ablation settings are recorded only when changed, so that folders
-        // written before they existed still `--resume`.
+        // The ablation settings are recorded only when changed (from these
+        // defaults), so that folders written before they existed still `--resume`.
         if let Some(map) = json.as_object_mut() {
-            let unchanged = |v: &serde_json::Value| {
-                v == &serde_json::json!(true)
-                    || v == &serde_json::json!("shared")
-                    || v.as_array().is_some_and(Vec::is_empty)
-                    || v.as_object().is_some_and(serde_json::Map::is_empty)
-            };
-            for key in ["standardize", "drop_unary", "pair_types", "oracles"] {
-                if map.get(key).is_some_and(unchanged) {
+            use serde_json::json;
+            let defaults = [
+                ("standardize", json!(true)),
+                ("drop_unary", json!([])),
+                ("pair_types", json!("shared")),
+                ("oracles", json!({})),
+                ("fixed_split", json!(false)),
+            ];
+            for (key, default) in defaults {
+                if map.get(key) == Some(&default) {
                     map.remove(key);
                 }
-            }
-            if map.get("fixed_split") == Some(&serde_json::json!(false)) {
-                map.remove("fixed_split");
             }
         }
         json

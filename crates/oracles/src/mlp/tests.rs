@@ -219,9 +219,13 @@ fn plain_gradient<A: Arith>(
 /// single classes), padded hidden units, biases and weights.
 #[test]
 fn mlp_gradient_is_the_plain_arithmetic_bit_for_bit() {
-    for (dim, hidden, classes, rows, chunk_rows, seed) in
-        [(3, 5, 6, 37, 3, 1), (7, 9, 8, 50, 12, 2), (42, 17, 2, 61, 13, 3), (1, 4, 4, 9, 40, 4), (42, 100, 8, 70, 16, 5)]
-    {
+    for (dim, hidden, classes, rows, chunk_rows, seed) in [
+        (3, 5, 6, 37, 3, 1),
+        (7, 9, 8, 50, 12, 2),
+        (42, 17, 2, 61, 13, 3),
+        (1, 4, 4, 9, 40, 4),
+        (42, 100, 8, 70, 16, 5),
+    ] {
         let data = Data::random(rows, dim, classes, true, seed);
         for (biases, weighted) in [(false, false), (true, true)] {
             let problem = data.problem(weighted);
