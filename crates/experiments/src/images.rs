@@ -427,6 +427,32 @@ impl Images {
         );
         Ok(data)
     }
+
+    /// One split in words: its sizes, the error of predicting the test set's
+    /// most frequent class everywhere, and the test set's class shares.
+    fn describe_split(&self, d: &ImageData) -> String {
+        let mut counts = vec![0usize; self.classes()];
+        for k in 0..d.test.len() {
+            for (i, &y) in d.test.labels(k).unwrap_or_default().iter().enumerate() {
+                if d.test.is_labelled(k, i) && y < counts.len() {
+                    counts[y] += 1;
+                }
+            }
+        }
+        let total = counts.iter().sum::<usize>().max(1) as f64;
+        let shares: Vec<f64> = counts.iter().map(|&c| c as f64 / total).collect();
+        let majority = shares.iter().copied().fold(0.0, f64::max);
+        format!(
+            "{} training and {} test images ({} and {} labelled pixels). Error of predicting the most \
+             frequent class everywhere on the test set: {:.3}. Class shares in the test set: {}.",
+            d.train.len(),
+            d.test.len(),
+            count_labelled(&d.train),
+            count_labelled(&d.test),
+            1.0 - majority,
+            self.class_list().iter().zip(&shares).map(|(n, s)| format!("{n} {s:.3}")).collect::<Vec<_>>().join(", ")
+        )
+    }
 }
 
 /// The data of one run: standardised training and test sets, the test images
@@ -597,42 +623,22 @@ impl Experiment for Images {
         }
     }
 
+    /// Each seed's split: its sizes, the error of predicting the test set's
+    /// most frequent class, and the test set's class shares (one line per
+    /// seed when the seeds split the images differently).
     fn table_note(&self, data: &BTreeMap<u64, ImageData>) -> String {
-        let Some((first, d)) = data.iter().next() else { return String::new() };
-        let share = |set: &Dataset| {
-            let mut counts = vec![0usize; self.classes()];
-            for k in 0..set.len() {
-                for (i, &y) in set.labels(k).unwrap_or_default().iter().enumerate() {
-                    if set.is_labelled(k, i) && y < counts.len() {
-                        counts[y] += 1;
-                    }
-                }
-            }
-            let total: usize = counts.iter().sum();
-            counts.iter().map(|&c| c as f64 / total.max(1) as f64).collect::<Vec<_>>()
-        };
-        let test = share(&d.test);
-        let majority = test.iter().copied().fold(0.0, f64::max);
-        let split = if data.len() > 1 && self.p.fixed_split {
-            format!("Every seed splits the images with split seed {}: ", d.split_seed)
-        } else if data.len() > 1 {
-            format!(
-                "Seed s splits the images with split seed {} + s; seed {first}'s split (split seed {}): ",
-                self.p.split_seed, d.split_seed
-            )
+        let Some((_, first)) = data.iter().next() else { return String::new() };
+        if data.len() == 1 {
+            format!("Split seed {}: {}", first.split_seed, self.describe_split(first))
+        } else if self.p.fixed_split {
+            format!("Every seed splits the images with split seed {}: {}", first.split_seed, self.describe_split(first))
         } else {
-            format!("Split seed {}: ", d.split_seed)
-        };
-        format!(
-            "{split}{} training and {} test images ({} and {} labelled pixels). Error of predicting the most \
-             frequent class everywhere on the test set: {:.3}. Class shares in the test set: {}.",
-            d.train.len(),
-            d.test.len(),
-            count_labelled(&d.train),
-            count_labelled(&d.test),
-            1.0 - majority,
-            self.class_list().iter().zip(&test).map(|(n, s)| format!("{n} {s:.3}")).collect::<Vec<_>>().join(", ")
-        )
+            let mut note = format!("Seed s splits the images with split seed {} + s:\n", self.p.split_seed);
+            for (seed, d) in data {
+                note += &format!("\n* seed {seed} (split seed {}): {}", d.split_seed, self.describe_split(d));
+            }
+            note
+        }
     }
 
     fn class_names(&self) -> Option<Vec<String>> {
@@ -842,13 +848,19 @@ mod tests {
         };
         let e = exp(&[]);
         let names: Vec<String> = (1..=8).map(|k| format!("horse{k:03}")).collect();
-        let splits: Vec<(Vec<String>, Vec<String>)> = (0..3)
-            .map(|seed| {
-                let d = e.data(seed).unwrap();
-                assert_eq!((d.split_seed, d.train.len(), d.test.len()), (seed, 5, 3));
-                (d.train_names, d.test_names)
-            })
-            .collect();
+        let data: BTreeMap<u64, ImageData> = (0..3).map(|seed| (seed, e.data(seed).unwrap())).collect();
+        for (&seed, d) in &data {
+            assert_eq!((d.split_seed, d.train.len(), d.test.len()), (seed, 5, 3));
+        }
+        // The table's note describes every seed's split, each by its own test set.
+        let note = e.table_note(&data);
+        for (seed, d) in &data {
+            let line = format!("* seed {seed} (split seed {seed}): {}", e.describe_split(d));
+            assert!(note.contains(&line), "{note}");
+        }
+        assert!(e.describe_split(&data[&0]).starts_with("5 training and 3 test images"));
+        let splits: Vec<(Vec<String>, Vec<String>)> =
+            data.into_values().map(|d| (d.train_names, d.test_names)).collect();
         assert_eq!(splits[0], random_split(&names, 5, 0).unwrap(), "seed 0 keeps the preset's split");
         assert_eq!(splits[2], random_split(&names, 5, 2).unwrap());
         assert!(splits[1] != splits[0] && splits[2] != splits[0], "seeds 1 and 2 split otherwise");
