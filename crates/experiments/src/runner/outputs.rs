@@ -334,7 +334,7 @@ pub(crate) fn write_outputs<E: Experiment>(
         }
         let _ = writeln!(table, "{merge_note}");
     }
-    write_atomic(&out.join("table.md"), table.trim_end().as_bytes())?;
+    write_atomic(&out.join("table.md"), format!("{}\n", table.trim_end()).as_bytes())?;
     plot_curves(out, done, seeds[0])?;
     Ok(())
 }
