@@ -192,7 +192,8 @@ pub(crate) fn results_version(dir: &Path, info: &serde_json::Value) -> Result<u6
     };
     if version > RESULTS_VERSION {
         bail!(
-            "{} was written by code of results version {version}, newer than this code's ({RESULTS_VERSION}):              its numbers would not be reproduced by this build; use the newer build",
+            "{} was written by code of results version {version}, newer than this code's ({RESULTS_VERSION}): \
+             its numbers would not be reproduced by this build; use the newer build",
             dir.display()
         );
     }
@@ -206,7 +207,9 @@ pub(crate) fn check_results_version(dir: &Path, info: &serde_json::Value) -> Res
     let version = results_version(dir, info)?;
     if version != RESULTS_VERSION {
         bail!(
-            "{} was written by code of results version {version}{}, this code's is {RESULTS_VERSION}: some of its              numbers would not be reproduced now, so it is not continued; `--merge {}` into another --out takes              the cells this code still reproduces and trains the others",
+            "{} was written by code of results version {version}{}, this code's is {RESULTS_VERSION}: some of its \
+             numbers would not be reproduced now, so it is not continued; `--merge {}` into another --out takes \
+             the cells this code still reproduces and trains the others",
             dir.display(),
             if info.get("results_version").is_none() { " (run.json has no results_version)" } else { "" },
             dir.display()

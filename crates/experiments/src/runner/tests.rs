@@ -627,6 +627,7 @@ fn merge_refuses_another_preset_or_results_version() {
         std::fs::write(&run_json, info.to_string()).unwrap();
         let err = merge(&quick).unwrap_err();
         assert!(err.contains(&dir.path().display().to_string()) && err.contains(&says), "{err}");
+        assert!(!err.contains("  "), "one space between words: {err}");
         // --resume checks it too.
         let err = check_same_preset(dir.path(), &quick).unwrap_err().to_string();
         assert!(err.contains("--resume"), "{err}");
@@ -638,6 +639,7 @@ fn merge_refuses_another_preset_or_results_version() {
     assert_eq!(merge(&quick).unwrap().len(), 1);
     let err = format!("{:#}", check_same_preset(dir.path(), &quick).unwrap_err());
     assert!(err.contains("results version 1") && err.contains("--merge"), "{err}");
+    assert!(!err.contains("  "), "one space between words: {err}");
     // Written before the field existed: version 1.
     info.as_object_mut().unwrap().remove("results_version");
     std::fs::write(&run_json, info.to_string()).unwrap();
