@@ -131,6 +131,8 @@ pub(crate) fn cell_reproduced(version: u64, experiment: &str, seed: u64, unary: 
 /// The results version of a folder whose `run.json` has no
 /// `results_version` (written before the field existed): 1, the version of
 /// every commit before it. It stays 1 when [`RESULTS_VERSION`] is bumped.
+/// Some of those commits changed results uncounted (`fc5db63`, `aa0c23d`,
+/// `77f3acd`), so such a folder is merged on trust, with a note.
 pub const UNRECORDED_RESULTS_VERSION: u64 = 1;
 
 /// How big a run is.
