@@ -447,8 +447,8 @@ impl Images {
              frequent class everywhere on the test set: {:.3}. Class shares in the test set: {}.",
             d.train.len(),
             d.test.len(),
-            count_labelled(&d.train),
-            count_labelled(&d.test),
+            d.train.labelled_variables(),
+            d.test.labelled_variables(),
             1.0 - majority,
             self.class_list().iter().zip(&shares).map(|(n, s)| format!("{n} {s:.3}")).collect::<Vec<_>>().join(", ")
         )
@@ -708,12 +708,6 @@ impl Experiment for Images {
         }
         Ok(())
     }
-}
-
-fn count_labelled(set: &Dataset) -> usize {
-    (0..set.len())
-        .map(|k| (0..set.examples()[k].graph().num_variables()).filter(|&i| set.is_labelled(k, i)).count())
-        .sum()
 }
 
 #[cfg(test)]
