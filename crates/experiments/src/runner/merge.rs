@@ -100,7 +100,7 @@ pub(crate) fn merge_cells(
     let their_first_seed = info.get("first_seed").and_then(serde_json::Value::as_u64);
     let mut per_class = None;
     let mut outdated = Vec::new();
-    let mut merged = 0usize;
+    let before = done.len();
     for (r, has_model) in read_results(dir).with_context(context)? {
         let wanted = into.seeds.contains(&r.seed) && into.cells.contains(&(r.unary.clone(), r.pairwise.clone()));
         let have = done.iter().any(|d| d.seed == r.seed && d.unary == r.unary && d.pairwise == r.pairwise);
@@ -156,8 +156,8 @@ pub(crate) fn merge_cells(
             carried.results_only.push(((r.seed, r.unary.clone(), r.pairwise.clone()), dir.to_path_buf()));
         }
         done.push(r);
-        merged += 1;
     }
+    let merged = done.len() - before;
     if merged > 0 && info.get("results_version").is_none() {
         eprintln!(
             "note: --merge {}: its run.json records no results version (written before versions were \
