@@ -28,6 +28,22 @@ pub fn parse_eps(text: &str) -> Result<f64, String> {
     }
 }
 
+/// Parses the last ε of an annealed prediction as a multiple of the model's
+/// ε: a number in (0, 1].
+///
+/// ```
+/// use structlearn_cli::parse_eps_factor;
+/// assert_eq!(parse_eps_factor("0.01"), Ok(0.01));
+/// assert!(parse_eps_factor("0").is_err() && parse_eps_factor("2").is_err() && parse_eps_factor("nan").is_err());
+/// ```
+pub fn parse_eps_factor(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1.0 => Ok(v),
+        Ok(v) => Err(format!("--eps-min is the last ε as a multiple of the model's: a number in (0, 1] (got {v:e})")),
+        Err(_) => Err(format!("--eps-min must be a number in (0, 1] (got `{text}`)")),
+    }
+}
+
 /// Parses a convergence tolerance: a finite number > 0.
 ///
 /// ```

@@ -8,7 +8,7 @@
 mod checks;
 pub mod ranks;
 
-pub use checks::{EPS_RANGE, error_text, parse_eps, parse_seconds, parse_tolerance};
+pub use checks::{EPS_RANGE, error_text, parse_eps, parse_eps_factor, parse_seconds, parse_tolerance};
 pub use reporting::{ItemProgress, ProgressMode, ProgressObserver, Verbosity, human_duration, plots};
 
 /// Installs the Ctrl-C handler of a long run: the first Ctrl-C sets `stop`

@@ -17,29 +17,45 @@ use structlearn::{Dataset, MetricsReport, PredictOptions, Prediction, Record, St
 /// `keep_beliefs`, each prediction's beliefs (64 numbers per pair at 8
 /// labels) are dropped as soon as its labels are decoded, so that memory
 /// holds the labels of the whole set, not its beliefs.
+///
+/// With `anneal: Some(eps_min)` each labelling is the ε → 0 one
+/// ([`StructuredModel::predict_example_annealed`], `opts` per stage) instead
+/// of the beliefs' argmax at the model's ε.
 pub fn predict_all(
     model: &StructuredModel,
     data: &Dataset,
     opts: &PredictOptions,
+    anneal: Option<f64>,
     label: &str,
     verbosity: Verbosity,
     keep_beliefs: bool,
 ) -> Result<Vec<Prediction>> {
-    each_example(model, data, label, verbosity, |k| Ok(lean(model.predict_example(data, k, opts)?, keep_beliefs)))
+    each_example(model, data, label, verbosity, |k| {
+        let p = match anneal {
+            Some(eps_min) => model.predict_example_annealed(data, k, opts, eps_min)?.0,
+            None => model.predict_example(data, k, opts)?,
+        };
+        Ok(lean(p, keep_beliefs))
+    })
 }
 
 /// [`predict_all`] with each labelling's certificates
-/// ([`StructuredModel::predict_example_certified`]): the same predictions.
+/// ([`StructuredModel::predict_example_certified`], or the annealed
+/// prediction's): the same predictions.
 pub fn predict_all_certified(
     model: &StructuredModel,
     data: &Dataset,
     opts: &PredictOptions,
+    anneal: Option<f64>,
     label: &str,
     verbosity: Verbosity,
     keep_beliefs: bool,
 ) -> Result<Vec<(Prediction, Certificate)>> {
     each_example(model, data, label, verbosity, |k| {
-        let (p, c) = model.predict_example_certified(data, k, opts)?;
+        let (p, c) = match anneal {
+            Some(eps_min) => model.predict_example_annealed(data, k, opts, eps_min)?,
+            None => model.predict_example_certified(data, k, opts)?,
+        };
         Ok((lean(p, keep_beliefs), c))
     })
 }

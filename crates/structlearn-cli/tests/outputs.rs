@@ -33,6 +33,13 @@ fn write_data(dir: &Path) {
     Dataset::new(types(), vec![image(2), image(3)]).unwrap().save(&dir.join("valid.sld")).unwrap();
 }
 
+/// The labels of example `name` of `dir/valid.sld`.
+fn truth_of(dir: &Path, name: &str) -> Vec<u64> {
+    let data = Dataset::load(&dir.join("valid.sld")).unwrap();
+    let k = data.examples().iter().position(|e| e.name() == name).unwrap();
+    data.labels(k).unwrap().iter().map(|&y| y as u64).collect()
+}
+
 fn run(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_structlearn")).current_dir(dir).args(args).output().unwrap()
 }
@@ -195,6 +202,37 @@ fn eval_reports_metrics_as_text_and_json_and_predict_writes_label_maps() {
         let (score, bound, gap) =
             (c["score"].as_f64().unwrap(), c["bound"].as_f64().unwrap(), c["gap"].as_f64().unwrap());
         assert!(bound >= score - 1e-9 && (gap - (bound - score)).abs() <= 1e-12 * bound.abs().max(1.0), "{c}");
+    }
+
+    // --anneal: the ε → 0 labellings, certified; eval counts their errors.
+    let annealed = run(
+        dir.path(),
+        &["predict", "--model", "m.slm", "--data", "valid.sld", "--output", "a.json", "--anneal", "--certificates"],
+    );
+    assert!(annealed.status.success(), "{}", text(&annealed.stderr));
+    let annealed = read("a.json");
+    let mut wrong = 0;
+    for (a, c) in annealed["predictions"].as_array().unwrap().iter().zip(with) {
+        let (score, bound) = (a["score"].as_f64().unwrap(), a["bound"].as_f64().unwrap());
+        // The best stage scores at least the first, whose bound is no lower than the lowest.
+        assert!(score >= c["score"].as_f64().unwrap() - 1e-9 && bound >= score - 1e-9, "{a} against {c}");
+        let labels: Vec<u64> = a["labels"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+        let truth = truth_of(dir.path(), a["name"].as_str().unwrap());
+        wrong += labels.iter().zip(&truth).filter(|(x, y)| x != y).count();
+    }
+    let eval = run(dir.path(), &["eval", "--model", "m.slm", "--data", "valid.sld", "--anneal", "--json", "ea.json"]);
+    assert!(eval.status.success(), "{}", text(&eval.stderr));
+    assert!(text(&eval.stdout).contains("ε → 0 labellings"), "{}", text(&eval.stdout));
+    let json = read("ea.json");
+    assert!((json["error"].as_f64().unwrap() - wrong as f64 / 72.0).abs() < 1e-12, "{json}");
+    assert_eq!(json["predict"]["anneal_eps_min"], 0.01);
+    for (args, expected) in [
+        (&["--anneal", "--eps-min", "0"][..], "(0, 1]"),
+        (&["--anneal", "--eps-min", "1.5"][..], "(0, 1]"),
+        (&["--eps-min", "0.1"][..], "--anneal"),
+    ] {
+        let out = run(dir.path(), &[&["eval", "--model", "m.slm", "--data", "valid.sld"][..], args].concat());
+        assert!(!out.status.success() && text(&out.stderr).contains(expected), "{args:?}: {}", text(&out.stderr));
     }
 }
 

@@ -24,7 +24,7 @@
 //! assert!(out.bound >= chosen.score + m.constant - 1e-9);
 //! ```
 
-use factor_graph::UaiRegionModel;
+use factor_graph::{RegionGraph, UaiRegionModel};
 use smoothed_inference::decoding::{DecodeOptions, Decoded, LabelOrder, decode_feasible_from, map_bound_of};
 use smoothed_inference::{InferenceError, InferenceProblem, Messages, RunOptions, RunReport, Workspace};
 
@@ -274,8 +274,46 @@ pub fn infer_region_model(
     opts: &InferOptions,
     notes: &mut dyn FnMut(&InferNote),
 ) -> Result<InferOutcome, InferError> {
+    let weights = vec![1.0; m.graph.factor_types().len()];
+    infer_energies(&m.graph, &m.theta, m.constant, &weights, opts, notes)
+}
+
+/// [`infer_region_model`] on a graph and its energies `θ` (plus a constant
+/// added to every score), with an entropy weight per factor type: a stage at
+/// `ε` smooths the regions of type `t` with `ε · weights[t]`, so
+/// [`InferOptions::eps`] and [`InferOptions::eps_min`] are multiples of the
+/// weights (a trained model's per-type ε: `eps = 1` is its own smoothing,
+/// [`StructuredModel::predict_example_annealed`](crate::StructuredModel::predict_example_annealed)).
+/// Stages, bound and scores are in `θ`'s units whatever the weights.
+///
+/// ```
+/// use structlearn::infer::{InferOptions, infer_energies};
+/// // Two binary pixels: y0 = y1 scores 2, else 0.
+/// let g = factor_graph::grid(1, 2, 2).unwrap();
+/// let mut theta = vec![0.0; g.total_configs()];
+/// let pair = 2; // after the two pixels' regions
+/// assert_eq!(g.region_variables(pair), &[0, 1]);
+/// theta[g.config_range(pair)].copy_from_slice(&[2.0, 0.0, 0.0, 2.0]);
+/// theta[g.config_range(0)][1] = 0.5; // variable 0 prefers label 1
+/// let opts = InferOptions { eps: 1.0, anneal: true, eps_min: Some(1e-3), ..InferOptions::default() };
+/// let out = infer_energies(&g, &theta, 0.0, &[0.1, 0.1], &opts, &mut |_| {}).unwrap();
+/// let chosen = out.chosen().as_ref().unwrap();
+/// assert_eq!(chosen.labels, vec![1, 1]);
+/// assert!((chosen.score - 2.5).abs() < 1e-12 && out.bound >= chosen.score - 1e-9);
+/// assert_eq!(out.stages[0].eps, 1.0); // a multiple of the weights
+/// ```
+///
+/// Errors: as [`infer_region_model`]'s; weights that are not positive
+/// numbers, or one per factor type, are [`InferError::Problem`].
+pub fn infer_energies(
+    g: &RegionGraph,
+    theta: &[f64],
+    constant: f64,
+    weights: &[f64],
+    opts: &InferOptions,
+    notes: &mut dyn FnMut(&InferNote),
+) -> Result<InferOutcome, InferError> {
     opts.validate()?;
-    let g = &m.graph;
     let schedule = opts.schedule();
     let mut messages = Messages::zeros(g);
     let mut ws = Workspace::new(g);
@@ -289,8 +327,8 @@ pub fn infer_region_model(
     };
     let mut reparameterized = vec![0.0; g.total_configs()];
     for &eps in &schedule {
-        let eps_types = vec![eps; g.factor_types().len()];
-        let problem = InferenceProblem::new(g, &m.theta, &eps_types).map_err(InferError::Problem)?;
+        let eps_types: Vec<f64> = weights.iter().map(|w| eps * w).collect();
+        let problem = InferenceProblem::new(g, theta, &eps_types).map_err(InferError::Problem)?;
         // Messages carry over: each stage starts from the previous one's.
         let report = solve_at(&problem, &mut messages, opts, &mut ws, notes)?;
         problem.beliefs(&messages, &mut beliefs);
@@ -299,14 +337,13 @@ pub fn infer_region_model(
         // zeros instead, then raise the score by local search (decoding module docs).
         // θ̃ once per stage: the region order's scores and the ε = 0 bound.
         problem.reparameterized(&messages, &mut reparameterized);
-        let decoded =
-            decode_with_restarts(g, &m.theta, &beliefs, &reparameterized, &decode_options, opts.decode_restarts);
-        let bound = map_bound_of(g, &reparameterized) + m.constant;
+        let decoded = decode_with_restarts(g, theta, &beliefs, &reparameterized, &decode_options, opts.decode_restarts);
+        let bound = map_bound_of(g, &reparameterized) + constant;
         notes(&InferNote::Stage {
             eps,
-            dual_value: report.dual_value + m.constant,
+            dual_value: report.dual_value + constant,
             bound,
-            score: decoded.as_ref().ok().map(|d| d.score + m.constant),
+            score: decoded.as_ref().ok().map(|d| d.score + constant),
         });
         if let Ok(d) = &decoded
             && best.is_none_or(|b| stages[b].decoded.as_ref().is_ok_and(|bd| d.score > bd.score))
