@@ -91,17 +91,8 @@ enum Command {
         /// "gap" (bound − score). The labels are the same with or without it.
         #[arg(long)]
         certificates: bool,
-        /// Label by the ε → 0 labelling (a MAP estimate, as `infer --anneal`)
-        /// instead of the beliefs' argmax at the model's ε: ε halved from
-        /// the model's down to --eps-min times it, messages warm-started,
-        /// --iterations per stage; each stage's labelling decoded and raised
-        /// by local search, the best-scoring one kept (with --certificates,
-        /// gap 0 proves it a MAP labelling; --beliefs are the last stage's).
-        #[arg(long)]
-        anneal: bool,
-        /// With --anneal: the last stage's ε as a multiple of the model's.
-        #[arg(long, default_value_t = 0.01, requires = "anneal", value_parser = parse_eps_factor)]
-        eps_min: f64,
+        #[command(flatten)]
+        anneal: AnnealArgs,
     },
     /// Segments a photograph (JPEG or PNG) with a model trained by `cargo xtask
     /// reproduce horses|stanford`: reduces and featurises it as in training and
@@ -135,18 +126,33 @@ enum Command {
         /// Also write the metrics as JSON to this file.
         #[arg(long, value_name = "FILE")]
         json: Option<PathBuf>,
-        /// Label by the ε → 0 labelling (a MAP estimate, as `infer --anneal`)
-        /// instead of the beliefs' argmax at the model's ε: ε halved from
-        /// the model's down to --eps-min times it, messages warm-started,
-        /// --iterations per stage; each stage's labelling decoded and raised
-        /// by local search, the best-scoring one kept (with --certificates,
-        /// gap 0 proves it a MAP labelling; --beliefs are the last stage's).
-        #[arg(long)]
-        anneal: bool,
-        /// With --anneal: the last stage's ε as a multiple of the model's.
-        #[arg(long, default_value_t = 0.01, requires = "anneal", value_parser = parse_eps_factor)]
-        eps_min: f64,
+        #[command(flatten)]
+        anneal: AnnealArgs,
     },
+}
+
+/// `predict`'s and `eval`'s choice of labelling.
+#[derive(clap::Args)]
+struct AnnealArgs {
+    /// Label by the ε → 0 labelling (a MAP estimate, as `infer --anneal`)
+    /// instead of the beliefs' argmax at the model's ε: ε halved from the
+    /// model's down to --eps-min times it, messages warm-started,
+    /// --iterations per stage; each stage's labelling decoded and raised by
+    /// local search, the best-scoring one kept (with predict --certificates,
+    /// gap 0 proves it a MAP labelling; predict --beliefs are the last
+    /// stage's).
+    #[arg(long)]
+    anneal: bool,
+    /// With --anneal: the last stage's ε as a multiple of the model's.
+    #[arg(long, default_value_t = 0.01, requires = "anneal", value_parser = parse_eps_factor)]
+    eps_min: f64,
+}
+
+impl AnnealArgs {
+    /// The last stage's ε factor with `--anneal`, else `None`.
+    fn eps_min(&self) -> Option<f64> {
+        self.anneal.then_some(self.eps_min)
+    }
 }
 
 #[derive(clap::Args)]
@@ -250,19 +256,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Infer(args) => infer(&args, verbosity),
         Command::Train(args) => train(*args, verbosity),
         Command::PredictImage(args) => predict_image(args),
-        Command::Predict {
-            model,
-            data,
-            output,
-            iterations,
-            tolerance,
-            beliefs,
-            png_dir,
-            certificates,
-            anneal,
-            eps_min,
-        } => {
-            let anneal = anneal.then_some(eps_min);
+        Command::Predict { model, data, output, iterations, tolerance, beliefs, png_dir, certificates, anneal } => {
+            let anneal = anneal.eps_min();
             structlearn::files::check_distinct(&[("--model", &model), ("--data", &data)], &[("--output", &output)])?;
             let model_path = model;
             let model = StructuredModel::load(&model_path, &ModelRegistry::with_builtin())?;
@@ -344,8 +339,8 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Eval { model, data, iterations, tolerance, json, anneal, eps_min } => {
-            let anneal = anneal.then_some(eps_min);
+        Command::Eval { model, data, iterations, tolerance, json, anneal } => {
+            let anneal = anneal.eps_min();
             if let Some(json) = &json {
                 structlearn::files::check_distinct(&[("--model", &model), ("--data", &data)], &[("--json", json)])?;
                 structlearn::files::check_writable(json)?;
