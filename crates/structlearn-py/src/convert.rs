@@ -11,6 +11,7 @@ use oracles::ModelRegistry;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
+use rayon::prelude::*;
 use structlearn::{Dataset, Example, FactorTypeInfo, FeatureBlock, LearnError, PredictOptions, StructuredModel};
 
 /// A library error as the Python exception a user expects: `OSError` for
@@ -354,8 +355,12 @@ impl PyModel {
     /// Predicts every example: a list of `(labels, beliefs)` with `labels`
     /// int64 `(n,)` and, if `beliefs`, the singleton beliefs float64
     /// `(n, max_states)` (ε-smoothed LP pseudo-marginals; zero-padded where a
-    /// variable has fewer states), else None.
-    #[pyo3(signature = (data, iterations, tolerance, beliefs, n_jobs=None))]
+    /// variable has fewer states), else None. With `anneal_eps_min` the
+    /// labels are the ε → 0 labellings
+    /// (`StructuredModel::predict_example_annealed`, `iterations` per stage)
+    /// and the beliefs the last stage's.
+    #[pyo3(signature = (data, iterations, tolerance, beliefs, n_jobs=None, anneal_eps_min=None))]
+    #[allow(clippy::too_many_arguments)]
     fn predict<'py>(
         &self,
         py: Python<'py>,
@@ -364,14 +369,21 @@ impl PyModel {
         tolerance: Option<f64>,
         beliefs: bool,
         n_jobs: Option<usize>,
+        anneal_eps_min: Option<f64>,
     ) -> PyResult<Vec<PredictedExample<'py>>> {
         let pool = pool(n_jobs)?;
         let opts = PredictOptions { iterations, tolerance };
         let model = &self.model;
         let data = &data.data;
         model.check_dataset(data).map_err(py_err)?;
-        let predictions = crate::train::interruptible(py, || in_pool(pool.as_ref(), || model.predict(data, &opts)))?
-            .map_err(py_err)?;
+        let predict = || match anneal_eps_min {
+            Some(e) => (0..data.len())
+                .into_par_iter()
+                .map(|k| model.predict_example_annealed(data, k, &opts, e).map(|(p, _)| p))
+                .collect(),
+            None => model.predict(data, &opts),
+        };
+        let predictions = crate::train::interruptible(py, || in_pool(pool.as_ref(), predict))?.map_err(py_err)?;
         predictions
             .iter()
             .zip(data.examples())

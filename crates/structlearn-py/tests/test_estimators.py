@@ -240,3 +240,18 @@ def test_checkpoint_within_reaches_the_run_and_bad_values_are_refused(grid_data,
         with pytest.raises(error, match="checkpoint_within"):
             structlearn.GridCRF(max_iter=1, checkpoint_within=bad).fit(X, Y)
     assert "checkpoint_within" in structlearn.GraphCRF().get_params()
+
+
+def test_predict_map_labels_every_example_and_checks_eps_min(grid_data):
+    X, Y, Xt, Yt = grid_data
+    est = structlearn.GridCRF(max_iter=3, n_jobs=1).fit(X, Y)
+    annealed = est.predict_map(Xt)
+    assert [p.shape for p in annealed] == [y.shape for y in Yt]
+    assert all(p.dtype == np.int64 and p.min() >= 0 and p.max() < est.n_states_ for p in annealed)
+    # Deterministic, and as good as the majority class on this easy data.
+    assert all((a == b).all() for a, b in zip(annealed, est.predict_map(Xt)))
+    flat = np.concatenate([(p == y).ravel() for p, y in zip(annealed, Yt)])
+    assert flat.mean() > majority_accuracy(Y, Yt)
+    for bad in (0, -0.5, 1.5, float("nan"), "0.1", True):
+        with pytest.raises(ValueError, match="eps_min"):
+            est.predict_map(Xt, eps_min=bad)

@@ -30,7 +30,13 @@ class Model:
     def kinds(self) -> list[str]: ...
     def check_dataset(self, data: Dataset) -> None: ...
     def predict(
-        self, data: Dataset, iterations: int, tolerance: Optional[float], beliefs: bool, n_jobs: Optional[int] = None
+        self,
+        data: Dataset,
+        iterations: int,
+        tolerance: Optional[float],
+        beliefs: bool,
+        n_jobs: Optional[int] = None,
+        anneal_eps_min: Optional[float] = None,
     ) -> list[tuple[npt.NDArray[np.int64], Optional[npt.NDArray[np.float64]]]]: ...
     def to_json(self) -> str: ...
 

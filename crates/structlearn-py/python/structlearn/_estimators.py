@@ -310,12 +310,12 @@ class _StructuredCRF:
         if not hasattr(self, "model_"):
             raise _not_fitted(type(self).__name__)
 
-    def _predict_raw(self, X, beliefs):
+    def _predict_raw(self, X, beliefs, anneal_eps_min=None):
         self._check_fitted()
         parsed = self._parse_X(X, "X", self._fit_dims_)
         data = self._dataset(self._examples(parsed, None, self.n_states_))
         it, tol = self._predict_settings()
-        out = self.model_.predict(data, it, tol, beliefs, n_jobs=self._threads())
+        out = self.model_.predict(data, it, tol, beliefs, n_jobs=self._threads(), anneal_eps_min=anneal_eps_min)
         return parsed, out
 
     def predict(self, X):
@@ -332,6 +332,33 @@ class _StructuredCRF:
             One label array per example, shaped like the example's nodes.
         """
         parsed, out = self._predict_raw(X, False)
+        return [self._shape_labels(p, labels) for p, (labels, _) in zip(parsed, out)]
+
+    def predict_map(self, X, eps_min=0.01):
+        """Predict the ε → 0 labelling of every example (an estimate of the MAP labelling).
+
+        The pipeline of ``structlearn eval --anneal`` (docs/guide/cli.md, "MAP
+        labellings"): ε halved from the model's down to ``eps_min`` times it,
+        messages warm-started, the prediction budget per stage, each stage's
+        labelling decoded and raised by local search, the best-scoring one kept.
+        :meth:`predict` decodes the smoothed beliefs at the model's ε instead;
+        the two can differ on weak models.
+
+        Parameters
+        ----------
+        X : list
+            Inputs in the class's format.
+        eps_min : float, default 0.01
+            The last stage's ε as a multiple of the model's, in (0, 1].
+
+        Returns
+        -------
+        list of int64 arrays
+            One label array per example, shaped like the example's nodes.
+        """
+        if isinstance(eps_min, bool) or not isinstance(eps_min, (int, float)) or not 0.0 < eps_min <= 1.0:
+            raise ValueError(f"eps_min must be a number in (0, 1], got {eps_min!r}")
+        parsed, out = self._predict_raw(X, False, anneal_eps_min=float(eps_min))
         return [self._shape_labels(p, labels) for p, (labels, _) in zip(parsed, out)]
 
     def predict_marginals(self, X):
