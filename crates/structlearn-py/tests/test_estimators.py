@@ -252,6 +252,10 @@ def test_predict_map_labels_every_example_and_checks_eps_min(grid_data):
     assert all((a == b).all() for a, b in zip(annealed, est.predict_map(Xt)))
     flat = np.concatenate([(p == y).ravel() for p, y in zip(annealed, Yt)])
     assert flat.mean() > majority_accuracy(Y, Yt)
-    for bad in (0, -0.5, 1.5, float("nan"), "0.1", True):
+    for bad in (0, -0.5, 1.5, float("nan")):
         with pytest.raises(ValueError, match="eps_min"):
+            est.predict_map(Xt, eps_min=bad)
+    # Not a number: a TypeError, as for the estimators' other numeric arguments.
+    for bad in ("0.1", True, None):
+        with pytest.raises(TypeError, match="eps_min"):
             est.predict_map(Xt, eps_min=bad)

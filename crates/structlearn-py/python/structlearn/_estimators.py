@@ -356,9 +356,9 @@ class _StructuredCRF:
         list of int64 arrays
             One label array per example, shaped like the example's nodes.
         """
-        if isinstance(eps_min, bool) or not isinstance(eps_min, (int, float)) or not 0.0 < eps_min <= 1.0:
-            raise ValueError(f"eps_min must be a number in (0, 1], got {eps_min!r}")
-        parsed, out = self._predict_raw(X, False, anneal_eps_min=float(eps_min))
+        # The type here; the range (0, 1] is the library's (a ValueError naming eps_min).
+        eps_min = positive_number(eps_min, "eps_min")
+        parsed, out = self._predict_raw(X, False, anneal_eps_min=eps_min)
         return [self._shape_labels(p, labels) for p, (labels, _) in zip(parsed, out)]
 
     def predict_marginals(self, X):

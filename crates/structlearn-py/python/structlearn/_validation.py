@@ -125,6 +125,8 @@ def positive_number(value, name, integer=False, minimum=None, allow_none=False):
     kind = numbers.Integral if integer else numbers.Real
     if isinstance(value, bool) or not isinstance(value, kind):
         raise TypeError(f"{name}: expected {'an int' if integer else 'a number'}, got {_describe(value)}")
-    if not np.isfinite(value) or (minimum is not None and value < minimum):
+    if not np.isfinite(value):
+        raise ValueError(f"{name}: {value} is not a finite number")
+    if minimum is not None and value < minimum:
         raise ValueError(f"{name}: {value} is out of range (at least {minimum})")
     return int(value) if integer else float(value)
