@@ -40,7 +40,7 @@ use structlearn::{
 };
 
 use crate::hu_unary::UnaryCheck;
-use crate::runner::{Scale, current_commit, mean_std};
+use crate::runner::{Scale, current_commit, mean_std, with_full_cold_fits};
 use reporting::plots::{Series, plot_lines};
 
 /// The entropy weights of the tables (training and prediction).
@@ -225,7 +225,7 @@ pub fn reproduce(opts: &Options) -> Result<()> {
             for tying in Tying::ALL {
                 let data = generate(&cfg, shape, noise, tying)?;
                 for &eps_train in &EPSILONS {
-                    let specs = with_ridge(oracle_specs(tying, p.size), p.c * eps_train);
+                    let specs = with_ridge(with_full_cold_fits(oracle_specs(tying, p.size)), p.c * eps_train);
                     let t0 = Instant::now();
                     let config = TrainConfig {
                         epsilon: eps_train,
@@ -468,7 +468,7 @@ fn crossings(a: &[(f64, f64)], b: &[(f64, f64)]) -> Vec<(f64, &'static str)> {
 /// The wall-clock comparison (module docs); returns the crossings as JSON.
 fn wall_clock(out: &Path, p: &Preset, cfg: &ShapesConfig) -> Result<serde_json::Value> {
     let data = generate(cfg, Shape::Disk, Noise::Gaussian, Tying::Tied)?;
-    let specs = oracle_specs(Tying::Tied, p.size);
+    let specs = with_full_cold_fits(oracle_specs(Tying::Tied, p.size));
     let predict = PredictOptions { iterations: 10, tolerance: Some(1e-4) };
     let mut csv = String::from("epsilon,learner,curve,train_seconds,value\n");
     let mut md = String::from(

@@ -146,7 +146,7 @@ pub fn check(out: &Path, cfg: &ShapesConfig, shapes: &[Shape], c: &UnaryCheck, p
             votes[bin(p.0, lo, hi)][p.1] += 1;
         }
         let histogram = rate(&|x| usize::from(votes[bin(x, lo, hi)][1] > votes[bin(x, lo, hi)][0]));
-        let specs = oracle_specs(Tying::Tied, cfg.size);
+        let specs = crate::runner::with_full_cold_fits(oracle_specs(Tying::Tied, cfg.size));
         let config = |iterations: usize| TrainConfig {
             epsilon: 1.0,
             learning_iterations: iterations,

@@ -753,6 +753,25 @@ mod tests {
         assert!(bad.oracle("linear", false).err().unwrap().to_string().contains("max_iter"));
     }
 
+    /// The experiments' linear fits from `W = 0` run to convergence, as the
+    /// committed tables were trained (the class's default caps them), in both
+    /// roles; a preset can ask for the default budget.
+    #[test]
+    fn linear_cold_fits_run_to_convergence_unless_set() {
+        let e = horses(&[]).unwrap();
+        for pairwise in [false, true] {
+            let linear = format!("{:?}", e.oracle("linear", pairwise).unwrap());
+            assert!(linear.contains("cold_max_iterations: None"), "{linear}");
+        }
+        let e = horses(&["oracles.linear.cold_max_iterations=30"]).unwrap();
+        let linear = format!("{:?}", e.oracle("linear", true).unwrap());
+        assert!(linear.contains("cold_max_iterations: Some(30)"), "{linear}");
+        // Denoising builds its oracles from the same budgets.
+        let budgets = class_budgets(10, 1, 64, true);
+        let linear = class_oracle("linear", &[budget_of(&budgets, "linear").map(|b| &b.settings)]).unwrap();
+        assert!(format!("{linear:?}").contains("cold_max_iterations: None"));
+    }
+
     /// Oracle budgets are checked before the first cell, for every class
     /// (before, `boosting_rounds=0` failed when the boosting cell started,
     /// after the earlier cells had trained).

@@ -121,10 +121,10 @@ fn run_size(p: &Preset, data: &PunyakanokData, kappa: f64, trial: usize, n: usiz
     examples.truncate(n);
     let train = Dataset::new(types, examples)?;
     let test = &data.test;
-    let specs = vec![
+    let specs = crate::runner::with_full_cold_fits(vec![
         ("unary".to_string(), serde_json::json!({"kind": "linear"})),
         ("constraint".to_string(), data.constraint_oracle()),
-    ];
+    ]);
     let train_with = |kind: LearnerKind, iterations: usize| -> Result<(StructuredModel, f64)> {
         let t0 = Instant::now();
         let mut config =

@@ -103,6 +103,7 @@ pub fn classes() -> [BuiltinClass; 7] {
             with_lbfgs![
                 "l2" => "ridge (λ/2)‖W‖² on the weights, ≥ 0",
                 "warm_max_iterations" => WARM_MAX_ITERATIONS,
+                "cold_max_iterations" => "L-BFGS steps of a fit from W = 0 (inside learning, the first iteration's), ≥ 1 (null: to the tolerances)",
             ],
             linear::load,
         ),

@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::linear::{DEFAULT_WARM_MAX_ITERATIONS, LinearObjective, check_warm_max_iterations, warm_budgeted};
+use crate::linear::{DEFAULT_WARM_MAX_ITERATIONS, LinearObjective, budgeted, check_budget};
 use crate::optim::{LbfgsOptions, LbfgsReport, lbfgs_minimize};
 use crate::{FitContext, Model, Oracle, OracleError, Problem, check_model_shape, check_score_buffer, decode};
 
@@ -129,7 +129,7 @@ impl ConstantOracle {
         };
         let mut objective = LinearObjective::new(problem, 1, |_| &ONE[..], 0.0);
         let mut table = start.table.clone();
-        let opts = warm_budgeted(self.lbfgs, self.warm_max_iterations, warm.is_some());
+        let opts = budgeted(self.lbfgs, self.warm_max_iterations, None, warm.is_some());
         let report = lbfgs_minimize(|t, g| objective.scaled(t, g), &mut table, &opts)?;
         if warm.is_some() && objective.loss(&table, None) > objective.loss(&start.table, None) {
             return Ok((start, report));
@@ -160,7 +160,7 @@ impl Oracle for ConstantOracle {
 
     fn validate(&self) -> Result<(), OracleError> {
         self.lbfgs.validate()?;
-        check_warm_max_iterations(self.warm_max_iterations)
+        check_budget("warm_max_iterations", self.warm_max_iterations)
     }
 
     fn fit(

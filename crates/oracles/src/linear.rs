@@ -51,6 +51,14 @@ const CHUNK_ROWS: usize = 4096;
 /// (docs/guide/performance.md).
 pub const DEFAULT_WARM_MAX_ITERATIONS: usize = 10;
 
+/// Default [`LinearOracle::cold_max_iterations`]: inside learning the fit
+/// from `W = 0` is the first learning iteration's, on the biases of one round
+/// of message passing from zero, which the next iterations' warm fits follow
+/// anyway. At Stanford's scale the pairwise one came within 1.5·10⁻⁵ of the
+/// converged loss in this many steps, in 16 s against 76 s to the tolerances
+/// (docs/guide/performance.md, "Cold fits on a budget").
+pub const DEFAULT_COLD_MAX_ITERATIONS: usize = 30;
+
 /// The linear oracle: batch L-BFGS on `J(W)` (module docs).
 ///
 /// ```
@@ -64,7 +72,8 @@ pub const DEFAULT_WARM_MAX_ITERATIONS: usize = 10;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LinearOracle {
-    /// Settings of the L-BFGS minimiser (a cold fit runs to these limits).
+    /// Settings of the L-BFGS minimiser (every fit stops at these limits, or
+    /// earlier at its budget below).
     pub lbfgs: LbfgsOptions,
     /// Coefficient `λ ≥ 0` of the penalty `(λ/2) ‖W‖²_F` added to the summed loss `L`.
     pub l2: f64,
@@ -74,23 +83,37 @@ pub struct LinearOracle {
     /// [`DEFAULT_WARM_MAX_ITERATIONS`].
     #[serde(default = "default_warm_max_iterations")]
     pub warm_max_iterations: Option<usize>,
+    /// Most L-BFGS iterations of a fit without a warm start (from `W = 0`:
+    /// inside learning, the first learning iteration's fit, which the warm
+    /// fits of later iterations refine), at most `lbfgs.max_iterations`;
+    /// `None` runs it to the tolerances of `lbfgs`. Default
+    /// [`DEFAULT_COLD_MAX_ITERATIONS`]; [`LinearOracle::full_fit`] for a
+    /// one-off logistic regression run to convergence.
+    #[serde(default = "default_cold_max_iterations")]
+    pub cold_max_iterations: Option<usize>,
 }
 
-/// The L-BFGS settings of one fit of a class with a warm-start budget
-/// (linear, constant): `lbfgs` with at most `warm_max_iterations` steps when
-/// the fit is `warm`-started.
-pub(crate) fn warm_budgeted(lbfgs: LbfgsOptions, warm_max_iterations: Option<usize>, warm: bool) -> LbfgsOptions {
-    match warm_max_iterations {
-        Some(budget) if warm => LbfgsOptions { max_iterations: lbfgs.max_iterations.min(budget), ..lbfgs },
-        _ => lbfgs,
+/// The L-BFGS settings of one fit of a class with step budgets (linear,
+/// constant): `lbfgs` with at most `warm_max_iterations` steps when the fit is
+/// `warm`-started, at most `cold_max_iterations` when it is not.
+pub(crate) fn budgeted(
+    lbfgs: LbfgsOptions,
+    warm_max_iterations: Option<usize>,
+    cold_max_iterations: Option<usize>,
+    warm: bool,
+) -> LbfgsOptions {
+    match if warm { warm_max_iterations } else { cold_max_iterations } {
+        Some(budget) => LbfgsOptions { max_iterations: lbfgs.max_iterations.min(budget), ..lbfgs },
+        None => lbfgs,
     }
 }
 
-/// Checks a `warm_max_iterations` setting: at least 1, or `None` for full fits.
-pub(crate) fn check_warm_max_iterations(warm_max_iterations: Option<usize>) -> Result<(), OracleError> {
-    if warm_max_iterations == Some(0) {
+/// Checks a step budget (`warm_max_iterations`, `cold_max_iterations`): at
+/// least 1, or `None` for full fits.
+pub(crate) fn check_budget(name: &'static str, budget: Option<usize>) -> Result<(), OracleError> {
+    if budget == Some(0) {
         return Err(OracleError::InvalidHyperParameter {
-            name: "warm_max_iterations",
+            name,
             reason: "must be at least 1 (or null for full fits)".to_string(),
         });
     }
@@ -101,10 +124,19 @@ fn default_warm_max_iterations() -> Option<usize> {
     Some(DEFAULT_WARM_MAX_ITERATIONS)
 }
 
+fn default_cold_max_iterations() -> Option<usize> {
+    Some(DEFAULT_COLD_MAX_ITERATIONS)
+}
+
 impl Default for LinearOracle {
-    /// Default L-BFGS settings, no penalty, the default warm-start budget.
+    /// Default L-BFGS settings, no penalty, the default warm- and cold-start budgets.
     fn default() -> Self {
-        Self { lbfgs: LbfgsOptions::default(), l2: 0.0, warm_max_iterations: default_warm_max_iterations() }
+        Self {
+            lbfgs: LbfgsOptions::default(),
+            l2: 0.0,
+            warm_max_iterations: default_warm_max_iterations(),
+            cold_max_iterations: default_cold_max_iterations(),
+        }
     }
 }
 
@@ -166,9 +198,15 @@ impl LinearModel {
 }
 
 impl LinearOracle {
-    /// The same oracle fitting every call to convergence (no warm-start budget).
+    /// The same oracle fitting every call to the tolerances of `lbfgs` (no
+    /// warm- or cold-start budget).
+    ///
+    /// ```
+    /// let full = oracles::linear::LinearOracle::default().full_fit();
+    /// assert_eq!((full.warm_max_iterations, full.cold_max_iterations), (None, None));
+    /// ```
     pub fn full_fit(self) -> Self {
-        Self { warm_max_iterations: None, ..self }
+        Self { warm_max_iterations: None, cold_max_iterations: None, ..self }
     }
 
     /// Fits `W` (warm-started from `warm`, else from 0) and reports the L-BFGS run.
@@ -208,7 +246,7 @@ impl LinearOracle {
         let features = problem.features();
         let mut objective = LinearObjective::new(problem, d, move |k| features.row(k), self.l2);
         let mut weights = start.weights.clone();
-        let opts = warm_budgeted(self.lbfgs, self.warm_max_iterations, warm.is_some());
+        let opts = budgeted(self.lbfgs, self.warm_max_iterations, self.cold_max_iterations, warm.is_some());
         // Every evaluated point with its unpenalised loss: the start is the first,
         // the returned point one of them (L-BFGS returns an evaluated point).
         let mut evaluated: Vec<(Vec<f64>, f64)> = Vec::new();
@@ -268,7 +306,8 @@ impl Oracle for LinearOracle {
 
     fn validate(&self) -> Result<(), OracleError> {
         self.lbfgs.validate()?;
-        check_warm_max_iterations(self.warm_max_iterations)?;
+        check_budget("warm_max_iterations", self.warm_max_iterations)?;
+        check_budget("cold_max_iterations", self.cold_max_iterations)?;
         if !(self.l2.is_finite() && self.l2 >= 0.0) {
             return Err(OracleError::InvalidHyperParameter {
                 name: "l2",
@@ -885,6 +924,7 @@ pub(crate) mod tests {
             lbfgs: LbfgsOptions { gradient_tolerance: 1e-10, relative_decrease_tolerance: 0.0, ..Default::default() },
             l2: 0.0,
             warm_max_iterations: None,
+            cold_max_iterations: None,
         }
     }
 
@@ -1218,6 +1258,7 @@ pub(crate) mod tests {
                 LinearOracle { lbfgs: LbfgsOptions { max_iterations: 0, ..Default::default() }, ..Default::default() },
             ),
             ("warm_max_iterations", LinearOracle { warm_max_iterations: Some(0), ..Default::default() }),
+            ("cold_max_iterations", LinearOracle { cold_max_iterations: Some(0), ..Default::default() }),
             ("l2", LinearOracle { l2: -1.0, ..Default::default() }),
             ("l2", LinearOracle { l2: f64::NAN, ..Default::default() }),
             ("l2", LinearOracle { l2: f64::INFINITY, ..Default::default() }),
@@ -1239,6 +1280,38 @@ pub(crate) mod tests {
             Err(OracleError::ModelMismatch { .. })
         ));
         assert!(matches!(model.score(f, &mut [0.0; 3]), Err(OracleError::OutputShape { got: 3, expected: 4 })));
+    }
+
+    /// A cold fit stops after `cold_max_iterations` steps: the model and the
+    /// report are those of the same fit with `lbfgs.max_iterations` at the
+    /// budget, bit for bit (a prefix of the full fit's L-BFGS path), and a
+    /// warm fit is untouched by the cold budget.
+    #[test]
+    fn the_cold_budget_caps_only_fits_without_a_warm_start() {
+        let data = Data::random(7, 400, 5, 4, 0.2, true);
+        let problem = data.problem();
+        let full = tight().full_fit();
+        let (full_model, full_report, _) = full.fit_linear_with_losses(&problem, None).unwrap();
+        assert!(full_report.iterations > 6, "the full fit takes {} steps", full_report.iterations);
+        let capped = LinearOracle { cold_max_iterations: Some(5), ..full };
+        let by_max = LinearOracle { lbfgs: LbfgsOptions { max_iterations: 5, ..full.lbfgs }, ..full };
+        let (a, report_a, _) = capped.fit_linear_with_losses(&problem, None).unwrap();
+        let (b, report_b, _) = by_max.fit_linear_with_losses(&problem, None).unwrap();
+        assert_eq!(report_a.iterations, 5);
+        assert_eq!(format!("{report_a:?}"), format!("{report_b:?}"));
+        let bits = |m: &LinearModel| m.weights().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&a), bits(&b));
+        assert_ne!(bits(&a), bits(&full_model));
+        // Warm-started from the capped fit: the same model with or without the cold budget.
+        let (warm_a, _, _) = capped.fit_linear_with_losses(&problem, Some(&a)).unwrap();
+        let (warm_full, _, _) = full.fit_linear_with_losses(&problem, Some(&a)).unwrap();
+        assert_eq!(bits(&warm_a), bits(&warm_full));
+        // The default's budget, and the setting in JSON: missing is the default, null a full fit.
+        assert_eq!(LinearOracle::default().cold_max_iterations, Some(DEFAULT_COLD_MAX_ITERATIONS));
+        let parsed: LinearOracle = serde_json::from_str(r#"{"cold_max_iterations": null}"#).unwrap();
+        assert_eq!((parsed.cold_max_iterations, parsed.warm_max_iterations), (None, Some(DEFAULT_WARM_MAX_ITERATIONS)));
+        let parsed: LinearOracle = serde_json::from_str("{}").unwrap();
+        assert_eq!(parsed, LinearOracle::default());
     }
 
     proptest! {
@@ -1265,6 +1338,7 @@ pub(crate) mod tests {
                 lbfgs: LbfgsOptions { max_iterations: iterations, ..Default::default() },
                 l2,
                 warm_max_iterations: Some(iterations.div_ceil(2)),
+                cold_max_iterations: None,
             };
             let (fit, losses) = oracle.fit_with_losses(&problem, Some(&warm), ctx()).unwrap();
             let before = model_loss(&warm, &problem).unwrap();
