@@ -889,8 +889,11 @@ pub fn class_budgets(
 /// oracles.linear.cold_max_iterations=30` runs an image experiment with the
 /// default.
 pub fn full_cold_fit() -> serde_json::Value {
-    serde_json::json!({ "cold_max_iterations": null })
+    serde_json::json!({ COLD_BUDGET: null })
 }
+
+/// The linear class's setting of its budget for fits from `W = 0`.
+const COLD_BUDGET: &str = "cold_max_iterations";
 
 /// `specs` (factor type, oracle specification) with [`full_cold_fit`] laid
 /// over every `linear` one that does not set `cold_max_iterations` itself.
@@ -903,7 +906,7 @@ pub fn full_cold_fit() -> serde_json::Value {
 pub fn with_full_cold_fits(mut specs: Vec<(String, serde_json::Value)>) -> Vec<(String, serde_json::Value)> {
     for (_, spec) in &mut specs {
         if let Some(spec) = spec.as_object_mut().filter(|s| s.get("kind").and_then(|k| k.as_str()) == Some("linear")) {
-            spec.entry("cold_max_iterations").or_insert(serde_json::Value::Null);
+            spec.entry(COLD_BUDGET).or_insert(serde_json::Value::Null);
         }
     }
     specs
