@@ -17,8 +17,8 @@ use oracles::{Features, ModelRegistry, Oracle};
 use structlearn::{Dataset, LearnError, PredictOptions, StructuredModel};
 
 use crate::runner::{
-    Budget, CLASSES, CellResult, Experiment, ExperimentData, NAMES, Options, PaperTable, Scale, budget_of,
-    class_budgets, class_oracle, model_path,
+    Budget, CHAPTER_MESSAGE_PASSING, CLASSES, CellResult, Experiment, ExperimentData, NAMES, Options, PaperTable,
+    Scale, budget_of, class_budgets, class_oracle, model_path,
 };
 use reporting::plots::{self, PlotImage};
 
@@ -143,6 +143,7 @@ impl Experiment for Denoising {
             learning_iterations: self.p.learning_iterations,
             predict: self.p.predict,
             train_error_every: self.p.train_error_every,
+            message_passing_iterations: CHAPTER_MESSAGE_PASSING,
             // A learning iteration takes about a second; its checkpoint (every
             // image's three sets of messages, 30 MB at full scale) a tenth of that.
             checkpoint_every: 5,

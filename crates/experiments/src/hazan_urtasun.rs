@@ -40,7 +40,7 @@ use structlearn::{
 };
 
 use crate::hu_unary::UnaryCheck;
-use crate::runner::{Scale, current_commit, mean_std, with_full_cold_fits};
+use crate::runner::{Scale, chapter_config, current_commit, mean_std, with_full_cold_fits};
 use reporting::plots::{Series, plot_lines};
 
 /// The entropy weights of the tables (training and prediction).
@@ -233,7 +233,7 @@ pub fn reproduce(opts: &Options) -> Result<()> {
                         message_passing_iterations: p.round_message_passing,
                         evaluate: Evaluate::Never,
                         seed: opts.seed,
-                        ..TrainConfig::default()
+                        ..chapter_config()
                     };
                     let outcome = build_learner(LearnerKind::HazanUrtasun, &data.train, &specs, config)?.train()?;
                     let train_seconds = t0.elapsed().as_secs_f64();
@@ -480,7 +480,7 @@ fn wall_clock(out: &Path, p: &Preset, cfg: &ShapesConfig) -> Result<serde_json::
             epsilon: eps,
             learning_iterations: usize::MAX / 2,
             evaluate: Evaluate::Never,
-            ..TrainConfig::default()
+            ..chapter_config()
         };
         let hu_config = TrainConfig { message_passing_iterations: p.round_message_passing, ..base.clone() };
         let hu =

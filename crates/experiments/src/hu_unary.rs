@@ -152,7 +152,7 @@ pub fn check(out: &Path, cfg: &ShapesConfig, shapes: &[Shape], c: &UnaryCheck, p
             learning_iterations: iterations,
             evaluate: Evaluate::Never,
             seed: cfg.seed,
-            ..TrainConfig::default()
+            ..crate::runner::chapter_config()
         };
         let train_eval = |kind: LearnerKind, train: &Dataset, test: &Dataset, config: TrainConfig| -> Result<f64> {
             let model = build_learner(kind, train, &specs, config)?.train()?.model;

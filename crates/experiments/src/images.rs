@@ -28,8 +28,8 @@ use structlearn::files::write_atomic;
 use structlearn::{Dataset, LearnError, PredictOptions, Step, StructuredModel};
 
 use crate::runner::{
-    Budget, CellResult, Experiment, ExperimentData, Options, PaperTable, Scale, budget_of, class_budgets, class_oracle,
-    model_path,
+    Budget, CHAPTER_MESSAGE_PASSING, CellResult, Experiment, ExperimentData, Options, PaperTable, Scale, budget_of,
+    class_budgets, class_oracle, model_path,
 };
 use reporting::plots::{self, PlotImage};
 
@@ -108,6 +108,10 @@ struct Preset {
     /// from before the setting existed).
     #[serde(default = "one", skip_serializing_if = "is_one")]
     train_error_every: usize,
+    /// [`Budget::message_passing_iterations`] (not recorded in `run.json`
+    /// when the chapter's 25, as in runs from before the setting existed).
+    #[serde(default = "chapter_message_passing")]
+    message_passing_iterations: usize,
     predict: PredictOptions,
     boosting_rounds: usize,
     mlp_epochs: usize,
@@ -123,6 +127,10 @@ fn one() -> usize {
 
 fn is_one(k: &usize) -> bool {
     *k == 1
+}
+
+fn chapter_message_passing() -> usize {
+    CHAPTER_MESSAGE_PASSING
 }
 
 /// A group of unary feature columns (docs/IMAGES.md).
@@ -266,6 +274,7 @@ fn preset(which: Which, scale: Scale) -> Preset {
         pair_types: PairTypes::Shared,
         learning_iterations: 25,
         train_error_every: 1,
+        message_passing_iterations: CHAPTER_MESSAGE_PASSING,
         predict: PredictOptions { iterations: 10, tolerance: Some(1e-4) },
         boosting_rounds: 10,
         mlp_epochs: 1,
@@ -520,6 +529,7 @@ impl Experiment for Images {
                 ("pair_types", json!("shared")),
                 ("oracles", json!({})),
                 ("fixed_split", json!(false)),
+                ("message_passing_iterations", json!(CHAPTER_MESSAGE_PASSING)),
             ];
             for (key, default) in defaults {
                 if map.get(key) == Some(&default) {
@@ -535,6 +545,7 @@ impl Experiment for Images {
             learning_iterations: self.p.learning_iterations,
             predict: self.p.predict,
             train_error_every: self.p.train_error_every,
+            message_passing_iterations: self.p.message_passing_iterations,
             checkpoint_every: 1,
         }
     }
@@ -792,6 +803,11 @@ mod tests {
             assert!(err.contains(says), "{set}: {err}");
         }
         crate::runner::check_settings(&horses(&[]).unwrap()).unwrap();
+        // Learning budgets too.
+        for set in ["learning_iterations=0", "message_passing_iterations=0"] {
+            let err = format!("{:#}", crate::runner::check_settings(&horses(&[set]).unwrap()).unwrap_err());
+            assert!(err.contains(set.trim_end_matches("=0")) && err.contains("at least 1"), "{set}: {err}");
+        }
     }
 
     /// Settings that would be ignored or contradict the data set are refused.
@@ -892,13 +908,21 @@ mod tests {
     #[test]
     fn unchanged_ablation_settings_stay_out_of_run_json() {
         let plain = horses(&[]).unwrap().preset();
-        for key in ["standardize", "drop_unary", "pair_types", "oracles", "fixed_split"] {
+        for key in ["standardize", "drop_unary", "pair_types", "oracles", "fixed_split", "message_passing_iterations"] {
             assert!(plain.get(key).is_none(), "{key} recorded at its default");
         }
-        let changed =
-            horses(&["standardize=false", "oracles.linear.l2=0.5", "pair_types=by-direction", "fixed_split=true"])
-                .unwrap()
-                .preset();
+        assert_eq!(horses(&[]).unwrap().budget().message_passing_iterations, CHAPTER_MESSAGE_PASSING);
+        let set = [
+            "standardize=false",
+            "oracles.linear.l2=0.5",
+            "pair_types=by-direction",
+            "fixed_split=true",
+            "message_passing_iterations=15",
+        ];
+        let changed = horses(&set).unwrap();
+        assert_eq!(changed.budget().message_passing_iterations, 15);
+        let changed = changed.preset();
+        assert_eq!(changed["message_passing_iterations"], 15);
         assert_eq!(changed["standardize"], false);
         assert_eq!(changed["pair_types"], "by-direction");
         assert_eq!(changed["oracles"]["linear"]["l2"], 0.5);

@@ -27,7 +27,7 @@ use structlearn::exact::{local_labeling, map_labeling};
 use structlearn::files::write_atomic;
 use structlearn::{Dataset, Evaluate, LearnerKind, StructuredModel, TrainConfig, build_learner};
 
-use crate::runner::{Scale, current_commit, mean_std};
+use crate::runner::{CHAPTER_MESSAGE_PASSING, Scale, current_commit, mean_std};
 use reporting::plots::{Series, plot_lines};
 
 /// The strategies, in plotting order.
@@ -131,6 +131,9 @@ fn run_size(p: &Preset, data: &PunyakanokData, kappa: f64, trial: usize, n: usiz
             TrainConfig { evaluate: Evaluate::Never, learning_iterations: iterations, ..TrainConfig::default() };
         if kind.reads("epsilon") {
             config.epsilon = p.epsilon;
+        }
+        if kind.reads("message_passing_iterations") {
+            config.message_passing_iterations = CHAPTER_MESSAGE_PASSING;
         }
         let model = build_learner(kind, &train, &specs, config)?.train()?.model;
         Ok((model, t0.elapsed().as_secs_f64()))

@@ -49,6 +49,7 @@ pub use oracles::ModelRegistry;
 pub use perceptron::{Perceptron, PerceptronMode};
 pub use registry::OracleRegistry;
 pub use train::{
-    Algorithm1, CheckpointConfig, DEFAULT_LEARNING_ITERATIONS, DEFAULT_MESSAGE_PASSING_TOLERANCE, Evaluate,
-    EvaluationMessages, Step, TrainConfig, TrainOutcome, Trainer, mix_seed,
+    Algorithm1, CheckpointConfig, DEFAULT_LEARNING_ITERATIONS, DEFAULT_MESSAGE_PASSING_ITERATIONS,
+    DEFAULT_MESSAGE_PASSING_TOLERANCE, Evaluate, EvaluationMessages, Step, TrainConfig, TrainOutcome, Trainer,
+    mix_seed,
 };

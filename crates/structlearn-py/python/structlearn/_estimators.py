@@ -490,7 +490,7 @@ _COMMON_PARAMS = """
         ``'algorithm1'``, ``'hazan-urtasun'``, ``'piecewise'``, ``'perceptron-local'`` or ``'perceptron-global'``.
     max_iter : int, default=25
         Learning iterations (for the perceptrons: epochs; ``'piecewise'`` runs one).
-    message_passing_iterations : int, default=25
+    message_passing_iterations : int, default=10
         Message-passing iterations after each fit (not used by the perceptrons).
     n_states : int, optional
         Number of labels; by default one more than the largest label of ``Y`` (and ``Y_val``).

@@ -5,7 +5,8 @@
 //! learning iterations, starting at 0) and potentials
 //! `θ^k(y_α) = ε_t g_t(φ^k_α, y_α) + Δ_α(y^k_α, y_α)`. A learning iteration runs
 //! the [`Step`]s of the schedule (default: for each factor type in order, fit
-//! it, then 25 message-passing iterations on every example):
+//! it, then `message_passing_iterations` (default 10, the chapter 25) message-passing
+//! iterations on every example):
 //!
 //! * **Fit** type `t`: pool every region of type `t` of every example into one
 //!   oracle problem with labels `y^k_α` and biases (Eq. 14)
@@ -46,8 +47,8 @@ use smoothed_inference::{InferenceProblem, Messages, RunOptions, with_thread_wor
 
 pub use checkpoint::CHECKPOINT_MAGIC;
 pub use config::{
-    CheckpointConfig, DEFAULT_EVALUATION, DEFAULT_LEARNING_ITERATIONS, DEFAULT_MESSAGE_PASSING_TOLERANCE,
-    DEFAULT_TRAIN_ERROR_EVERY, EPSILON_RANGE, Evaluate, Step, TrainConfig,
+    CheckpointConfig, DEFAULT_EVALUATION, DEFAULT_LEARNING_ITERATIONS, DEFAULT_MESSAGE_PASSING_ITERATIONS,
+    DEFAULT_MESSAGE_PASSING_TOLERANCE, DEFAULT_TRAIN_ERROR_EVERY, EPSILON_RANGE, Evaluate, Step, TrainConfig,
 };
 pub use eval_messages::EvaluationMessages;
 use eval_messages::MessageStore;
