@@ -235,7 +235,8 @@ pub struct Budget {
     pub train_error_every: usize,
     /// Message-passing iterations after each fit
     /// ([`structlearn::TrainConfig::message_passing_iterations`]): the
-    /// chapter's [`CHAPTER_MESSAGE_PASSING`] in every preset.
+    /// chapter's [`CHAPTER_MESSAGE_PASSING`] unless the run sets another
+    /// (horses, stanford: `--set message_passing_iterations=N`).
     pub message_passing_iterations: usize,
     /// Checkpoint after every this many learning iterations (and after the
     /// last, and when interrupted): more than 1 where an iteration takes about
