@@ -123,6 +123,14 @@ pub const DEFAULT_MESSAGE_PASSING_TOLERANCE: f64 = 1e-6;
 /// benchmark problems end within the noise of 25
 /// (docs/guide/performance.md, "Message passing after each fit"). The
 /// experiments keep the chapter's 25.
+///
+/// ```
+/// use structlearn::{DEFAULT_MESSAGE_PASSING_ITERATIONS, TrainConfig};
+/// assert_eq!(TrainConfig::default().message_passing_iterations, DEFAULT_MESSAGE_PASSING_ITERATIONS);
+/// // The chapter's schedule, as the experiments run it:
+/// let chapter = TrainConfig { message_passing_iterations: 25, ..TrainConfig::default() };
+/// assert_eq!(chapter.changed_settings(), ["message_passing_iterations"]);
+/// ```
 pub const DEFAULT_MESSAGE_PASSING_ITERATIONS: usize = 10;
 
 /// Default [`TrainConfig::predict`]: 10 message-passing iterations per
