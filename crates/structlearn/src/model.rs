@@ -574,16 +574,22 @@ impl StructuredModel {
     /// example needs labels; variables marked unknown ([`Dataset::set_ignored`]) are
     /// left out of both counts.
     pub fn error_rate(&self, data: &Dataset, opts: &PredictOptions) -> Result<f64, LearnError> {
-        let (wrong, total) = self.error_counts(data, opts)?;
+        let (wrong, total) = self.error_counts(data, opts, None)?;
         Ok(error_rate_of(wrong, total))
     }
 
     /// [`StructuredModel::error_rate`] as counts (wrongly predicted and
     /// labelled variables); each example's zero messages are made when it is
-    /// predicted, so no array of messages for the whole set exists.
-    pub(crate) fn error_counts(&self, data: &Dataset, opts: &PredictOptions) -> Result<(usize, usize), LearnError> {
+    /// predicted, so no array of messages for the whole set exists. Energies
+    /// from `energies` when given (see [`Energies`]).
+    pub(crate) fn error_counts(
+        &self,
+        data: &Dataset,
+        opts: &PredictOptions,
+        energies: Option<Energies<'_>>,
+    ) -> Result<(usize, usize), LearnError> {
         let zeros = |k: usize| Ok(Messages::zeros(data.examples()[k].graph()));
-        self.error_counts_streamed(data, opts, zeros, |_, _| Ok(()))
+        self.error_counts_streamed(data, opts, zeros, |_, _| Ok(()), energies)
     }
 
     /// [`StructuredModel::error_rate`] with message passing started from
@@ -607,6 +613,18 @@ impl StructuredModel {
         opts: &PredictOptions,
         messages: &mut [Messages],
     ) -> Result<(usize, usize), LearnError> {
+        self.error_counts_from_with(data, opts, messages, None)
+    }
+
+    /// [`StructuredModel::error_counts_from`] with example `k`'s energies
+    /// from `energies` when given (see [`Energies`]).
+    pub(crate) fn error_counts_from_with(
+        &self,
+        data: &Dataset,
+        opts: &PredictOptions,
+        messages: &mut [Messages],
+        energies: Option<Energies<'_>>,
+    ) -> Result<(usize, usize), LearnError> {
         self.check_dataset(data)?;
         if messages.len() != data.len() {
             return Err(LearnError::Config(format!("{} message sets for {} examples", messages.len(), data.len())));
@@ -616,7 +634,7 @@ impl StructuredModel {
             .par_iter_mut()
             .enumerate()
             .with_max_len(1)
-            .map(|(k, m)| self.example_error_counts(data, &plans, opts, k, m))
+            .map(|(k, m)| self.example_error_counts(data, &plans, opts, k, m, energies))
             .collect::<Result<_, LearnError>>()?;
         Ok(counts.iter().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1)))
     }
@@ -626,13 +644,15 @@ impl StructuredModel {
     /// `load(k)` and its final messages go to `keep(k, …)`, so that only the
     /// examples being predicted hold messages (warm-started evaluation from a
     /// file, [`crate::EvaluationMessages::TempFile`]). The same bits as
-    /// `error_counts_from` on the same messages.
+    /// `error_counts_from` on the same messages. Energies from `energies`
+    /// when given (see [`Energies`]).
     pub(crate) fn error_counts_streamed(
         &self,
         data: &Dataset,
         opts: &PredictOptions,
         load: impl Fn(usize) -> Result<Messages, LearnError> + Sync,
         keep: impl Fn(usize, &Messages) -> Result<(), LearnError> + Sync,
+        energies: Option<Energies<'_>>,
     ) -> Result<(usize, usize), LearnError> {
         self.check_dataset(data)?;
         let plans = example_plans(data, &self.epsilon)?;
@@ -641,7 +661,7 @@ impl StructuredModel {
             .with_max_len(1)
             .map(|k| {
                 let mut m = load(k)?;
-                let counts = self.example_error_counts(data, &plans, opts, k, &mut m)?;
+                let counts = self.example_error_counts(data, &plans, opts, k, &mut m, energies)?;
                 keep(k, &m)?;
                 Ok(counts)
             })
@@ -650,7 +670,8 @@ impl StructuredModel {
     }
 
     /// Example `k`'s wrongly predicted and labelled variables, message
-    /// passing from `m` (left with the final messages).
+    /// passing from `m` (left with the final messages), with the energies
+    /// `energies` writes if given, else the model's ([`Self::energies`]).
     fn example_error_counts(
         &self,
         data: &Dataset,
@@ -658,12 +679,16 @@ impl StructuredModel {
         opts: &PredictOptions,
         k: usize,
         m: &mut Messages,
+        energies: Option<Energies<'_>>,
     ) -> Result<(usize, usize), LearnError> {
         let truth = data.labels(k)?;
         // θ and the scores in this thread's buffers: evaluation runs every
         // learning iteration, over every example.
         let labels = with_buffer(&THETA, |theta| {
-            with_buffer(&SCORES, |scores| self.energies_into(data, k, theta, scores))?;
+            match energies {
+                Some(energies) => energies(k, theta)?,
+                None => with_buffer(&SCORES, |scores| self.energies_into(data, k, theta, scores))?,
+            }
             let inference = |source| LearnError::Inference { example: k, source };
             let problem = InferenceProblem::planned(&plans[k], theta).map_err(inference)?;
             let run = opts.run_options();
@@ -825,6 +850,12 @@ pub(crate) fn graph_epsilon(data: &Dataset, k: usize, epsilon: &[f64]) -> Vec<f6
 /// One [`ProblemPlan`] per example of `data` with per-type weights `epsilon`
 /// (in the data set's type order): examples on the same graph share one,
 /// and each distinct graph's plan is built once, in parallel.
+/// Writes example `k`'s energies `θ = ε_t g_t` into the buffer, bit for bit
+/// what [`StructuredModel::energies`] gives for the same models: a caller
+/// that holds the model's scores already (the learner's pooled training
+/// scores) saves scoring the example again.
+pub(crate) type Energies<'e> = &'e (dyn Fn(usize, &mut Vec<f64>) -> Result<(), LearnError> + Sync);
+
 pub(crate) fn example_plans(data: &Dataset, epsilon: &[f64]) -> Result<Vec<ProblemPlan>, LearnError> {
     // The first example on each distinct graph, and each example's distinct graph.
     let mut first_on: Vec<usize> = Vec::new();

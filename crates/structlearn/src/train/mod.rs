@@ -53,14 +53,14 @@ pub use config::{
 pub use eval_messages::EvaluationMessages;
 use eval_messages::MessageStore;
 use pooled::{
-    DENSE_BIAS_ENTRIES, MessageBias, Pooled, Potentials, SCORE_GROUP_ROWS, ThetaSource, example_loss, pool,
-    theta_entry, with_region_deltas, with_theta,
+    DENSE_BIAS_ENTRIES, MessageBias, Pooled, Potentials, SCORE_GROUP_ROWS, ThetaSource, example_loss, gather_energies,
+    pool, theta_entry, with_region_deltas, with_theta,
 };
 
 use crate::discrepancy::{Discrepancy, Hamming};
 use crate::executor::{Executor, RunState, Solver, StopReason};
 use crate::learner::{check_training_set, oracles_by_type};
-use crate::model::{error_rate_of, example_plans, oracle_err, zero_messages};
+use crate::model::{Energies, error_rate_of, example_plans, oracle_err, zero_messages};
 use crate::objective::{NeumaierSum, loss_from_workspace};
 use crate::observer::Record;
 use crate::{Dataset, LearnError, LearnerKind, StructuredModel};
@@ -634,33 +634,47 @@ impl<'a> Algorithm1<'a> {
         let opts = self.config.predict;
         let (warm, how) = (self.config.warm_start_evaluation, self.config.evaluation_messages);
         let collective = self.collective.clone();
-        let rate = |data: &Dataset, kept: &mut Option<MessageStore>| {
+        let rate = |data: &Dataset, kept: &mut Option<MessageStore>, energies: Option<Energies<'_>>| {
             let (wrong, total) = if warm {
                 let store = match kept {
                     Some(store) => store,
                     None => kept.insert(MessageStore::zeros(data, how)?),
                 };
                 match store {
-                    MessageStore::Memory(messages) => model.error_counts_from(data, &opts, messages)?,
+                    MessageStore::Memory(messages) => model.error_counts_from_with(data, &opts, messages, energies)?,
                     MessageStore::File(file) => {
                         let (load, keep) = (|k| file.messages(data, k), |k, m: &Messages| file.keep(k, m));
-                        model.error_counts_streamed(data, &opts, load, keep)?
+                        model.error_counts_streamed(data, &opts, load, keep, energies)?
                     }
                 }
             } else {
                 // From zero messages every time: nothing kept between evaluations.
                 *kept = None;
-                model.error_counts(data, &opts)?
+                model.error_counts(data, &opts, energies)?
             };
             let mut counts = [wrong as f64, total as f64]; // exact below 2^53
             collective.sum(&mut counts);
             Ok::<f64, LearnError>(error_rate_of(counts[0] as usize, counts[1] as usize))
         };
-        let train = if with_train { Some(rate(self.train, &mut self.train_eval_messages)?) } else { None };
+        // The training set's energies from the pooled scores where a type keeps
+        // them (the same bits as scoring the model again, which for boosting
+        // costs a pass over every tree).
+        let source = ThetaSource {
+            data: self.train,
+            pooled: &self.pooled,
+            discrepancy: self.discrepancy.as_ref(),
+            epsilon: &self.epsilon,
+            models: &self.models,
+        };
+        let pooled_energies = |k: usize, theta: &mut Vec<f64>| gather_energies(source, k, theta);
+        let keeps_scores = self.pooled.iter().any(|p| matches!(p.potentials, Potentials::Scores(_)));
+        let train_energies = keeps_scores.then_some(&pooled_energies as Energies<'_>);
+        let train =
+            if with_train { Some(rate(self.train, &mut self.train_eval_messages, train_energies)?) } else { None };
         let validation = match self.validation {
-            Some(v) => {
-                Some(rate(v, &mut self.validation_eval_messages).map_err(|e| LearnError::Validation(Box::new(e)))?)
-            }
+            Some(v) => Some(
+                rate(v, &mut self.validation_eval_messages, None).map_err(|e| LearnError::Validation(Box::new(e)))?,
+            ),
             None => None,
         };
         Ok((train, validation))
@@ -761,4 +775,60 @@ pub fn mix_seed(seed: u64, iteration: usize, step: usize) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rand::{RngExt, SeedableRng};
+
+    use super::*;
+    use crate::{Example, FactorTypeInfo, FeatureBlock};
+
+    /// The training set's evaluation reads the pooled scores of types that
+    /// keep them: the energies they give are the model's own
+    /// ([`StructuredModel::energies`]) bit for bit, for a type that keeps
+    /// scores (boosting) beside one scored from its model (linear), after
+    /// warm fits.
+    #[test]
+    fn pooled_energies_are_the_models_bit_for_bit() {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        let graph = Arc::new(factor_graph::grid(4, 5, 3).unwrap());
+        let examples = (0..3)
+            .map(|k| {
+                let labels: Vec<usize> = (0..20).map(|_| rng.random_range(0..3)).collect();
+                let unary = labels.iter().flat_map(|&y| [y as f64 + rng.random::<f64>(), 1.0]).collect();
+                let pair = (0..31).flat_map(|_| [rng.random::<f64>(), 1.0]).collect();
+                let blocks = vec![FeatureBlock { dim: 2, values: unary }, FeatureBlock { dim: 2, values: pair }];
+                Example::new(format!("e{k}"), Arc::clone(&graph), Some(labels), blocks)
+            })
+            .collect();
+        let types = vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 2)];
+        let data = Dataset::new(types, examples).unwrap();
+        let oracles: Vec<(String, Box<dyn Oracle>)> = vec![
+            ("unary".into(), Box::new(oracles::linear::LinearOracle::default())),
+            ("pairwise".into(), Box::new(oracles::boosting::BoostingOracle { rounds: 3, ..Default::default() })),
+        ];
+        let config = TrainConfig { learning_iterations: 2, evaluate: Evaluate::Never, ..TrainConfig::default() };
+        let mut learner = Algorithm1::new(&data, oracles, config).unwrap();
+        let mut history: Vec<Record> = Vec::new();
+        for iteration in 1..=2 {
+            for s in 0..learner.steps.len() {
+                let record = learner.run_step(iteration, s, history.last()).unwrap();
+                history.push(record);
+            }
+        }
+        assert!(matches!(learner.pooled[1].potentials, Potentials::Scores(_)));
+        assert!(!matches!(learner.pooled[0].potentials, Potentials::Scores(_)));
+        let model = learner.model().unwrap();
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let mut energies = Vec::new();
+        for k in 0..data.len() {
+            gather_energies(learner.theta_source(), k, &mut energies).unwrap();
+            let expected = model.energies(&data, k).unwrap();
+            assert_eq!(bits(&energies), bits(&expected), "example {k}");
+            assert!(expected.iter().any(|&v| v != 0.0));
+        }
+    }
 }

@@ -110,6 +110,38 @@ fn gather_theta(theta: ThetaSource<'_>, k: usize, out: &mut Vec<f64>) -> Result<
     Ok(())
 }
 
+/// Example `k`'s energies `θ_α(y) = ε_t g_t(y)` (no `Δ`) into `out`, bit for
+/// bit what [`crate::StructuredModel::energies`] gives for `models`: the
+/// pooled scores where a type keeps them ([`Potentials::Scores`], the
+/// model's own scores by the oracle contract, [`oracles::Oracle::fit_scored`]),
+/// else scored from the model. For evaluating the training set without
+/// scoring it again (boosting's scores cost a pass over every tree).
+pub(super) fn gather_energies(theta: ThetaSource<'_>, k: usize, out: &mut Vec<f64>) -> Result<(), LearnError> {
+    let ThetaSource { data, pooled, epsilon, models, .. } = theta;
+    let graph = &data.examples()[k].graph();
+    out.clear();
+    out.resize(graph.total_configs(), 0.0);
+    for (t, p) in pooled.iter().enumerate() {
+        let (c, eps, first) = (data.factor_types()[t].classes, epsilon[t], p.rows[k]);
+        let mut write = |g: &[f64]| {
+            for (i, &r) in p.regions[k].iter().enumerate() {
+                for (o, &g) in out[graph.config_range(r)].iter_mut().zip(&g[i * c..(i + 1) * c]) {
+                    *o = eps * g;
+                }
+            }
+        };
+        match &p.potentials {
+            Potentials::Scores(g) => write(&g[first * c..p.rows[k + 1] * c]),
+            Potentials::Theta(_) | Potentials::Recomputed => with_buffer(&SCORES, |g| {
+                score_example(data, models[t].as_deref(), t, k, p.rows[k + 1] - first, g)?;
+                write(g);
+                Ok::<(), LearnError>(())
+            })?,
+        }
+    }
+    Ok(())
+}
+
 /// `g_t`'s scores on the `rows` regions of type `t` of example `k` into
 /// `out` (replacing its contents; zeros before the first fit, `model` `None`).
 fn score_example(
