@@ -658,7 +658,8 @@ impl<'a> Algorithm1<'a> {
         };
         // The training set's energies from the pooled scores where a type keeps
         // them (the same bits as scoring the model again, which for boosting
-        // costs a pass over every tree).
+        // costs a pass over every tree). `theta_source()`'s fields, borrowed
+        // one by one so that the evaluation messages can be borrowed mutably.
         let source = ThetaSource {
             data: self.train,
             pooled: &self.pooled,
