@@ -128,6 +128,29 @@ fn decode_allowed(graph: &RegionGraph, theta: &[f64], beliefs: &[f64]) -> Result
     Ok(decode_feasible(graph, theta, beliefs, &opts)?.labels)
 }
 
+/// Message passing from `messages` as [`InferenceProblem::run`] does it, then
+/// the labels [`decode_allowed`] reads from the final beliefs — computing only
+/// the singleton beliefs ([`InferenceProblem::run_and_decode`]) unless their
+/// argmax is a labelling the model forbids. Only then are every region's
+/// beliefs computed, from the final messages as `run`'s report computes them
+/// (a run of no iterations), for the constrained decoding. The same labels as
+/// `run` followed by `decode_allowed`; for error rates, whose predictions
+/// nobody reads the beliefs or report of.
+fn run_and_decode_allowed(
+    problem: &InferenceProblem<'_>,
+    messages: &mut Messages,
+    run: &RunOptions,
+    ws: &mut smoothed_inference::Workspace,
+) -> Result<Vec<usize>, InferenceError> {
+    let (_, labels) = problem.run_and_decode(messages, run, ws)?;
+    let (graph, theta) = (problem.graph(), problem.theta());
+    if score(graph, theta, &labels) > f64::NEG_INFINITY {
+        return Ok(labels);
+    }
+    problem.run(messages, &RunOptions { iterations: 0, tolerance: None, order: None }, ws)?;
+    decode_allowed(graph, theta, ws.beliefs())
+}
+
 /// Per factor type, what a model file's header says.
 ///
 /// ```
@@ -693,11 +716,7 @@ impl StructuredModel {
             let problem = InferenceProblem::planned(&plans[k], theta).map_err(inference)?;
             let run = opts.run_options();
             // The labels the prediction gives, without its report and beliefs.
-            with_thread_workspace(|ws| {
-                problem.run(m, &run, ws)?;
-                decode_allowed(plans[k].graph(), theta, ws.beliefs())
-            })
-            .map_err(inference)
+            with_thread_workspace(|ws| run_and_decode_allowed(&problem, m, &run, ws)).map_err(inference)
         })?;
         Ok(count_errors(data, k, &labels, truth))
     }

@@ -352,11 +352,10 @@ fn infeasible_and_oversized_graphs_are_typed_errors() {
 }
 
 /// Constrained data: labels are the best feasible labeling of random local
-/// scores, features are the local scores themselves. The global perceptron
-/// (with the constraint in training) learns it; the local one ignores the
-/// constraint; both return models whose constrained predictions are feasible.
-#[test]
-fn perceptrons_learn_and_predict_feasible_labelings() {
+/// scores (a labelling is forbidden where it has an odd number of ones),
+/// features are the local scores themselves; a linear unary type and the
+/// constraint as a fixed type.
+fn constrained_data() -> (Dataset, Vec<(String, serde_json::Value)>) {
     let g = constrained_graph();
     let forbidden: Vec<bool> = (0..32).map(|i: usize| i.count_ones() % 2 == 1).collect();
     let mut examples = Vec::new();
@@ -392,6 +391,16 @@ fn perceptrons_learn_and_predict_feasible_labelings() {
         ("unary".to_string(), json!({"kind": "linear"})),
         ("constraint".to_string(), json!({"kind": "fixed", "table": vec![0.0; 32], "forbidden": forbidden_idx})),
     ];
+    (data, specs)
+}
+
+/// The global perceptron (with the constraint in training) learns the
+/// constrained data; the local one ignores the constraint; both return models
+/// whose constrained predictions are feasible.
+#[test]
+fn perceptrons_learn_and_predict_feasible_labelings() {
+    let (data, specs) = constrained_data();
+    let g = constrained_graph();
     let config = TrainConfig { learning_iterations: 100, ..TrainConfig::default() };
     let global = build_learner(LearnerKind::PerceptronGlobal, &data, &specs, config.clone()).unwrap().train().unwrap();
     let last = global.history.last().unwrap();
@@ -418,6 +427,44 @@ fn perceptrons_learn_and_predict_feasible_labelings() {
             assert!(is_feasible(&g, &theta, &feasible_decode(&g, &theta, &p.beliefs, k).unwrap()));
         }
     }
+}
+
+/// Error rates decode only the singleton beliefs unless their argmax is
+/// forbidden; then they decode as a prediction does, from every region's
+/// beliefs. On the constrained data, with a model whose beliefs favour
+/// forbidden labellings for some examples, the error rate (from zero and
+/// warm-started) counts exactly the labels the predictions report.
+#[test]
+fn error_rates_count_the_labels_predictions_report() {
+    let (data, specs) = constrained_data();
+    let config = TrainConfig { learning_iterations: 2, evaluate: Evaluate::Never, ..TrainConfig::default() };
+    let model = build_learner(LearnerKind::Algorithm1, &data, &specs, config).unwrap().train().unwrap().model;
+    let mut fell_back = 0;
+    // No iterations (the unaries' argmax, often of odd parity) and a few.
+    for opts in
+        [PredictOptions { iterations: 0, tolerance: None }, PredictOptions { iterations: 3, tolerance: Some(1e-4) }]
+    {
+        let (mut wrong, mut total) = (0, 0);
+        for k in 0..data.len() {
+            let p = model.predict_example(&data, k, &opts).unwrap();
+            let truth = data.labels(k).unwrap();
+            wrong += p.labels.iter().zip(truth).filter(|(a, b)| a != b).count();
+            total += truth.len();
+            let argmax = smoothed_inference::decode(data.examples()[k].graph(), &p.beliefs).unwrap();
+            fell_back += usize::from(p.labels != argmax);
+        }
+        let expected = wrong as f64 / total as f64;
+        assert_eq!(model.error_rate(&data, &opts).unwrap(), expected);
+        // Warm-started from zero messages: the same counts, and the messages left where predictions leave them.
+        let mut messages: Vec<Messages> = data.examples().iter().map(|ex| Messages::zeros(ex.graph())).collect();
+        assert_eq!(model.error_rate_from(&data, &opts, &mut messages).unwrap(), expected);
+        for (k, m) in messages.iter().enumerate() {
+            let mut again = Messages::zeros(data.examples()[k].graph());
+            model.predict_example_from(&data, k, &opts, &mut again).unwrap();
+            assert_eq!(m, &again);
+        }
+    }
+    assert!(fell_back > 0, "no example's beliefs favour a forbidden labelling");
 }
 
 /// Untied energies (one `indexed-linear` function per pixel and per pair) on
