@@ -2,6 +2,9 @@
 //! potentials `θ = ε_t g_t + Δ` (or `g_t`'s scores), the message biases of
 //! Eq. 14 and the gathering of an example's `θ` into a per-thread buffer.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use oracles::{BiasRows, Features, Model};
 use rayon::prelude::*;
 use smoothed_inference::{InferenceProblem, Messages, with_thread_workspace};
@@ -22,8 +25,9 @@ pub(super) struct Pooled {
     pub(super) labels: Vec<usize>,
     /// `rows[k]..rows[k+1]` are example `k`'s rows.
     pub(super) rows: Vec<usize>,
-    /// Example `k`'s regions of this type, in row order.
-    pub(super) regions: Vec<Vec<usize>>,
+    /// Example `k`'s regions of this type, in row order: one list per
+    /// distinct graph, shared by the examples on it.
+    pub(super) regions: Vec<Arc<[usize]>>,
     pub(super) potentials: Potentials,
 }
 
@@ -457,9 +461,12 @@ pub(super) fn pool(data: &Dataset, t: usize) -> Result<Pooled, LearnError> {
     let mut labels = Vec::new();
     let mut rows = vec![0];
     let mut regions = Vec::with_capacity(data.len());
+    // Examples on one graph share its type map (`Dataset::region_types`), so its regions of type `t`.
+    let mut shared: HashMap<*const usize, Arc<[usize]>> = HashMap::new();
     for (k, ex) in data.examples().iter().enumerate() {
         let truth = data.labels(k)?;
-        let regs: Vec<usize> = data.regions_of_type(k, t).collect();
+        let regs =
+            shared.entry(data.region_types(k).as_ptr()).or_insert_with(|| data.regions_of_type(k, t).collect()).clone();
         labels.extend(regs.iter().map(|&r| ex.graph().config_of(r, truth)));
         rows.push(labels.len());
         regions.push(regs);
@@ -556,7 +563,7 @@ mod tests {
         for (k, regions) in pooled.regions.iter().enumerate() {
             let graph = data.examples()[k].graph();
             let truth = data.examples()[k].labels().unwrap();
-            for &r in regions {
+            for &r in regions.iter() {
                 let mut offsets = vec![0.0; graph.num_configs(r)];
                 region_message_offsets(graph, &messages[k], r, &mut offsets);
                 let mut row = vec![0.0; offsets.len()];
