@@ -134,8 +134,8 @@ fn decode_allowed(graph: &RegionGraph, theta: &[f64], beliefs: &[f64]) -> Result
 /// argmax is a labelling the model forbids. Only then are every region's
 /// beliefs computed, from the final messages as `run`'s report computes them
 /// (a run of no iterations), for the constrained decoding. The same labels as
-/// `run` followed by `decode_allowed`; for error rates, whose predictions
-/// nobody reads the beliefs or report of.
+/// `run` followed by `decode_allowed`, for error rates, where nobody reads a
+/// prediction's beliefs or report.
 fn run_and_decode_allowed(
     problem: &InferenceProblem<'_>,
     messages: &mut Messages,
