@@ -616,6 +616,35 @@ mod tests {
         assert_eq!(pairs.rows, [0, 5, 5, 14, 17, 24]);
     }
 
+    /// Examples on one graph share one list of its regions of each type
+    /// (the same `Arc`); an equal graph built apart gets its own; every list
+    /// is the example's regions of that type in order.
+    #[test]
+    fn region_lists_are_shared_per_graph() {
+        let (one, apart) = (Arc::new(chain(4)), Arc::new(chain(4)));
+        let example = |k: usize, graph: &Arc<factor_graph::RegionGraph>| {
+            let features = (0..3)
+                .map(|t| {
+                    let rows = (0..graph.num_regions()).filter(|&r| graph.region_type(r) == t).count();
+                    FeatureBlock { dim: 1, values: vec![0.5; rows] }
+                })
+                .collect();
+            Example::new(format!("e{k}"), graph.clone(), Some(vec![0; 4]), features)
+        };
+        let examples = vec![example(0, &one), example(1, &apart), example(2, &one), example(3, &one)];
+        let types = ["unary", "pair", "triple"].map(|name| FactorTypeInfo::new(name, 1)).to_vec();
+        let data = Dataset::new(types, examples).unwrap();
+        for t in 0..3 {
+            let pooled = pool(&data, t).unwrap();
+            for (k, regions) in pooled.regions.iter().enumerate() {
+                assert_eq!(**regions, data.regions_of_type(k, t).collect::<Vec<_>>()[..], "example {k}, type {t}");
+            }
+            let r = &pooled.regions;
+            assert!(Arc::ptr_eq(&r[0], &r[2]) && Arc::ptr_eq(&r[0], &r[3]), "type {t}");
+            assert!(!Arc::ptr_eq(&r[0], &r[1]), "type {t}");
+        }
+    }
+
     #[test]
     fn map_shapes() {
         let cycle: Vec<u32> = (0..12).map(|y| y % 3).collect();
