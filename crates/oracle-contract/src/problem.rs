@@ -954,7 +954,7 @@ mod tests {
     }
 
     /// The block-wise check finds the first bad value wherever it sits (first,
-    /// last, on either side of a block boundary, after another bad one) and
+    /// last, on either side of a block boundary, with another bad one after it) and
     /// which kind it is; values at ±MAX_MAGNITUDE and subnormals pass.
     #[test]
     fn features_name_their_first_bad_value_anywhere() {
