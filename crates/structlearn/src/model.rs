@@ -366,12 +366,7 @@ impl StructuredModel {
         for t in 0..self.factor_types.len() {
             self.type_scores_into(data, k, t, scores)?;
             let c = self.factor_types[t].classes;
-            let eps = self.epsilon[t];
-            for (row, r) in data.regions_of_type(k, t).enumerate() {
-                for (th, g) in theta[graph.config_range(r)].iter_mut().zip(&scores[row * c..(row + 1) * c]) {
-                    *th = eps * g;
-                }
-            }
+            spread_energies(graph, data.regions_of_type(k, t), self.epsilon[t], c, scores, theta);
         }
         Ok(())
     }
@@ -859,6 +854,26 @@ pub(crate) fn zero_messages(data: &Dataset) -> Vec<Messages> {
     data.examples().iter().map(|e| Messages::zeros(e.graph())).collect()
 }
 
+/// `θ_α(y) = ε g(y)` for the regions `regions` of one factor type (`classes`
+/// configurations each), row `i` of `scores` (row-major) going to the `i`-th
+/// region's configurations in `theta`: the one expression every way of
+/// computing energies evaluates ([`StructuredModel::energies`], the learner's
+/// evaluation from its pooled scores), so they give the same bits.
+pub(crate) fn spread_energies(
+    graph: &RegionGraph,
+    regions: impl IntoIterator<Item = usize>,
+    eps: f64,
+    classes: usize,
+    scores: &[f64],
+    theta: &mut [f64],
+) {
+    for (row, r) in regions.into_iter().enumerate() {
+        for (th, g) in theta[graph.config_range(r)].iter_mut().zip(&scores[row * classes..(row + 1) * classes]) {
+            *th = eps * g;
+        }
+    }
+}
+
 /// `ε` per factor type of example `k`'s *graph*, in the graph's own type order,
 /// from `epsilon` given per factor type of the data set (matched by name).
 pub(crate) fn graph_epsilon(data: &Dataset, k: usize, epsilon: &[f64]) -> Vec<f64> {
@@ -866,15 +881,15 @@ pub(crate) fn graph_epsilon(data: &Dataset, k: usize, epsilon: &[f64]) -> Vec<f6
     g.factor_types().iter().map(|name| data.factor_type_index(name).map_or(1.0, |t| epsilon[t])).collect()
 }
 
-/// One [`ProblemPlan`] per example of `data` with per-type weights `epsilon`
-/// (in the data set's type order): examples on the same graph share one,
-/// and each distinct graph's plan is built once, in parallel.
 /// Writes example `k`'s energies `θ = ε_t g_t` into the buffer, bit for bit
 /// what [`StructuredModel::energies`] gives for the same models: a caller
 /// that holds the model's scores already (the learner's pooled training
 /// scores) saves scoring the example again.
 pub(crate) type Energies<'e> = &'e (dyn Fn(usize, &mut Vec<f64>) -> Result<(), LearnError> + Sync);
 
+/// One [`ProblemPlan`] per example of `data` with per-type weights `epsilon`
+/// (in the data set's type order): examples on the same graph share one,
+/// and each distinct graph's plan is built once, in parallel.
 pub(crate) fn example_plans(data: &Dataset, epsilon: &[f64]) -> Result<Vec<ProblemPlan>, LearnError> {
     // The first example on each distinct graph, and each example's distinct graph.
     let mut first_on: Vec<usize> = Vec::new();

@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use smoothed_inference::{InferenceProblem, Messages, with_thread_workspace};
 
 use crate::discrepancy::Discrepancy;
-use crate::model::{SCORES, THETA, with_buffer};
+use crate::model::{SCORES, THETA, spread_energies, with_buffer};
 use crate::objective::loss_at;
 use crate::{Dataset, LearnError};
 
@@ -127,13 +127,7 @@ pub(super) fn gather_energies(theta: ThetaSource<'_>, k: usize, out: &mut Vec<f6
     out.resize(graph.total_configs(), 0.0);
     for (t, p) in pooled.iter().enumerate() {
         let (c, eps, first) = (data.factor_types()[t].classes, epsilon[t], p.rows[k]);
-        let mut write = |g: &[f64]| {
-            for (i, &r) in p.regions[k].iter().enumerate() {
-                for (o, &g) in out[graph.config_range(r)].iter_mut().zip(&g[i * c..(i + 1) * c]) {
-                    *o = eps * g;
-                }
-            }
-        };
+        let mut write = |g: &[f64]| spread_energies(graph, p.regions[k].iter().copied(), eps, c, g, out);
         match &p.potentials {
             Potentials::Scores(g) => write(&g[first * c..p.rows[k + 1] * c]),
             Potentials::Theta(_) | Potentials::Recomputed => with_buffer(&SCORES, |g| {
