@@ -283,8 +283,12 @@ impl MessageBias<'_> {
             assert_eq!(lambda.len(), graph.total_message_len(), "messages do not fit the graph");
             for &r in &self.pooled.regions[k][row - starts[k]..end - starts[k]] {
                 let slot = slots.next().expect("one slot per row");
-                region_offsets(graph, lambda, r, slot, &mut maps);
                 self.discrepancy.region(graph, r, truth, delta);
+                if let Some(product) = Product::of(graph, lambda, r, &mut maps) {
+                    product.write_biases(delta, self.epsilon, slot);
+                    continue;
+                }
+                region_offsets(graph, lambda, r, slot, &mut maps);
                 for (b, &d) in slot.iter_mut().zip(delta.iter()) {
                     *b = (d + *b) / self.epsilon;
                 }
@@ -413,6 +417,54 @@ fn region_offsets(graph: &factor_graph::RegionGraph, lambda: &[f64], r: usize, o
     }
 }
 
+/// A region whose message offsets are its two child messages laid out as a
+/// product, `y = j·s + i` reading `outer(j)` and `inner(i)` (a pair of a grid:
+/// edge maps `⌊y / s⌋` and `y mod s`), and which has no parents. Its biases
+/// are written in one pass, `(Δ(y) + ((0 + λ_outer) + λ_inner)) / ε_t`,
+/// instead of a zeroed slot, a pass per edge and a pass for the division:
+/// the operations of [`region_offsets`] and the division after it, so the
+/// same bits. (`region_offsets` adds the edges in index order; with two terms
+/// the order never shows: `(0 + a) + b` and `(0 + b) + a` are equal for all
+/// `a`, `b`, signed zeros included.)
+#[derive(Debug, Clone, Copy)]
+struct Product<'m> {
+    /// The message read by `⌊y / s⌋` (`Runs(s)`).
+    outer: &'m [f64],
+    /// The message read by `y mod s` (`Cycle`), `s` entries.
+    inner: &'m [f64],
+}
+
+impl<'m> Product<'m> {
+    /// Region `r`'s layout, if it is a product of its two child messages.
+    #[inline(always)]
+    fn of(graph: &factor_graph::RegionGraph, lambda: &'m [f64], r: usize, maps: &mut EdgeMaps) -> Option<Self> {
+        let (&[e1, e2], []) = (graph.child_edges(r), graph.parent_edges(r)) else {
+            return None;
+        };
+        let (m1, m2) = (&lambda[graph.message_range(e1)], &lambda[graph.message_range(e2)]);
+        let (outer, inner) = match (maps.shape(graph.edge_map(e1), m1.len()), maps.shape(graph.edge_map(e2), m2.len()))
+        {
+            (MapShape::Runs(s), MapShape::Cycle) if s == m2.len() => (m1, m2),
+            (MapShape::Cycle, MapShape::Runs(s)) if s == m1.len() => (m2, m1),
+            _ => return None,
+        };
+        (outer.len() * inner.len() == graph.num_configs(r)).then_some(Product { outer, inner })
+    }
+
+    /// `slot(y) = (Δ(y) + ((0 + outer(⌊y / s⌋)) + inner(y mod s))) / ε` for
+    /// every configuration `y`.
+    #[inline(always)]
+    fn write_biases(self, delta: &[f64], epsilon: f64, slot: &mut [f64]) {
+        let s = self.inner.len();
+        assert_eq!(slot.len(), self.outer.len() * s, "one bias per configuration of the region");
+        for ((out, delta), &a) in slot.chunks_exact_mut(s).zip(delta.chunks_exact(s)).zip(self.outer) {
+            for ((o, &d), &b) in out.iter_mut().zip(delta).zip(self.inner) {
+                *o = (d + ((0.0 + a) + b)) / epsilon;
+            }
+        }
+    }
+}
+
 /// Largest bias array (rows × classes, 64 MiB of `f64`) a fit of an oracle that
 /// keeps its scores ([`oracles::Oracle::maintains_scores`]) and reads every
 /// row's bias ([`oracles::Oracle::reads_every_bias`]) gets whole; larger ones
@@ -485,7 +537,7 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
     use smoothed_inference::{Messages, region_message_offsets};
 
-    use super::{MapShape, MessageBias, pool};
+    use super::{EdgeMaps, MapShape, MessageBias, Product, pool};
     use crate::discrepancy::{Discrepancy, Hamming};
     use crate::{Dataset, Example, FactorTypeInfo, FeatureBlock};
 
@@ -636,6 +688,60 @@ mod tests {
             let r = &pooled.regions;
             assert!(Arc::ptr_eq(&r[0], &r[2]) && Arc::ptr_eq(&r[0], &r[3]), "type {t}");
             assert!(!Arc::ptr_eq(&r[0], &r[1]), "type {t}");
+        }
+    }
+
+    /// A pair with no parents, its child edges added in either order, over
+    /// label counts that fill whole vectors or not, is written in one pass
+    /// ([`Product`]) with the bits of the zeroed slot and a pass per edge
+    /// (either edge order: the two sums agree, signed zeros included);
+    /// messages hold ±0, subnormals and values far apart. A pair with a
+    /// parent, and the parent, are not products.
+    #[test]
+    fn product_pairs_give_the_per_edge_bits() {
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let special = [0.0, -0.0, 5e-324, -1e-310, 1e300, -3.0];
+        for (la, lb) in [(2, 3), (3, 2), (8, 8), (9, 4), (1, 5), (5, 1)] {
+            for outer_edge_first in [true, false] {
+                let mut b = RegionGraphBuilder::new(vec![la, lb, 2]).unwrap();
+                let (unary, pair, triple) = (
+                    b.add_factor_type("unary").unwrap(),
+                    b.add_factor_type("pair").unwrap(),
+                    b.add_factor_type("triple").unwrap(),
+                );
+                let singles: Vec<usize> = (0..3).map(|i| b.add_region(&[i], unary).unwrap()).collect();
+                let p = b.add_region(&[0, 1], pair).unwrap();
+                let edges = if outer_edge_first { [singles[0], singles[1]] } else { [singles[1], singles[0]] };
+                for c in edges {
+                    b.add_edge(p, c).unwrap();
+                }
+                let q = b.add_region(&[1, 2], pair).unwrap();
+                b.add_edge(q, singles[1]).unwrap();
+                b.add_edge(q, singles[2]).unwrap();
+                let t = b.add_region(&[0, 1, 2], triple).unwrap();
+                b.add_edge(t, q).unwrap();
+                let g = b.build().unwrap();
+                for draw in 0..20 {
+                    let lambda: Vec<f64> = (0..g.total_message_len())
+                        .map(|i| if draw % 2 == 0 { special[i % special.len()] } else { rng.random_range(-4.0..4.0) })
+                        .collect();
+                    let messages = Messages::from_vec(&g, lambda.clone()).unwrap();
+                    let configs = g.num_configs(p);
+                    let delta: Vec<f64> = (0..configs).map(|y| [0.0, -0.0, 1.0][(y + draw) % 3]).collect();
+                    let mut want = vec![0.0; configs];
+                    region_message_offsets(&g, &messages, p, &mut want);
+                    for (w, &d) in want.iter_mut().zip(&delta) {
+                        *w = (d + *w) / 0.3;
+                    }
+                    let mut maps = EdgeMaps::default();
+                    let product = Product::of(&g, &lambda, p, &mut maps).expect("a pair of two children is a product");
+                    let mut got = vec![f64::NAN; configs];
+                    product.write_biases(&delta, 0.3, &mut got);
+                    assert_eq!(bits(&got), bits(&want), "labels {la}×{lb}, outer edge first {outer_edge_first}");
+                    assert!(Product::of(&g, &lambda, q, &mut maps).is_none(), "a pair with a parent");
+                    assert!(Product::of(&g, &lambda, t, &mut maps).is_none(), "a region of one child");
+                }
+            }
         }
     }
 
