@@ -53,6 +53,35 @@ pub trait Model: Send + Sync + Debug + 'static {
     /// and relies on getting the numbers a single call would give.
     fn score(&self, features: Features<'_>, out: &mut [f64]) -> Result<(), OracleError>;
 
+    /// Continues scores made by an earlier model: `out` holds what
+    /// `previous.score(features, …)` wrote, bit for bit. If this model is
+    /// `previous` plus terms of its own that [`Model::score`] adds after
+    /// `previous`'s (a boosted ensemble grown from `previous`:
+    /// `g = g_prev + Σ_{new trees} f_t`, added in order), adds them, leaves in
+    /// `out` exactly what `self.score(features, out)` writes and returns
+    /// `true`; otherwise returns `false` and leaves `out` untouched (the
+    /// default: the caller scores afresh). Errors as [`Model::score`] does.
+    /// A caller that scores the same rows after every fit (a trainer's
+    /// validation set) then pays for the new terms only.
+    ///
+    /// ```
+    /// use oracles::{Features, Model};
+    /// let model = oracles::linear::LinearModel::new(1, 2, vec![1.0, -1.0]).unwrap();
+    /// let mut scores = [0.0; 2];
+    /// let x = Features::new(&[3.0], 1, 1).unwrap();
+    /// // A linear model is not a sum grown from another: score it afresh.
+    /// assert!(!model.score_continuing(&model, x, &mut scores).unwrap());
+    /// ```
+    fn score_continuing(
+        &self,
+        previous: &dyn Model,
+        features: Features<'_>,
+        out: &mut [f64],
+    ) -> Result<bool, OracleError> {
+        let _ = (previous, features, out);
+        Ok(false)
+    }
+
     /// The model's parameters as bytes (postcard), read back by the loader
     /// registered for [`Model::kind`].
     fn to_bytes(&self) -> Result<Vec<u8>, OracleError>;

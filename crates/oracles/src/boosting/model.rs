@@ -295,6 +295,56 @@ impl StepFunction {
     }
 }
 
+impl BoostingModel {
+    /// Adds trees `trees`' leaf values to every row's scores in `out`
+    /// (row-major `rows × classes`; zeroed first if `from_zero`), tree after
+    /// tree in order: from zero and with every tree, [`Model::score`]'s
+    /// `g = Σ_t f_t` as a left fold. Rows in chunks of about
+    /// [`SCORE_CHUNK_BYTES`] of features, in parallel.
+    fn add_trees(&self, trees: std::ops::Range<usize>, features: Features<'_>, out: &mut [f64], from_zero: bool) {
+        let c = self.classes;
+        let descents: Vec<Descent<f64>> = trees.clone().map(|t| self.descent(t)).collect();
+        let chunk_rows = (SCORE_CHUNK_BYTES / (8 * self.dim.max(1))).clamp(8, SCORE_CHUNK_ROWS);
+        out.par_chunks_mut(chunk_rows * c).enumerate().for_each(|(chunk, o)| {
+            if from_zero {
+                o.fill(0.0);
+            }
+            let start = chunk * chunk_rows;
+            let rows = o.len() / c;
+            let x = features.slice_rows(start, start + rows);
+            let mut leaf = [0u32; SCORE_CHUNK_ROWS];
+            for (t, descent) in trees.clone().zip(&descents) {
+                let values =
+                    &self.leaf_values[self.leaf_offsets[t] as usize * c..self.leaf_offsets[t + 1] as usize * c];
+                descent.leaves(x.as_slice(), self.dim, &mut leaf[..rows]);
+                for (o, &l) in o.chunks_mut(c).zip(&leaf) {
+                    let l = l as usize;
+                    o.iter_mut().zip(&values[l * c..(l + 1) * c]).for_each(|(o, v)| *o += v);
+                }
+            }
+        });
+    }
+
+    /// Whether this ensemble's first trees are `previous`'s, to the bit (so
+    /// that its scores are `previous`'s plus those of the trees after them).
+    fn grows_from(&self, previous: &BoostingModel) -> bool {
+        let (trees, c) = (previous.trees(), self.classes);
+        if (self.dim, c) != (previous.dim, previous.classes) || trees > self.trees() {
+            return false;
+        }
+        let (nodes, leaves) = (previous.node_offsets[trees] as usize, previous.leaf_offsets[trees] as usize);
+        let same_bits =
+            |a: &[f64], b: &[f64]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+        self.node_offsets[..=trees] == previous.node_offsets[..]
+            && self.leaf_offsets[..=trees] == previous.leaf_offsets[..]
+            && self.feature[..nodes] == previous.feature[..]
+            && same_bits(&self.threshold[..nodes], &previous.threshold)
+            && self.left[..nodes] == previous.left[..]
+            && self.right[..nodes] == previous.right[..]
+            && same_bits(&self.leaf_values[..leaves * c], &previous.leaf_values)
+    }
+}
+
 impl Model for BoostingModel {
     crate::impl_model_plumbing!(KIND);
 
@@ -304,6 +354,28 @@ impl Model for BoostingModel {
 
     fn classes(&self) -> usize {
         self.classes
+    }
+
+    /// Continues `previous`'s scores when this ensemble grew from it
+    /// (its first trees are `previous`'s, bit for bit): only the trees after
+    /// them are walked, and the scores equal [`Model::score`]'s bit for bit
+    /// (either way a left fold over the trees from zero).
+    fn score_continuing(
+        &self,
+        previous: &dyn Model,
+        features: Features<'_>,
+        out: &mut [f64],
+    ) -> Result<bool, OracleError> {
+        let Some(previous) = previous.as_any().downcast_ref::<BoostingModel>() else {
+            return Ok(false);
+        };
+        if !self.grows_from(previous) {
+            return Ok(false);
+        }
+        check_model_shape(self, features.dim(), self.classes)?;
+        check_score_buffer(features, self.classes, out)?;
+        self.add_trees(previous.trees()..self.trees(), features, out, false);
+        Ok(true)
     }
 
     fn score(&self, features: Features<'_>, out: &mut [f64]) -> Result<(), OracleError> {
@@ -320,24 +392,7 @@ impl Model for BoostingModel {
             });
             return Ok(());
         }
-        let descents: Vec<Descent<f64>> = (0..self.trees()).map(|t| self.descent(t)).collect();
-        let chunk_rows = (SCORE_CHUNK_BYTES / (8 * self.dim.max(1))).clamp(8, SCORE_CHUNK_ROWS);
-        out.par_chunks_mut(chunk_rows * c).enumerate().for_each(|(chunk, o)| {
-            o.fill(0.0);
-            let start = chunk * chunk_rows;
-            let rows = o.len() / c;
-            let x = features.slice_rows(start, start + rows);
-            let mut leaf = [0u32; SCORE_CHUNK_ROWS];
-            for (t, descent) in descents.iter().enumerate() {
-                let values =
-                    &self.leaf_values[self.leaf_offsets[t] as usize * c..self.leaf_offsets[t + 1] as usize * c];
-                descent.leaves(x.as_slice(), self.dim, &mut leaf[..rows]);
-                for (o, &l) in o.chunks_mut(c).zip(&leaf) {
-                    let l = l as usize;
-                    o.iter_mut().zip(&values[l * c..(l + 1) * c]).for_each(|(o, v)| *o += v);
-                }
-            }
-        });
+        self.add_trees(0..self.trees(), features, out, true);
         Ok(())
     }
 }

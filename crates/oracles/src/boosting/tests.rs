@@ -310,6 +310,48 @@ fn incremental_scores_equal_scoring_and_save_load_round_trips() {
     }
 }
 
+/// Scores continued from a warm start's (and from any prefix of the
+/// ensemble, the empty one included) equal scoring the grown model afresh bit
+/// for bit, for multi-feature trees and for one-feature models (scored by a
+/// step table); a model that did not grow from `previous` (another seed, a
+/// changed leaf, more trees than this one, another kind) is refused and
+/// `out` left alone.
+#[test]
+fn continued_scores_equal_scoring_afresh_bit_for_bit() {
+    let mut one_feature = Data::new(900, 2, 3, 15, true);
+    one_feature.x.chunks_mut(2).enumerate().for_each(|(k, r)| r[0] = (k % 37) as f64 * 0.5 - 3.0);
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for data in [Data::new(900, 4, 3, 12, true), one_feature] {
+        let p = data.problem();
+        let oracle = BoostingOracle { rounds: 3, subsample: 500, ..Default::default() };
+        let first = oracle.fit(&p, None, FitContext { seed: 4 }).unwrap();
+        let first = first.as_any().downcast_ref::<BoostingModel>().unwrap().clone();
+        let grown = oracle.fit(&p, Some(&first), FitContext { seed: 5 }).unwrap();
+        let grown = grown.as_any().downcast_ref::<BoostingModel>().unwrap().clone();
+        assert_eq!(grown.trees(), 6);
+        let mut afresh = vec![0.0; data.n * 3];
+        grown.score(p.features(), &mut afresh).unwrap();
+        for t in 0..=6 {
+            let previous = first_trees(&grown, t);
+            let mut scores = vec![0.0; data.n * 3];
+            previous.score(p.features(), &mut scores).unwrap();
+            assert!(grown.score_continuing(&previous, p.features(), &mut scores).unwrap(), "from {t} trees");
+            assert_eq!(bits(&scores), bits(&afresh), "from {t} trees");
+        }
+        let other = oracle.fit(&p, None, FitContext { seed: 6 }).unwrap();
+        let mut changed = first.clone();
+        changed.leaf_values[0] = f64::from_bits(changed.leaf_values[0].to_bits() ^ 1);
+        let zero = ZeroModel { dim: data.d, classes: 3 };
+        let not_grown: [&dyn Model; 4] = [other.as_ref(), &changed, &grown, &zero];
+        for (i, previous) in not_grown.into_iter().enumerate() {
+            let mut scores = vec![7.0; data.n * 3];
+            let model = if i == 2 { &first } else { &grown };
+            assert!(!model.score_continuing(previous, p.features(), &mut scores).unwrap(), "case {i}");
+            assert!(scores.iter().all(|&v| v == 7.0), "case {i}");
+        }
+    }
+}
+
 #[test]
 fn scored_fits_keep_the_scores_and_equal_plain_fits_bit_for_bit() {
     // A chain of warm-started calls given the scores (never scoring the
