@@ -695,11 +695,11 @@ struct TrainArgs {
     /// configuration.
     #[arg(long, value_name = "K")]
     train_error_every: Option<usize>,
-    /// Where warm-started evaluation keeps each example's messages between
-    /// evaluations: `temp-file` (default; an unnamed file in $TMPDIR, read and
-    /// written one example at a time) or `memory` (as many bytes as the
-    /// learner's messages). The same numbers either way. Overrides the
-    /// configuration.
+    /// Where warm-started evaluation keeps each example's messages (and
+    /// boosted types' validation scores) between evaluations: `temp-file`
+    /// (default; an unnamed file in $TMPDIR, read and written one example at
+    /// a time) or `memory` (as many bytes as the learner's messages). The
+    /// same numbers either way. Overrides the configuration.
     #[arg(long, value_name = "WHERE")]
     evaluation_messages: Option<structlearn::EvaluationMessages>,
     /// Early stopping: stop once the validation error has not improved for

@@ -325,6 +325,20 @@ impl StructuredModel {
 
     /// [`StructuredModel::type_scores`] into `out` (resized; its allocation reused).
     fn type_scores_into(&self, data: &Dataset, k: usize, t: usize, out: &mut Vec<f64>) -> Result<(), LearnError> {
+        self.type_scores_with(data, k, t, out, |model, features, out| model.score(features, out))
+    }
+
+    /// [`StructuredModel::type_scores_into`] with the rows scored by
+    /// `score(model, features, out)` (`out` zeroed), which must write what
+    /// `model.score` writes.
+    fn type_scores_with(
+        &self,
+        data: &Dataset,
+        k: usize,
+        t: usize,
+        out: &mut Vec<f64>,
+        score: impl FnOnce(&dyn Model, Features<'_>, &mut [f64]) -> Result<(), oracles::OracleError>,
+    ) -> Result<(), LearnError> {
         data.example(k)?;
         let (Some(ft), true) = (self.factor_types.get(t), t < data.factor_types().len()) else {
             return Err(LearnError::ModelMismatch(format!(
@@ -339,7 +353,7 @@ impl StructuredModel {
         let features = Features::new(block, rows, ft.dim).map_err(|e| oracle_err(ft, e))?;
         out.clear();
         out.resize(rows * ft.classes, 0.0);
-        self.models[t].score(features, out).map_err(|e| oracle_err(ft, e))
+        score(self.models[t].as_ref(), features, out).map_err(|e| oracle_err(ft, e))
     }
 
     /// Energies `θ(y_α) = ε_t g_t(φ_α, y_α)` of example `k` (no `Δ`), flat per
@@ -359,12 +373,27 @@ impl StructuredModel {
         theta: &mut Vec<f64>,
         scores: &mut Vec<f64>,
     ) -> Result<(), LearnError> {
+        self.energies_scored_by(data, k, theta, scores, |_, model, features, out| model.score(features, out))
+    }
+
+    /// [`StructuredModel::energies_into`] with type `t`'s rows scored by
+    /// `score(t, model, features, out)` (`out` zeroed), which must write what
+    /// `model.score` writes: a caller that kept earlier scores continues
+    /// them ([`Model::score_continuing`]).
+    pub(crate) fn energies_scored_by(
+        &self,
+        data: &Dataset,
+        k: usize,
+        theta: &mut Vec<f64>,
+        scores: &mut Vec<f64>,
+        mut score: impl FnMut(usize, &dyn Model, Features<'_>, &mut [f64]) -> Result<(), oracles::OracleError>,
+    ) -> Result<(), LearnError> {
         self.check_dataset(data)?;
         let graph = &data.example(k)?.graph();
         theta.clear();
         theta.resize(graph.total_configs(), 0.0);
         for t in 0..self.factor_types.len() {
-            self.type_scores_into(data, k, t, scores)?;
+            self.type_scores_with(data, k, t, scores, |model, features, out| score(t, model, features, out))?;
             let c = self.factor_types[t].classes;
             spread_energies(graph, data.regions_of_type(k, t), self.epsilon[t], c, scores, theta);
         }

@@ -223,11 +223,15 @@ pub struct TrainConfig {
     /// carry the evaluation messages, so a resumed run records the same errors.
     pub warm_start_evaluation: bool,
     /// Where warm-started evaluation keeps each example's messages between
-    /// evaluations: [`EvaluationMessages::TempFile`] (the default: an
-    /// unnamed temporary file, read and written one example at a time) or
+    /// evaluations, and where the validation set's scores of the types that
+    /// keep their training scores (boosting) wait for the next evaluation,
+    /// which adds only the trees fitted since ([`oracles::Model::score_continuing`]):
+    /// [`EvaluationMessages::TempFile`] (the default: an unnamed temporary
+    /// file, read and written one example at a time) or
     /// [`EvaluationMessages::Memory`]. The same numbers either way; in
     /// memory the training set's evaluation messages take as many bytes as
-    /// the learner's own messages.
+    /// the learner's own messages, and a boosted pair type's validation
+    /// scores 8 bytes per class per validation pair.
     pub evaluation_messages: EvaluationMessages,
     /// Optional checkpointing.
     pub checkpoint: Option<CheckpointConfig>,

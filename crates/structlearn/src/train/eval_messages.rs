@@ -1,7 +1,8 @@
 //! Where a warm-started evaluation keeps each example's messages between
 //! evaluations ([`EvaluationMessages`]): in memory, or in an unnamed
 //! temporary file read and written one example at a time, so that an
-//! evaluation holds only the messages of the examples being predicted.
+//! evaluation holds only the messages of the examples being predicted. The
+//! validation set's kept scores ([`super::kept_scores`]) are kept the same way.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -32,8 +33,8 @@ pub enum EvaluationMessages {
     Memory,
     /// An unnamed temporary file in the system's temporary directory
     /// (`$TMPDIR`, else `/tmp`), removed by the operating system when the run
-    /// ends, even if it is killed; each example's messages are read before its
-    /// prediction and written back after it. Where that directory is a RAM
+    /// ends, even if it is killed; each example's messages (and kept scores)
+    /// are read before its prediction and written back after it. Where that directory is a RAM
     /// file system (`tmpfs`) the memory is only moved; set `TMPDIR` to a disk
     /// directory there.
     TempFile,
@@ -67,7 +68,7 @@ pub(super) enum MessageStore {
     /// In memory.
     Memory(Vec<Messages>),
     /// In a temporary file.
-    File(MessageFile),
+    File(ExampleFile),
 }
 
 impl MessageStore {
@@ -75,7 +76,7 @@ impl MessageStore {
     pub(super) fn zeros(data: &Dataset, how: EvaluationMessages) -> Result<Self, LearnError> {
         Ok(match how {
             EvaluationMessages::Memory => Self::Memory(crate::model::zero_messages(data)),
-            EvaluationMessages::TempFile => Self::File(MessageFile::zeros(data).map_err(temp_file_error)?),
+            EvaluationMessages::TempFile => Self::File(ExampleFile::zeros(data).map_err(temp_file_error)?),
         })
     }
 
@@ -89,7 +90,7 @@ impl MessageStore {
         Ok(match how {
             EvaluationMessages::Memory => Self::Memory(saved),
             EvaluationMessages::TempFile => {
-                let file = MessageFile::zeros(data).map_err(temp_file_error)?;
+                let file = ExampleFile::zeros(data).map_err(temp_file_error)?;
                 for (k, m) in saved.iter().enumerate() {
                     file.keep(k, m)?;
                 }
@@ -132,39 +133,44 @@ pub(super) fn check_temp_dir(how: EvaluationMessages, warm_evaluation: bool) -> 
     Ok(())
 }
 
-fn temp_file_error(e: io::Error) -> LearnError {
+pub(super) fn temp_file_error(e: io::Error) -> LearnError {
     LearnError::Io {
         path: format!(
-            "{} (the evaluation's temporary file of messages; set TMPDIR to another directory, or \
-             `evaluation_messages` to `memory`)",
+            "{} (the evaluation's temporary file of messages or scores; set TMPDIR to another directory, \
+             or `evaluation_messages` to `memory`)",
             std::env::temp_dir().display()
         ),
         source: e,
     }
 }
 
-/// Every example's messages in an unnamed temporary file, example `k`'s
-/// `len[k]` numbers from byte `8 · start[k]`, little-endian. Threads
-/// predicting other examples take turns at the file (a seek and one read or
-/// write of an example's bytes: little beside its message passing).
+/// Every example's numbers (its messages, or its kept scores,
+/// [`super::kept_scores`]) in an unnamed temporary file, example `k`'s
+/// numbers `start[k]..start[k + 1]` from byte `8 · start[k]`, little-endian.
+/// Threads predicting other examples take turns at the file (a seek and one
+/// read or write of an example's bytes: little beside its message passing).
 #[derive(Debug)]
-pub(super) struct MessageFile {
+pub(super) struct ExampleFile {
     file: Mutex<File>,
     /// `start[k]..start[k + 1]`: example `k`'s numbers.
     start: Vec<u64>,
 }
 
-impl MessageFile {
-    /// A file of all-zero messages for `data` (a sparse file of zero bytes:
-    /// the bytes of `+0.0`).
+impl ExampleFile {
+    /// A file of all-zero messages for `data`.
     pub(super) fn zeros(data: &Dataset) -> io::Result<Self> {
-        let mut start = Vec::with_capacity(data.len() + 1);
-        start.push(0u64);
-        for e in data.examples() {
-            start.push(start[start.len() - 1] + e.graph().total_message_len() as u64);
+        Self::zeros_of(data.examples().iter().map(|e| e.graph().total_message_len()))
+    }
+
+    /// A file of `lengths[k]` zeros for each example `k` (a sparse file of
+    /// zero bytes: the bytes of `+0.0`).
+    pub(super) fn zeros_of(lengths: impl IntoIterator<Item = usize>) -> io::Result<Self> {
+        let mut start = vec![0u64];
+        for n in lengths {
+            start.push(start[start.len() - 1] + n as u64);
         }
         let file = tempfile::tempfile()?;
-        file.set_len(8 * start[data.len()])?;
+        file.set_len(8 * start[start.len() - 1])?;
         Ok(Self { file: Mutex::new(file), start })
     }
 
@@ -181,7 +187,7 @@ impl MessageFile {
         Ok((file, (self.start[k + 1] - self.start[k]) as usize))
     }
 
-    /// Example `k`'s messages into `out` (replacing its contents).
+    /// Example `k`'s numbers into `out` (replacing its contents).
     pub(super) fn load(&self, k: usize, out: &mut Vec<f64>) -> io::Result<()> {
         let (mut file, n) = self.at(k)?;
         let mut bytes = vec![0u8; 8 * n];
@@ -192,12 +198,12 @@ impl MessageFile {
         Ok(())
     }
 
-    /// Writes example `k`'s messages.
+    /// Writes example `k`'s numbers.
     pub(super) fn store(&self, k: usize, values: &[f64]) -> io::Result<()> {
         let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         let (mut file, n) = self.at(k)?;
         if values.len() != n {
-            return Err(io::Error::other(format!("example {k} has {n} messages, got {}", values.len())));
+            return Err(io::Error::other(format!("example {k} has {n} numbers, got {}", values.len())));
         }
         file.write_all(&bytes)
     }
@@ -216,7 +222,7 @@ impl MessageFile {
     }
 }
 
-fn example_error(k: usize, e: io::Error) -> LearnError {
+pub(super) fn example_error(k: usize, e: io::Error) -> LearnError {
     temp_file_error(io::Error::new(e.kind(), format!("example {k}: {e}")))
 }
 
@@ -251,7 +257,7 @@ mod tests {
     #[test]
     fn the_file_keeps_each_examples_messages_and_starts_at_zero() {
         let d = data(&[(2, 3), (1, 1), (4, 2)]);
-        let file = MessageFile::zeros(&d).unwrap();
+        let file = ExampleFile::zeros(&d).unwrap();
         assert_eq!(file.len(), 3);
         let mut buffer = vec![7.0];
         for (k, e) in d.examples().iter().enumerate() {

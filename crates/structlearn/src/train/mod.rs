@@ -33,6 +33,7 @@
 mod checkpoint;
 mod config;
 mod eval_messages;
+mod kept_scores;
 mod pooled;
 
 use std::path::Path;
@@ -52,6 +53,7 @@ pub use config::{
 };
 pub use eval_messages::EvaluationMessages;
 use eval_messages::MessageStore;
+use kept_scores::KeptScores;
 use pooled::{
     DENSE_BIAS_ENTRIES, MessageBias, Pooled, Potentials, SCORE_GROUP_ROWS, ThetaSource, example_loss, gather_energies,
     pool, theta_entry, with_region_deltas, with_theta,
@@ -164,6 +166,10 @@ pub struct Algorithm1<'a> {
     train_eval_messages: Option<MessageStore>,
     /// Evaluation messages per validation example (the same).
     validation_eval_messages: Option<MessageStore>,
+    /// The validation set's scores of the types that keep their training
+    /// scores, from the last evaluation ([`KeptScores`]; `None` before it,
+    /// after a failed one, or when no type keeps scores).
+    validation_scores: Option<KeptScores>,
     /// The ranks the examples are spread over ([`Algorithm1::distribute`]).
     collective: Arc<dyn Collective>,
 }
@@ -267,6 +273,7 @@ impl<'a> Algorithm1<'a> {
             models,
             train_eval_messages: None,
             validation_eval_messages: None,
+            validation_scores: None,
             collective: Arc::new(SingleProcess),
         };
         trainer.initial_states()?;
@@ -672,10 +679,34 @@ impl<'a> Algorithm1<'a> {
         let train_energies = keeps_scores.then_some(&pooled_energies as Energies<'_>);
         let train =
             if with_train { Some(rate(self.train, &mut self.train_eval_messages, train_energies)?) } else { None };
+        // The validation set's energies continue the kept scores of the types
+        // that keep their training scores (boosting's trees fitted since the
+        // last evaluation, not every tree again): the same bits.
         let validation = match self.validation {
-            Some(v) => Some(
-                rate(v, &mut self.validation_eval_messages, None).map_err(|e| LearnError::Validation(Box::new(e)))?,
-            ),
+            Some(v) => {
+                if self.validation_scores.is_none() {
+                    let keeps = self.pooled.iter().map(|p| matches!(p.potentials, Potentials::Scores(_))).collect();
+                    self.validation_scores = KeptScores::new(v, keeps, how)?;
+                }
+                let kept_energies = self
+                    .validation_scores
+                    .as_ref()
+                    .map(|kept| |k: usize, theta: &mut Vec<f64>| kept.energies(&model, v, k, theta));
+                let energies = kept_energies.as_ref().map(|e| e as Energies<'_>);
+                match rate(v, &mut self.validation_eval_messages, energies) {
+                    Ok(rate) => {
+                        if let Some(kept) = &mut self.validation_scores {
+                            kept.scored_by(&model);
+                        }
+                        Some(rate)
+                    }
+                    Err(e) => {
+                        // Some examples' kept scores may be the new model's, others the old one's.
+                        self.validation_scores = None;
+                        return Err(LearnError::Validation(Box::new(e)));
+                    }
+                }
+            }
             None => None,
         };
         Ok((train, validation))
@@ -729,6 +760,7 @@ impl<'a> Solver<'a> for Algorithm1<'a> {
     fn set_validation(&mut self, validation: &'a Dataset) {
         self.validation = Some(validation);
         self.validation_eval_messages = None;
+        self.validation_scores = None;
     }
     fn validation(&self) -> Option<&'a Dataset> {
         self.validation
@@ -787,16 +819,12 @@ mod tests {
     use super::*;
     use crate::{Example, FactorTypeInfo, FeatureBlock};
 
-    /// The training set's evaluation reads the pooled scores of types that
-    /// keep them: the energies they give are the model's own
-    /// ([`StructuredModel::energies`]) bit for bit, for a type that keeps
-    /// scores (boosting) beside one scored from its model (linear), after
-    /// warm fits.
-    #[test]
-    fn pooled_energies_are_the_models_bit_for_bit() {
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+    /// Examples on one 4×5 grid of three labels: two features per unary and
+    /// pair region (a noisy label indicator and a constant), random labels.
+    fn grid_data(seed: u64, examples: usize) -> Dataset {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
         let graph = Arc::new(factor_graph::grid(4, 5, 3).unwrap());
-        let examples = (0..3)
+        let examples = (0..examples)
             .map(|k| {
                 let labels: Vec<usize> = (0..20).map(|_| rng.random_range(0..3)).collect();
                 let unary = labels.iter().flat_map(|&y| [y as f64 + rng.random::<f64>(), 1.0]).collect();
@@ -806,11 +834,70 @@ mod tests {
             })
             .collect();
         let types = vec![FactorTypeInfo::new("unary", 2), FactorTypeInfo::new("pairwise", 2)];
-        let data = Dataset::new(types, examples).unwrap();
-        let oracles: Vec<(String, Box<dyn Oracle>)> = vec![
+        Dataset::new(types, examples).unwrap()
+    }
+
+    /// Linear unary and boosted pairwise energies (the type that keeps its scores).
+    fn linear_and_boosting() -> Vec<(String, Box<dyn Oracle>)> {
+        vec![
             ("unary".into(), Box::new(oracles::linear::LinearOracle::default())),
             ("pairwise".into(), Box::new(oracles::boosting::BoostingOracle { rounds: 3, ..Default::default() })),
-        ];
+        ]
+    }
+
+    /// The validation set's kept scores of the boosted type, continued at
+    /// every evaluation from the last one's (the trees fitted since), are
+    /// the model's own scores bit for bit: the energies they give equal
+    /// [`StructuredModel::energies`], and the validation error equals the one
+    /// counted from the model's energies from the same messages — kept in
+    /// memory or in a file. Each evaluation does continue (the boosted model
+    /// grew from the kept one).
+    #[test]
+    fn kept_validation_scores_are_the_models_bit_for_bit() {
+        let (train, validation) = (grid_data(3, 3), grid_data(4, 2));
+        for how in [EvaluationMessages::Memory, EvaluationMessages::TempFile] {
+            let config = TrainConfig { evaluation_messages: how, ..TrainConfig::default() };
+            let mut learner = Algorithm1::new(&train, linear_and_boosting(), config).unwrap();
+            learner.set_validation(&validation);
+            let mut messages = crate::model::zero_messages(&validation);
+            let mut history: Vec<Record> = Vec::new();
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            for iteration in 1..=3 {
+                for s in 0..learner.steps.len() {
+                    history.push(learner.run_step(iteration, s, history.last()).unwrap());
+                }
+                let model = learner.model().unwrap();
+                let before = learner.validation_scores.as_ref().and_then(|kept| kept.models[1].clone());
+                assert_eq!(before.is_some(), iteration > 1, "{how}, iteration {iteration}");
+                if let Some(before) = before {
+                    let features = Features::new(validation.features(0, 1), 31, 2).unwrap();
+                    let mut scores = vec![0.0; 31 * 9];
+                    before.score(features, &mut scores).unwrap();
+                    assert!(model.models()[1].score_continuing(before.as_ref(), features, &mut scores).unwrap());
+                }
+                let (_, rate) = learner.evaluate(false).unwrap();
+                let opts = learner.config.predict;
+                let (wrong, total) = model.error_counts_from_with(&validation, &opts, &mut messages, None).unwrap();
+                assert_eq!(rate, Some(error_rate_of(wrong, total)), "{how}, iteration {iteration}");
+                let kept = learner.validation_scores.as_ref().unwrap();
+                let mut theta = Vec::new();
+                for k in 0..validation.len() {
+                    kept.energies(&model, &validation, k, &mut theta).unwrap();
+                    assert_eq!(bits(&theta), bits(&model.energies(&validation, k).unwrap()), "{how}, example {k}");
+                }
+            }
+        }
+    }
+
+    /// The training set's evaluation reads the pooled scores of types that
+    /// keep them: the energies they give are the model's own
+    /// ([`StructuredModel::energies`]) bit for bit, for a type that keeps
+    /// scores (boosting) beside one scored from its model (linear), after
+    /// warm fits.
+    #[test]
+    fn pooled_energies_are_the_models_bit_for_bit() {
+        let data = grid_data(3, 3);
+        let oracles = linear_and_boosting();
         let config = TrainConfig { learning_iterations: 2, evaluate: Evaluate::Never, ..TrainConfig::default() };
         let mut learner = Algorithm1::new(&data, oracles, config).unwrap();
         let mut history: Vec<Record> = Vec::new();
