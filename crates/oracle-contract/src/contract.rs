@@ -62,15 +62,19 @@ pub trait Model: Send + Sync + Debug + 'static {
     /// `true`; otherwise returns `false` and leaves `out` untouched (the
     /// default: the caller scores afresh). Errors as [`Model::score`] does.
     /// A caller that scores the same rows after every fit (a trainer's
-    /// validation set) then pays for the new terms only.
+    /// validation set) then pays for the new terms only. A class that
+    /// implements it returns `true` with `previous` the model itself (nothing
+    /// added), on no rows too: that is how a caller asks whether keeping a
+    /// class's scores can pay.
     ///
     /// ```
     /// use oracles::{Features, Model};
     /// let model = oracles::linear::LinearModel::new(1, 2, vec![1.0, -1.0]).unwrap();
-    /// let mut scores = [0.0; 2];
-    /// let x = Features::new(&[3.0], 1, 1).unwrap();
+    /// let no_rows = Features::new(&[], 0, 1).unwrap();
     /// // A linear model is not a sum grown from another: score it afresh.
-    /// assert!(!model.score_continuing(&model, x, &mut scores).unwrap());
+    /// assert!(!model.score_continuing(&model, no_rows, &mut []).unwrap());
+    /// let boosted = oracles::boosting::BoostingModel::empty(1, 2);
+    /// assert!(boosted.score_continuing(&boosted, no_rows, &mut []).unwrap());
     /// ```
     fn score_continuing(
         &self,

@@ -1,19 +1,25 @@
-//! The validation set's scores of the factor types whose training scores the
-//! learner keeps (boosting: [`Potentials::Scores`]), kept from one evaluation
-//! to the next together with the models they are of, so that an evaluation
-//! scores only what the fits since then added ([`Model::score_continuing`]:
-//! the trees fitted since) instead of walking every tree of an ensemble that
-//! grows each learning iteration. The same bits as scoring afresh.
-//!
-//! [`Potentials::Scores`]: super::Potentials::Scores
+//! The validation set's scores of the factor types whose models continue
+//! scores (boosting), kept from one evaluation to the next together with the
+//! models they are of, so that an evaluation scores only what the fits since
+//! then added ([`Model::score_continuing`]: the trees fitted since) instead
+//! of walking every tree of an ensemble that grows each learning iteration.
+//! The same bits as scoring afresh.
 
 use std::sync::Mutex;
 
-use oracles::Model;
+use oracles::{Features, Model};
 
 use super::eval_messages::{ExampleFile, example_error, temp_file_error};
 use crate::model::StructuredModel;
 use crate::{Dataset, EvaluationMessages, LearnError};
+
+/// Whether `model`'s class continues scores (it continues from itself, on no
+/// rows: [`Model::score_continuing`]), so that keeping its scores pays. A
+/// type not fitted yet at the first evaluation (its zero model) is scored
+/// afresh at every evaluation: the same numbers.
+pub(super) fn continues(model: &dyn Model) -> bool {
+    Features::new(&[], 0, model.dim()).and_then(|none| model.score_continuing(model, none, &mut [])).unwrap_or(false)
+}
 
 /// One data set's kept scores (module docs).
 #[derive(Debug)]

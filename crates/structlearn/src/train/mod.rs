@@ -680,12 +680,12 @@ impl<'a> Algorithm1<'a> {
         let train =
             if with_train { Some(rate(self.train, &mut self.train_eval_messages, train_energies)?) } else { None };
         // The validation set's energies continue the kept scores of the types
-        // that keep their training scores (boosting's trees fitted since the
+        // whose models continue scores (boosting: the trees fitted since the
         // last evaluation, not every tree again): the same bits.
         let validation = match self.validation {
             Some(v) => {
                 if self.validation_scores.is_none() {
-                    let keeps = self.pooled.iter().map(|p| matches!(p.potentials, Potentials::Scores(_))).collect();
+                    let keeps = model.models().iter().map(|m| kept_scores::continues(m.as_ref())).collect();
                     self.validation_scores = KeptScores::new(v, keeps, how)?;
                 }
                 let kept_energies = self
@@ -880,6 +880,7 @@ mod tests {
                 let (wrong, total) = model.error_counts_from_with(&validation, &opts, &mut messages, None).unwrap();
                 assert_eq!(rate, Some(error_rate_of(wrong, total)), "{how}, iteration {iteration}");
                 let kept = learner.validation_scores.as_ref().unwrap();
+                assert!(kept.models[0].is_none(), "the linear type's scores are not kept");
                 let mut theta = Vec::new();
                 for k in 0..validation.len() {
                     kept.energies(&model, &validation, k, &mut theta).unwrap();
