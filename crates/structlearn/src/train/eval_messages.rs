@@ -144,6 +144,9 @@ pub(super) fn temp_file_error(e: io::Error) -> LearnError {
     }
 }
 
+/// Bytes an [`ExampleFile`] reads or writes per call.
+const CHUNK: usize = 64 * 1024;
+
 /// Every example's numbers (its messages, or its kept scores,
 /// [`super::kept_scores`]) in an unnamed temporary file, example `k`'s
 /// numbers `start[k]..start[k + 1]` from byte `8 · start[k]`, little-endian.
@@ -187,25 +190,35 @@ impl ExampleFile {
         Ok((file, (self.start[k + 1] - self.start[k]) as usize))
     }
 
-    /// Example `k`'s numbers into `out` (replacing its contents).
+    /// Example `k`'s numbers into `out` (replacing its contents), read
+    /// [`CHUNK`] bytes at a time (no array of the example's bytes).
     pub(super) fn load(&self, k: usize, out: &mut Vec<f64>) -> io::Result<()> {
         let (mut file, n) = self.at(k)?;
-        let mut bytes = vec![0u8; 8 * n];
-        file.read_exact(&mut bytes)?;
-        drop(file);
         out.clear();
-        out.extend(bytes.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes"))));
+        out.reserve(n);
+        let mut bytes = [0u8; CHUNK];
+        while out.len() < n {
+            let chunk = &mut bytes[..8 * (n - out.len()).min(CHUNK / 8)];
+            file.read_exact(chunk)?;
+            out.extend(chunk.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes"))));
+        }
         Ok(())
     }
 
-    /// Writes example `k`'s numbers.
+    /// Writes example `k`'s numbers, [`CHUNK`] bytes at a time.
     pub(super) fn store(&self, k: usize, values: &[f64]) -> io::Result<()> {
-        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
         let (mut file, n) = self.at(k)?;
         if values.len() != n {
             return Err(io::Error::other(format!("example {k} has {n} numbers, got {}", values.len())));
         }
-        file.write_all(&bytes)
+        let mut bytes = [0u8; CHUNK];
+        for part in values.chunks(CHUNK / 8) {
+            for (b, v) in bytes.chunks_exact_mut(8).zip(part) {
+                b.copy_from_slice(&v.to_le_bytes());
+            }
+            file.write_all(&bytes[..8 * part.len()])?;
+        }
+        Ok(())
     }
 
     /// Example `k`'s messages for its graph, for a prediction.
@@ -285,6 +298,31 @@ mod tests {
             );
         }
         assert!(file.store(0, &values[1]).is_err(), "a wrong length is refused");
+    }
+
+    /// Examples of any length, from none to several chunks and a part, each
+    /// read back bit for bit beside its neighbours.
+    #[test]
+    fn numbers_longer_than_a_chunk_are_kept_whole() {
+        let per_chunk = super::CHUNK / 8;
+        let lengths = [0, 1, per_chunk - 1, per_chunk, per_chunk + 1, 3 * per_chunk + 5, 2];
+        let file = ExampleFile::zeros_of(lengths).unwrap();
+        let values: Vec<Vec<f64>> = lengths
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| {
+                (0..n).map(|i| f64::from_bits((k as u64) << 52 ^ i as u64 ^ 0x8000_0000_0000_0000)).collect()
+            })
+            .collect();
+        for k in (0..lengths.len()).rev() {
+            file.store(k, &values[k]).unwrap();
+        }
+        let mut buffer = vec![1.0; 3];
+        for (k, v) in values.iter().enumerate() {
+            file.load(k, &mut buffer).unwrap();
+            let bits = |x: &[f64]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&buffer), bits(v), "example {k}");
+        }
     }
 
     #[test]

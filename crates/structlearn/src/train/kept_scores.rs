@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use oracles::{Features, Model};
 
 use super::eval_messages::{ExampleFile, example_error, temp_file_error};
-use crate::model::StructuredModel;
+use crate::model::{Buffer, SCORES, StructuredModel, with_buffer};
 use crate::{Dataset, EvaluationMessages, LearnError};
 
 /// Whether `model`'s class continues scores (it continues from itself, on no
@@ -19,6 +19,11 @@ use crate::{Dataset, EvaluationMessages, LearnError};
 /// afresh at every evaluation: the same numbers.
 pub(super) fn continues(model: &dyn Model) -> bool {
     Features::new(&[], 0, model.dim()).and_then(|none| model.score_continuing(model, none, &mut [])).unwrap_or(false)
+}
+
+thread_local! {
+    /// An example's kept scores, read and written back by [`KeptScores::energies`].
+    static KEPT: Buffer = const { Buffer::new(Vec::new()) };
 }
 
 /// One data set's kept scores (module docs).
@@ -70,14 +75,29 @@ impl KeptScores {
         k: usize,
         theta: &mut Vec<f64>,
     ) -> Result<(), LearnError> {
-        let mut kept = Vec::new();
+        // This thread's buffers: an example's kept scores are megabytes.
+        with_buffer(&KEPT, |kept| with_buffer(&SCORES, |scores| self.energies_in(model, data, k, theta, kept, scores)))
+    }
+
+    /// [`KeptScores::energies`] with `kept` and `scores` as scratch.
+    fn energies_in(
+        &self,
+        model: &StructuredModel,
+        data: &Dataset,
+        k: usize,
+        theta: &mut Vec<f64>,
+        kept: &mut Vec<f64>,
+        scores: &mut Vec<f64>,
+    ) -> Result<(), LearnError> {
         match &self.store {
-            ScoreStore::Memory(all) => kept.extend_from_slice(&lock(&all[k])),
-            ScoreStore::File(file) => file.load(k, &mut kept).map_err(|e| example_error(k, e))?,
+            ScoreStore::Memory(all) => {
+                kept.clear();
+                kept.extend_from_slice(&lock(&all[k]));
+            }
+            ScoreStore::File(file) => file.load(k, kept).map_err(|e| example_error(k, e))?,
         }
         let mut offset = 0;
-        let mut scores = Vec::new();
-        model.energies_scored_by(data, k, theta, &mut scores, |t, current, features, out| {
+        model.energies_scored_by(data, k, theta, scores, |t, current, features, out| {
             if !self.keeps[t] {
                 return current.score(features, out);
             }
@@ -95,8 +115,8 @@ impl KeptScores {
             Ok(())
         })?;
         match &self.store {
-            ScoreStore::Memory(all) => lock(&all[k]).copy_from_slice(&kept),
-            ScoreStore::File(file) => file.store(k, &kept).map_err(|e| example_error(k, e))?,
+            ScoreStore::Memory(all) => lock(&all[k]).copy_from_slice(kept),
+            ScoreStore::File(file) => file.store(k, kept).map_err(|e| example_error(k, e))?,
         }
         Ok(())
     }
