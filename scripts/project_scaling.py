@@ -18,7 +18,7 @@ the collectives:
   (blocks are whole examples);
 * efficiency = one process's time / (R x the slowest rank's time).
 
-Usage: python3 scripts/project_scaling.py [--seconds 27.7] [--evaluations 13.5 16]
+Usage: python3 scripts/project_scaling.py [--seconds 22.0] [--evaluations 13.5 16]
 """
 
 import argparse
@@ -45,7 +45,7 @@ def project(ranks, images, seconds, volumes, evaluations, network, objective_gat
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--images", type=int, default=572, help="training images")
-    p.add_argument("--seconds", type=float, default=27.7,
+    p.add_argument("--seconds", type=float, default=22.0,
                    help="one process's seconds per warm learning iteration at 20 %% resolution")
     p.add_argument("--volumes", type=float, nargs=2, default=[1.16e6, 1.30e6],
                    help="bytes gathered per L-BFGS evaluation: unary, pairwise (20 %% resolution)")
