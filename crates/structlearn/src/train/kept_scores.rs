@@ -14,9 +14,11 @@ use crate::model::{Buffer, SCORES, StructuredModel, with_buffer};
 use crate::{Dataset, EvaluationMessages, LearnError};
 
 /// Whether `model`'s class continues scores (it continues from itself, on no
-/// rows: [`Model::score_continuing`]), so that keeping its scores pays. A
-/// type not fitted yet at the first evaluation (its zero model) is scored
-/// afresh at every evaluation: the same numbers.
+/// rows: [`Model::score_continuing`]), so that keeping its scores pays. Asked
+/// when the kept scores are set up (the first evaluation at which some
+/// type's model continues); a type whose model did not then (a zero model
+/// before its first fit) is scored afresh at every evaluation: the same
+/// numbers.
 pub(super) fn continues(model: &dyn Model) -> bool {
     Features::new(&[], 0, model.dim()).and_then(|none| model.score_continuing(model, none, &mut [])).unwrap_or(false)
 }

@@ -166,9 +166,9 @@ pub struct Algorithm1<'a> {
     train_eval_messages: Option<MessageStore>,
     /// Evaluation messages per validation example (the same).
     validation_eval_messages: Option<MessageStore>,
-    /// The validation set's scores of the types that keep their training
+    /// The validation set's scores of the types whose models continue
     /// scores, from the last evaluation ([`KeptScores`]; `None` before it,
-    /// after a failed one, or when no type keeps scores).
+    /// after a failed one, or while no type's model continues scores).
     validation_scores: Option<KeptScores>,
     /// The ranks the examples are spread over ([`Algorithm1::distribute`]).
     collective: Arc<dyn Collective>,
