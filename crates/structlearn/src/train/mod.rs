@@ -354,7 +354,7 @@ impl<'a> Algorithm1<'a> {
         result
     }
 
-    /// What [`gather_theta`] reads.
+    /// What [`with_theta`] reads: the learner's state as a [`ThetaSource`].
     fn theta_source(&self) -> ThetaSource<'_> {
         ThetaSource {
             data: self.train,

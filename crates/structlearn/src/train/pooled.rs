@@ -42,7 +42,7 @@ pub(super) enum Potentials {
     /// replaced by the new `θ` right after the fit.
     Theta(Vec<f64>),
     /// `g_t`'s scores, for oracles that keep them current
-    /// ([`Oracle::maintains_scores`]): fits continue from them instead of
+    /// ([`oracles::Oracle::maintains_scores`]): fits continue from them instead of
     /// scoring the whole model, and `θ = ε_t g_t + Δ` is computed as an
     /// example's `θ` is gathered (the same expression, so the same bits).
     Scores(Vec<f64>),
