@@ -233,8 +233,9 @@ fn a_second_ctrl_c_stops_at_once() {
 }
 
 /// A temporary directory where no file can be made is refused before the
-/// first learning iteration, naming it and the two ways out; with the
-/// evaluation messages in memory it is not needed.
+/// first learning iteration, naming it and the two ways out — also without
+/// warm-started evaluation (a boosted type's validation scores wait there);
+/// with the evaluation messages in memory it is not needed.
 #[test]
 fn an_unusable_temporary_directory_is_refused_before_the_work() {
     let dir = tempfile::tempdir().unwrap();
@@ -246,6 +247,10 @@ fn an_unusable_temporary_directory_is_refused_before_the_work() {
     let o = run_with_tmpdir(&[]);
     refused(&o, &[missing.to_str().unwrap(), "TMPDIR", "`evaluation_messages` to `memory`"]);
     assert!(!model.exists(), "no model from a refused run");
+    let cold = dir.path().join("cold.json");
+    std::fs::write(&cold, r#"{"train": {"warm_start_evaluation": false}}"#).unwrap();
+    let o = run_with_tmpdir(&["--config", cold.to_str().unwrap()]);
+    refused(&o, &[missing.to_str().unwrap(), "TMPDIR", "`evaluation_messages` to `memory`"]);
     let o = run_with_tmpdir(&["--evaluation-messages", "memory"]);
     assert!(o.status.success(), "{}", stderr(&o));
     // An unknown store is a usage error (exit code 2) listing the names.

@@ -123,11 +123,12 @@ impl Serialize for CheckpointMessages<'_> {
     }
 }
 
-/// Refuses, before any work, a run whose evaluation would keep its messages
-/// in a temporary file (`how`, warm-started evaluation) where none can be
-/// made, instead of failing at the first evaluation.
-pub(super) fn check_temp_dir(how: EvaluationMessages, warm_evaluation: bool) -> Result<(), LearnError> {
-    if how == EvaluationMessages::TempFile && warm_evaluation {
+/// Refuses, before any work, a run whose evaluation may keep its messages
+/// (warm-started) or a boosted type's validation scores (whether or not
+/// warm-started) in a temporary file (`how`) where none can be made, instead
+/// of failing at the first evaluation.
+pub(super) fn check_temp_dir(how: EvaluationMessages, evaluates: bool) -> Result<(), LearnError> {
+    if how == EvaluationMessages::TempFile && evaluates {
         tempfile::tempfile().map_err(temp_file_error)?;
     }
     Ok(())

@@ -243,7 +243,7 @@ impl<'a> Algorithm1<'a> {
         let oracles = oracles_by_type(train, oracles)?;
         config.validate()?;
         let evaluates = config.evaluate != Evaluate::Never;
-        eval_messages::check_temp_dir(config.evaluation_messages, evaluates && config.warm_start_evaluation)?;
+        eval_messages::check_temp_dir(config.evaluation_messages, evaluates)?;
         let steps = config.steps(train);
         let step_types = steps
             .iter()
