@@ -352,6 +352,24 @@ fn continued_scores_equal_scoring_afresh_bit_for_bit() {
     }
 }
 
+/// A model of no features (single-leaf trees: a constant per class, scored by
+/// the step table) continues to the bits of scoring afresh too.
+#[test]
+fn continued_scores_without_features_equal_scoring_afresh() {
+    let data = Data::new(300, 1, 4, 21, false);
+    let p = Problem::new(Features::new(&[], data.n, 0).unwrap(), &data.labels, &data.bias, data.c, None).unwrap();
+    let oracle = BoostingOracle { rounds: 2, ..Default::default() };
+    let first = oracle.fit(&p, None, FitContext { seed: 1 }).unwrap();
+    let grown = oracle.fit(&p, Some(first.as_ref()), FitContext { seed: 2 }).unwrap();
+    let (mut continued, mut afresh) = (vec![0.0; data.n * data.c], vec![0.0; data.n * data.c]);
+    first.score(p.features(), &mut continued).unwrap();
+    assert!(grown.score_continuing(first.as_ref(), p.features(), &mut continued).unwrap());
+    grown.score(p.features(), &mut afresh).unwrap();
+    assert!(afresh.iter().any(|&v| v != 0.0));
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&continued), bits(&afresh));
+}
+
 #[test]
 fn scored_fits_keep_the_scores_and_equal_plain_fits_bit_for_bit() {
     // A chain of warm-started calls given the scores (never scoring the
