@@ -349,7 +349,7 @@ impl StructuredModel {
         };
         let block = data.features(k, t);
         // Rows are regions: with dimension 0 the block holds no values at all.
-        let rows = data.regions_of_type(k, t).count();
+        let rows = data.type_rows(t, k..k + 1);
         let features = Features::new(block, rows, ft.dim).map_err(|e| oracle_err(ft, e))?;
         out.clear();
         out.resize(rows * ft.classes, 0.0);

@@ -200,7 +200,7 @@ impl<'a> Perceptron<'a> {
                     }
                 }
                 TypeModel::Fixed(m) => {
-                    let rows = data.regions_of_type(k, t).count();
+                    let rows = data.type_rows(t, k..k + 1);
                     let features = oracles::Features::new(block, rows, ft.dim).map_err(|e| oracle_err(ft, e))?;
                     let mut s = vec![0.0; rows * ft.classes];
                     m.score(features, &mut s).map_err(|e| oracle_err(ft, e))?;

@@ -56,7 +56,7 @@ impl KeptScores {
         }
         let lengths = (0..data.len()).map(|k| {
             let types = data.factor_types().iter().enumerate().filter(|&(t, _)| keeps[t]);
-            types.map(|(t, ft)| data.regions_of_type(k, t).count() * ft.classes).sum::<usize>()
+            types.map(|(t, ft)| data.type_rows(t, k..k + 1) * ft.classes).sum::<usize>()
         });
         let store = match how {
             EvaluationMessages::Memory => ScoreStore::Memory(lengths.map(|n| Mutex::new(vec![0.0; n])).collect()),
